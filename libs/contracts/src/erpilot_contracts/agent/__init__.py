@@ -1,0 +1,1 @@
+"""Contracts of the agent domain; versioned modules beside this file."""

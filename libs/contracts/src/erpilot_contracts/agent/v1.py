@@ -1,0 +1,65 @@
+"""Agent commands and queries (schema_version 1)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from erpilot_contracts.base import ErrorV1, Message
+
+ToolCallStatus = Literal["received", "running", "awaiting_approval", "executing", "finished"]
+ToolOutcome = Literal["succeeded", "business_rejected", "not_executed", "failed"]
+
+
+class CreateSessionV1(Message):
+    owner: str
+    title: str | None = None
+
+
+class StartToolCallV1(Message):
+    """A tool call from an external agent. Idempotent by ``call_id`` with the same tool and arguments."""
+
+    session_id: str
+    owner: str = Field(description="The `sub` of the caller; must own the session.")
+    tool: str
+    arguments: Any = Field(description="Raw arguments; validated by the agent against the tool schema.")
+    call_id: str | None = None
+
+
+class ToolCallViewV1(Message):
+    call_id: str
+    session_id: str
+    tool: str
+    arguments: Any
+    status: ToolCallStatus
+    outcome: ToolOutcome | None = None
+    result: dict[str, Any] | None = None
+    error: ErrorV1 | None = None
+    operation_id: str | None = None
+    pending_id: str | None = None
+    fingerprint: str | None = None
+    expires_at: datetime | None = None
+    approval_url: str | None = None
+    preview: dict[str, Any] | None = None
+    approval_status: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class PostMessageV1(Message):
+    session_id: str
+    owner: str
+    text: str
+
+
+class GetSessionV1(Message):
+    session_id: str
+    owner: str
+
+
+class GetToolCallV1(Message):
+    session_id: str
+    owner: str
+    call_id: str

@@ -1,0 +1,1 @@
+"""Contracts of the approval domain; versioned modules beside this file."""

@@ -1,0 +1,138 @@
+"""Approval commands, queries and events (schema_version 1)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from erpilot_contracts.base import Message
+
+ApprovalStatus = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded"]
+DecisionAction = Literal["approve", "reject", "cancel"]
+
+
+class GrantV1(Message):
+    """A signed, single-use permission to commit one operation with one fingerprint.
+
+    ``signature`` is base64 Ed25519 over the RFC 8785 JSON of every other field.
+    """
+
+    pending_id: str
+    operation_id: str
+    fingerprint: str
+    decided_by: str
+    decided_at: datetime
+    signature: str = ""
+
+
+class ApprovalRecordV1(Message):
+    """A pending approval and, once decided, its decision (SPEC §3.2)."""
+
+    pending_id: str
+    call_id: str
+    session_id: str
+    tool: str
+    tool_schema_version: int = 1
+    arguments: dict[str, Any]
+    fingerprint: str
+    operation_id: str
+    risk: str
+    preview: dict[str, Any]
+    required_roles: list[str]
+    requested_by: str
+    created_at: datetime
+    expires_at: datetime
+    status: ApprovalStatus
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    comment: str | None = None
+    policy_version: str
+    superseded_by: str | None = None
+    supersedes: str | None = None
+
+
+class RequestApprovalV1(Message):
+    """Store a pending approval. Idempotent by ``operation_id``."""
+
+    call_id: str
+    session_id: str
+    tool: str
+    tool_schema_version: int = 1
+    arguments: dict[str, Any]
+    fingerprint: str
+    operation_id: str
+    preview: dict[str, Any]
+    requested_by: str
+
+
+class Actor(Message):
+    """The authenticated person on whose behalf the gateway asks; roles come from the verified JWT."""
+
+    sub: str
+    roles: list[str]
+
+
+class DecideV1(Message):
+    pending_id: str
+    action: DecisionAction
+    fingerprint: str
+    comment: str | None = None
+    actor: Actor
+
+
+class EditApprovalV1(Message):
+    pending_id: str
+    fingerprint: str
+    arguments: dict[str, Any]
+    actor: Actor
+
+
+class GetApprovalV1(Message):
+    pending_id: str
+    actor: Actor
+
+
+class ListApprovalsV1(Message):
+    actor: Actor
+    status: ApprovalStatus | None = None
+    session_id: str | None = None
+    limit: int = Field(100, ge=1, le=500)
+
+
+class PolicyQueryV1(Message):
+    """Ask the policy in force about tools: all of them, or one."""
+
+    tool: str | None = None
+
+
+class ToolPolicyV1(Message):
+    tool: str
+    action: Literal["allow", "require_approval", "deny"]
+    roles: list[str]
+    ttl_seconds: int
+
+
+class PolicyViewV1(Message):
+    version: str
+    tools: list[ToolPolicyV1]
+
+
+class ApprovalRequestedV1(Message):
+    record: ApprovalRecordV1
+
+
+class ApprovalResolvedV1(Message):
+    """A pending approval left ``pending``. ``grant`` is present only when approved."""
+
+    pending_id: str
+    call_id: str
+    session_id: str
+    operation_id: str
+    status: ApprovalStatus
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    comment: str | None = None
+    grant: GrantV1 | None = None
+    superseded_by: str | None = None

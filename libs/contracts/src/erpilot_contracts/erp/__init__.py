@@ -1,0 +1,1 @@
+"""Contracts of the erp domain; versioned modules beside this file."""

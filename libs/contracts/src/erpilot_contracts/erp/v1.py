@@ -1,0 +1,103 @@
+"""ERP commands, queries and events (schema_version 1)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_contracts.base import ErrorV1, Message
+
+
+class ExecuteToolV1(Message):
+    """Run a read or draft tool. Draft tools are idempotent by ``operation_id``."""
+
+    session_id: str
+    call_id: str
+    operation_id: str
+    tool: str
+    arguments: dict[str, Any] = Field(description="Normalised arguments (already validated by the agent).")
+    requested_by: str
+
+
+class ToolResultV1(Message):
+    """The outcome of a read or draft tool."""
+
+    outcome: Literal["succeeded", "business_rejected"]
+    result: dict[str, Any] | None = None
+    error: ErrorV1 | None = None
+
+
+class PreviewEffectV1(Message):
+    label: str
+    before: Any = None
+    after: Any = None
+
+
+class PreviewV1(Message):
+    """What a person sees before approving: operation, object, amount, target, effects before -> after."""
+
+    operation: str = Field(description="Human title of the operation, e.g. 'Submit order'.")
+    object: str = Field(description="What is acted on, e.g. 'Draft D-1002 revision 3'.")
+    target: str = Field(description="Who or what is affected, e.g. the customer's full name.")
+    amount_minor: int | None = None
+    currency: str | None = None
+    effects: list[PreviewEffectV1] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict, description="Tool-specific data, e.g. draft lines.")
+
+
+class PrepareOperationV1(Message):
+    operation_id: str
+    session_id: str
+    call_id: str
+    tool: str
+    tool_schema_version: int = 1
+    arguments: dict[str, Any]
+    fingerprint: str
+    requested_by: str
+
+
+class PreparedOperationV1(Message):
+    operation_id: str
+    tool: str
+    fingerprint: str
+    preview: PreviewV1
+
+
+class CommitOperationV1(Message):
+    operation_id: str
+    grant: GrantV1
+
+
+class GetOperationV1(Message):
+    operation_id: str
+
+
+class OperationStatusV1(Message):
+    operation_id: str
+    tool: str
+    status: Literal["prepared", "committed", "rejected"]
+    session_id: str | None = None
+    requested_by: str | None = None
+    result: dict[str, Any] | None = None
+    error: ErrorV1 | None = None
+    committed_at: datetime | None = None
+
+
+class ErpViewV1(Message):
+    """Back-office read views behind ``/v1/erp/...``."""
+
+    view: Literal["products", "product", "customers", "order", "draft"]
+    id: str | None = None
+    revision: int | None = None
+    query: str = ""
+
+
+class UpdateProductV1(Message):
+    sku: str
+    price_minor: int | None = None
+    status: Literal["active", "discontinued"] | None = None
+    updated_by: str

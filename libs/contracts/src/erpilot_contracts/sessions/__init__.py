@@ -1,0 +1,1 @@
+"""Contracts of the sessions domain; versioned modules beside this file."""

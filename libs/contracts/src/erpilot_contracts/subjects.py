@@ -1,0 +1,84 @@
+"""Every NATS subject and JetStream stream Erpilot uses, in one place.
+
+Naming: ``erpilot.v1.cmd.<service>.<verb>`` are commands (imperative, durable, one consumer group per
+service), ``erpilot.v1.evt.<service>.<past_tense>`` are events from a transactional outbox,
+``erpilot.v1.query.<service>.<noun>`` are side-effect-free request/reply over core NATS, and
+``erpilot.v1.sessions.<session_id>.events`` is the per-session UI stream of SPEC §4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "erpilot.v1"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    name: str
+    subjects: tuple[str, ...]
+    max_age_seconds: int
+    description: str
+
+
+COMMANDS_STREAM = StreamSpec(
+    "ERPILOT_COMMANDS", (f"{PREFIX}.cmd.>",), 7 * 24 * 3600,
+    "Commands to services; each service consumes its own subjects with one durable consumer.",
+)
+EVENTS_STREAM = StreamSpec(
+    "ERPILOT_EVENTS", (f"{PREFIX}.evt.>",), 30 * 24 * 3600,
+    "Domain events published from transactional outboxes.",
+)
+SESSIONS_STREAM = StreamSpec(
+    "ERPILOT_SESSIONS", (f"{PREFIX}.sessions.*.events",), 90 * 24 * 3600,
+    "Per-session UI events (SPEC §4), replayed to SSE clients.",
+)
+DEAD_LETTER_STREAM = StreamSpec(
+    "ERPILOT_DEAD_LETTERS", (f"{PREFIX}.dlq.>",), 30 * 24 * 3600,
+    "Messages a consumer could not process: malformed, or failed too many times.",
+)
+ALL_STREAMS = (COMMANDS_STREAM, EVENTS_STREAM, SESSIONS_STREAM, DEAD_LETTER_STREAM)
+
+# --- ERP ---------------------------------------------------------------------------------------
+ERP_CMD_DRAFT = f"{PREFIX}.cmd.erp.draft"            # ExecuteToolV1 for draft tools -> ReplyV1(ToolResultV1)
+ERP_CMD_PREPARE = f"{PREFIX}.cmd.erp.prepare"        # PrepareOperationV1 -> ReplyV1(PreparedOperationV1)
+ERP_CMD_COMMIT = f"{PREFIX}.cmd.erp.commit"          # CommitOperationV1 -> ReplyV1(OperationStatusV1)
+ERP_CMD_UPDATE_PRODUCT = f"{PREFIX}.cmd.erp.update_product"  # UpdateProductV1 -> ReplyV1(product)
+ERP_QUERY_READ = f"{PREFIX}.query.erp.read"          # ExecuteToolV1 for read tools -> ReplyV1(ToolResultV1)
+ERP_QUERY_OPERATION = f"{PREFIX}.query.erp.operation"  # GetOperationV1 -> ReplyV1(OperationStatusV1)
+ERP_QUERY_VIEW = f"{PREFIX}.query.erp.view"          # ErpViewV1 -> ReplyV1(view)
+ERP_EVT_OPERATION_FINISHED = f"{PREFIX}.evt.erp.operation_finished"  # OperationStatusV1
+
+# --- Approval ----------------------------------------------------------------------------------
+APPROVAL_CMD_REQUEST = f"{PREFIX}.cmd.approval.request"  # RequestApprovalV1 -> ReplyV1(ApprovalRecordV1)
+APPROVAL_CMD_DECIDE = f"{PREFIX}.cmd.approval.decide"    # DecideV1 -> ReplyV1(ApprovalRecordV1)
+APPROVAL_CMD_EDIT = f"{PREFIX}.cmd.approval.edit"        # EditApprovalV1 -> ReplyV1(ApprovalRecordV1)
+APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
+APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
+APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1({items})
+APPROVAL_EVT_REQUESTED = f"{PREFIX}.evt.approval.requested"    # ApprovalRequestedV1
+APPROVAL_EVT_RESOLVED = f"{PREFIX}.evt.approval.resolved"      # ApprovalResolvedV1
+
+# --- Agent -------------------------------------------------------------------------------------
+AGENT_CMD_CREATE_SESSION = f"{PREFIX}.cmd.agent.create_session"  # CreateSessionV1 -> ReplyV1({session_id})
+AGENT_CMD_TOOL_CALL = f"{PREFIX}.cmd.agent.tool_call"            # StartToolCallV1 -> ReplyV1(ToolCallViewV1)
+AGENT_CMD_POST_MESSAGE = f"{PREFIX}.cmd.agent.post_message"      # PostMessageV1 -> ReplyV1({run_id})
+AGENT_QUERY_SESSION = f"{PREFIX}.query.agent.session"            # GetSessionV1 -> ReplyV1(session view)
+AGENT_QUERY_TOOL_CALL = f"{PREFIX}.query.agent.tool_call"        # GetToolCallV1 -> ReplyV1(ToolCallViewV1)
+
+# --- Health ------------------------------------------------------------------------------------
+def ping_subject(service: str) -> str:
+    """Core NATS subject every replica of ``service`` answers for readiness checks."""
+    return f"{PREFIX}.query.{service}.ping"
+
+
+def session_events_subject(session_id: str) -> str:
+    return f"{PREFIX}.sessions.{session_id}.events"
+
+
+def dead_letter_subject(service: str, original_subject: str) -> str:
+    return f"{PREFIX}.dlq.{service}.{original_subject.removeprefix(PREFIX + '.')}"
+
+
+def command_filter(service: str) -> str:
+    return f"{PREFIX}.cmd.{service}.>"

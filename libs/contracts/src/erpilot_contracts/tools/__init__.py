@@ -1,0 +1,1 @@
+"""Contracts of the tools domain; versioned modules beside this file."""

@@ -1,0 +1,1 @@
+"""Shared infrastructure for Erpilot services: settings, database, broker, outbox, inbox, failpoints."""
