@@ -14,6 +14,9 @@ ToolOutcome = Literal["succeeded", "business_rejected", "not_executed", "failed"
 
 
 class CreateSessionV1(Message):
+    """Create a session. The caller picks ``session_id`` so a redelivered command creates nothing new."""
+
+    session_id: str
     owner: str
     title: str | None = None
 

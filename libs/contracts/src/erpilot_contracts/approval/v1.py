@@ -24,6 +24,8 @@ class GrantV1(Message):
     fingerprint: str
     decided_by: str
     decided_at: datetime
+    stock_check: Literal["exact", "sufficient"] | None = Field(
+        None, description="submit_order only: how the ERP re-checks stock (policy `stock_check`).")
     signature: str = ""
 
 

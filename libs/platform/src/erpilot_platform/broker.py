@@ -1,0 +1,229 @@
+"""Broker wiring shared by every service: the NATS connection, JetStream streams, and the three
+kinds of endpoints (commands, events, queries) with one error policy.
+
+Error policy (see PITFALLS.md: faststream's default would TERM a message on any exception):
+- a message that does not parse or validate is answered with ``invalid_message`` (when it has a reply
+  inbox), copied to the dead-letter stream and acknowledged: a poison message never blocks a consumer;
+- a transient failure (database or broker away, serialization conflict, downstream timeout) is NAKed
+  with a growing delay, so it is retried;
+- any other exception is retried a few times, then dead-lettered and acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import nats.errors
+from faststream import AckPolicy
+from faststream.exceptions import NackMessage
+from faststream.nats import JStream, NatsBroker, PullSub
+from faststream.nats.annotations import NatsMessage
+from faststream.security import SASLPlaintext
+from nats.js.api import ConsumerConfig, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+from pydantic import BaseModel, ValidationError
+
+from erpilot_contracts.base import Message, ReplyV1
+from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM, EVENTS_STREAM, dead_letter_subject
+from erpilot_platform.db import is_transient
+
+log = logging.getLogger(__name__)
+M = TypeVar("M", bound=Message)
+MAX_ATTEMPTS_FOR_BUGS = 5
+
+
+class TransientError(RuntimeError):
+    """A failure a later retry can cure (a downstream service did not answer in time, ...)."""
+
+
+class ServiceUnavailable(TransientError):
+    """The service behind a subject did not answer (no responders, timeout, broker away)."""
+
+    def __init__(self, subject: str, reason: str):
+        super().__init__(f"{subject}: {reason}")
+        self.subject = subject
+
+
+def create_broker(nats_url: str, service: str, *, user: str | None = None, password: str | None = None,
+                  middlewares: tuple = ()) -> NatsBroker:
+    """A broker that reconnects forever: a NATS restart pauses a service, it does not stop it."""
+    return NatsBroker(
+        [url.strip() for url in nats_url.split(",")],
+        name=f"erpilot-{service}",
+        security=SASLPlaintext(username=user, password=password) if user else None,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=1,
+        connect_timeout=5,
+        graceful_timeout=15,
+        middlewares=middlewares,
+        log_level=logging.DEBUG,
+    )
+
+
+async def ensure_streams(broker: NatsBroker) -> None:
+    """Create or update every Erpilot stream (idempotent; safe from several processes at once)."""
+    js = broker.config.connection_state.stream
+    for spec in ALL_STREAMS:
+        config = StreamConfig(
+            name=spec.name, subjects=list(spec.subjects), description=spec.description,
+            max_age=float(spec.max_age_seconds), storage=StorageType.FILE, duplicate_window=120.0,
+        )
+        try:
+            await js.stream_info(spec.name)
+            await js.update_stream(config)
+        except NotFoundError:
+            try:
+                await js.add_stream(config)
+            except nats.js.errors.BadRequestError:  # another process created it meanwhile
+                await js.update_stream(config)
+
+
+async def request(broker: NatsBroker, subject: str, payload: Message, *, durable: bool, timeout: float = 10.0
+                  ) -> ReplyV1:
+    """Send a command (``durable=True``: through JetStream) or a query and wait for its ``ReplyV1``."""
+    try:
+        response = await broker.request(
+            payload.model_dump(mode="json"), subject,
+            stream=COMMANDS_STREAM.name if durable else None, timeout=timeout,
+        )
+    except (TimeoutError, nats.errors.TimeoutError) as exc:
+        raise ServiceUnavailable(subject, "no answer in time") from exc
+    except nats.errors.NoRespondersError as exc:
+        raise ServiceUnavailable(subject, "no service is listening") from exc
+    except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
+            nats.errors.StaleConnectionError, nats.errors.OutboundBufferLimitError) as exc:
+        raise ServiceUnavailable(subject, "broker unavailable") from exc
+    try:
+        return ReplyV1.model_validate_json(response.body)
+    except ValidationError as exc:
+        raise ServiceUnavailable(subject, f"malformed reply: {exc.errors()[0]['msg']}") from exc
+
+
+def _parse(model: type[M], body: bytes) -> M:
+    return model.model_validate_json(body)
+
+
+def _invalid_reply(exc: Exception) -> ReplyV1:
+    if isinstance(exc, ValidationError):
+        problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+        return ReplyV1.failure("invalid_message", "message does not match its schema", 422, errors=problems)
+    return ReplyV1.failure("invalid_message", f"message could not be parsed: {exc}", 422)
+
+
+class ServiceBus:
+    """Registers a service's endpoints on its broker with the shared error policy."""
+
+    def __init__(self, broker: NatsBroker, service: str):
+        self.broker = broker
+        self.service = service
+
+    async def dead_letter(self, message: Any, reason: str) -> None:
+        subject = dead_letter_subject(self.service, message.raw_message.subject)
+        headers = {"Erpilot-Reason": reason[:500], "Erpilot-Original-Subject": message.raw_message.subject}
+        try:
+            await self.broker.publish(message.body, subject, headers=headers, stream="ERPILOT_DEAD_LETTERS")
+        except Exception:  # the dead-letter copy is best effort; the log line is the record of last resort
+            log.exception("could not dead-letter a message from %s", message.raw_message.subject)
+        log.error("dead-lettered message from %s: %s", message.raw_message.subject, reason)
+
+    def _durable_name(self, subject: str) -> str:
+        return f"{self.service}__{subject.replace('.', '_').replace('*', 'any').replace('>', 'all')}"
+
+    async def _run_durable(self, model: type[M], handler: Callable[[M], Awaitable[Any]], message: Any
+                           ) -> dict | None:
+        try:
+            parsed = _parse(model, message.body)
+        except (ValidationError, ValueError) as exc:
+            await self.dead_letter(message, f"invalid message: {exc}")
+            return _invalid_reply(exc).model_dump(mode="json")
+        try:
+            result = await handler(parsed)
+        except NackMessage:
+            raise
+        except Exception as exc:
+            attempt = _delivery_count(message)
+            if isinstance(exc, TransientError) or is_transient(exc):
+                log.warning("transient failure on %s (attempt %d): %s", message.raw_message.subject, attempt, exc)
+                raise NackMessage(delay=min(0.2 * 2 ** attempt, 10.0)) from exc
+            log.exception("handler failed on %s (attempt %d)", message.raw_message.subject, attempt)
+            if attempt < MAX_ATTEMPTS_FOR_BUGS:
+                raise NackMessage(delay=0.5 * attempt) from exc
+            await self.dead_letter(message, f"failed {attempt} times: {exc!r}")
+            return ReplyV1.failure("internal_error", "the service could not process this message", 500
+                                   ).model_dump(mode="json")
+        return _as_reply(result)
+
+    def command(self, subject: str, model: type[M], *, max_workers: int = 8, description: str = ""):
+        """A durable command consumer shared by every replica; the handler's ``ReplyV1`` is the answer."""
+        def register(handler: Callable[[M], Awaitable[ReplyV1]]):
+            @self.broker.subscriber(
+                subject, stream=JStream(COMMANDS_STREAM.name, declare=False),
+                durable=self._durable_name(subject),
+                pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
+                config=ConsumerConfig(ack_wait=120.0, max_ack_pending=1000),
+                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers,
+                title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
+            )
+            async def entry(message: NatsMessage) -> dict | None:
+                return await self._run_durable(model, handler, message)
+
+            return handler
+        return register
+
+    def event(self, subject: str, model: type[M], *, max_workers: int = 4, description: str = ""):
+        """A durable event consumer (one per service, shared by replicas); no answer is sent."""
+        def register(handler: Callable[[M], Awaitable[None]]):
+            @self.broker.subscriber(
+                subject, stream=JStream(EVENTS_STREAM.name, declare=False),
+                durable=self._durable_name(subject),
+                pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
+                config=ConsumerConfig(ack_wait=120.0, max_ack_pending=1000),
+                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers,
+                title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
+            )
+            async def entry(message: NatsMessage) -> None:
+                await self._run_durable(model, handler, message)
+
+            return handler
+        return register
+
+    def query(self, subject: str, model: type[M], *, description: str = ""):
+        """A core request/reply endpoint with a queue group: no side effects, answered by one replica."""
+        def register(handler: Callable[[M], Awaitable[ReplyV1]]):
+            @self.broker.subscriber(
+                subject, queue=self.service,
+                title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
+            )
+            async def entry(message: NatsMessage) -> dict:
+                try:
+                    parsed = _parse(model, message.body)
+                except (ValidationError, ValueError) as exc:
+                    return _invalid_reply(exc).model_dump(mode="json")
+                try:
+                    return _as_reply(await handler(parsed))
+                except ServiceUnavailable as exc:
+                    return ReplyV1.failure("service_unavailable", str(exc), 503).model_dump(mode="json")
+                except Exception:
+                    log.exception("query failed on %s", subject)
+                    return ReplyV1.failure("internal_error", "the query failed", 500).model_dump(mode="json")
+
+            return handler
+        return register
+
+
+def _as_reply(result: Any) -> dict | None:
+    if result is None:
+        return None
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json")
+    return json.loads(json.dumps(result, default=str))
+
+
+def _delivery_count(message: Any) -> int:
+    try:
+        return int(message.raw_message.metadata.num_delivered)
+    except Exception:
+        return 1

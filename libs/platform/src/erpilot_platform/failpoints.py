@@ -1,0 +1,42 @@
+"""Named crash points for fault tests (SPEC §7): ``ERPILOT_FAILPOINTS="name=crash,..."``.
+
+When armed, the process exits with status 137 (as if SIGKILLed) the first time it reaches the point:
+no cleanup, no flush, no ack. The names are listed in docs/FAILPOINTS.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+log = logging.getLogger(__name__)
+
+_armed: dict[str, str] | None = None
+
+
+def _parse(spec: str) -> dict[str, str]:
+    armed: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, action = item.partition("=")
+        if action != "crash":
+            raise ValueError(f"ERPILOT_FAILPOINTS: unsupported action {action!r} for {name!r} (only 'crash')")
+        armed[name.strip()] = action
+    return armed
+
+
+def arm(spec: str) -> None:
+    """Arm failpoints from a spec string (replaces any previous arming)."""
+    global _armed
+    _armed = _parse(spec)
+
+
+def failpoint(name: str) -> None:
+    """Crash here if the failpoint ``name`` is armed."""
+    global _armed
+    if _armed is None:
+        _armed = _parse(os.environ.get("ERPILOT_FAILPOINTS", ""))
+    if _armed.get(name) == "crash":
+        log.critical("failpoint %s reached: exiting with 137", name)
+        sys.stderr.flush()
+        os._exit(137)

@@ -1,0 +1,106 @@
+"""Transactional outbox: events are rows written in the same transaction as the state change,
+then published to JetStream by a relay. ``Nats-Msg-Id`` is the row's ``msg_id``, so a re-publish
+after a crash between publish and delete is de-duplicated by the stream.
+
+Only one relay per service publishes at a time (a transaction-scoped advisory lock), in id order,
+which keeps per-session events in ``seq`` order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import JSON, BigInteger, Column, DateTime, MetaData, String, Table, delete, func, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from erpilot_platform.failpoints import failpoint
+
+log = logging.getLogger(__name__)
+
+
+def outbox_table(metadata: MetaData) -> Table:
+    """The ``outbox`` table in the service's schema (bind it to the service's MetaData)."""
+    return Table(
+        "outbox", metadata,
+        Column("id", BigInteger, primary_key=True, autoincrement=True),
+        Column("msg_id", String(200), nullable=False, unique=True),
+        Column("subject", String(300), nullable=False),
+        Column("payload", JSON, nullable=False),
+        Column("headers", JSON, nullable=False, default=dict),
+        Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    )
+
+
+class Outbox:
+    """Write side (``add``, inside the caller's transaction) and relay side (``run``) of one outbox."""
+
+    def __init__(self, table: Table, *, lock_key: int):
+        self.table = table
+        self.lock_key = lock_key
+        self._wakeup = asyncio.Event()
+
+    async def add(
+        self, conn: AsyncConnection, subject: str, payload: BaseModel | dict[str, Any],
+        *, msg_id: str | None = None, headers: dict[str, str] | None = None,
+    ) -> None:
+        """Record an event to publish once the surrounding transaction commits."""
+        body = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+        await conn.execute(self.table.insert().values(
+            msg_id=msg_id or str(uuid.uuid4()), subject=subject, payload=body, headers=headers or {},
+        ))
+
+    def wake(self) -> None:
+        """Tell the relay of this process that new rows were committed (saves a poll interval)."""
+        self._wakeup.set()
+
+    async def publish_pending(self, engine: AsyncEngine, broker: Any, *, batch: int = 200) -> int:
+        """Publish one batch in id order; returns how many rows were published."""
+        async with engine.begin() as conn:
+            got_lock = await conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.lock_key})
+            if not got_lock:
+                return 0
+            rows = (await conn.execute(
+                select(self.table).order_by(self.table.c.id).limit(batch)
+            )).mappings().all()
+            published: list[int] = []
+            try:
+                for row in rows:
+                    headers = {**(row["headers"] or {}), "Nats-Msg-Id": row["msg_id"]}
+                    await broker.publish(
+                        json.dumps(row["payload"]).encode(), row["subject"], headers=headers,
+                        stream=_stream_for(row["subject"]), timeout=5.0,
+                    )
+                    published.append(row["id"])
+                    failpoint("outbox.after_publish")
+            finally:
+                if published:
+                    await conn.execute(delete(self.table).where(self.table.c.id.in_(published)))
+            return len(published)
+
+    async def run(self, engine: AsyncEngine, broker: Any, *, poll_interval: float = 0.1) -> None:
+        """Relay forever: publish what is pending, then wait for a wake-up or the next poll."""
+        while True:
+            try:
+                while await self.publish_pending(engine, broker):
+                    pass
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # broker or database away: keep the rows, try again shortly
+                log.warning("outbox relay could not publish; will retry", exc_info=True)
+                await asyncio.sleep(1.0)
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), poll_interval)
+            except TimeoutError:
+                pass
+
+
+def _stream_for(subject: str) -> str:
+    from erpilot_contracts.subjects import EVENTS_STREAM, SESSIONS_STREAM
+
+    return SESSIONS_STREAM.name if ".sessions." in subject else EVENTS_STREAM.name

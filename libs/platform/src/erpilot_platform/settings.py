@@ -1,0 +1,50 @@
+"""Settings shared by every service, read from ``ERPILOT_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEV_SECRET_PLACEHOLDERS = {"", "changeme", "change-me", "secret", "dev"}
+
+
+class ConfigurationError(RuntimeError):
+    """A setting is missing or malformed; start-up stops with this message."""
+
+
+class PlatformSettings(BaseSettings):
+    """What every service needs: where the broker and database are, and how to behave."""
+
+    model_config = SettingsConfigDict(env_prefix="ERPILOT_", extra="ignore")
+
+    nats_url: str = Field("nats://127.0.0.1:4222", description="NATS server URL(s), comma separated.")
+    nats_user: str | None = None
+    nats_password: str | None = None
+    database_url: str = Field("", description="Any libpq URL, including unix sockets (?host=/dir).")
+    data_dir: Path = Path(".erpilot")
+    dev_mode: bool = Field(False, description="Set by `erpilot up`: allows generated dev secrets.")
+    failpoints: str = ""
+    log_level: str = "INFO"
+    public_url: str = Field("http://127.0.0.1:8000", description="Base URL people use to reach the console.")
+
+    # Services that own a schema need a database; the gateway owns none.
+    requires_database: ClassVar[bool] = True
+
+    @model_validator(mode="after")
+    def _database_required(self) -> PlatformSettings:
+        if self.requires_database and not self.database_url:
+            raise ConfigurationError("ERPILOT_DATABASE_URL is not set (run `erpilot up` for a local stack)")
+        return self
+
+
+def require_secret(name: str, value: str | None, *, dev_mode: bool) -> str:
+    """Return the secret, or stop start-up with a clear message when it is missing outside dev mode."""
+    if value and (dev_mode or value.strip().lower() not in DEV_SECRET_PLACEHOLDERS):
+        return value
+    raise ConfigurationError(
+        f"{name} is not set (or is a placeholder). Set it in the environment; "
+        "only `erpilot up` (dev mode) may generate one."
+    )

@@ -1,0 +1,106 @@
+"""Persistence of sessions, session events and tool calls (agent schema)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from erpilot_agent.adapters.tables import outbox as outbox_table
+from erpilot_agent.adapters.tables import runs, session_events, sessions, tool_calls
+from erpilot_contracts.sessions.v1 import SessionEventV1
+from erpilot_contracts.subjects import session_events_subject
+from erpilot_platform.outbox import Outbox
+
+OUTBOX_LOCK_KEY = 7_311_990_301
+outbox = Outbox(outbox_table, lock_key=OUTBOX_LOCK_KEY)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def create_session(conn: AsyncConnection, session_id: str, owner: str, title: str | None) -> None:
+    await conn.execute(sessions.insert().values(session_id=session_id, owner=owner, title=title))
+
+
+async def get_session(conn: AsyncConnection, session_id: str, *, lock: bool = False) -> Any:
+    stmt = select(sessions).where(sessions.c.session_id == session_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    return (await conn.execute(stmt)).first()
+
+
+async def append_event(conn: AsyncConnection, session_id: str, type_: str, data: dict[str, Any]) -> int:
+    """Append one session event with the next gap-free ``seq`` and queue it for publication.
+
+    The ``UPDATE ... RETURNING`` takes the session row lock, so concurrent writers of one session
+    get consecutive numbers in commit order; the outbox relays them in that order.
+    """
+    seq = await conn.scalar(
+        update(sessions).where(sessions.c.session_id == session_id)
+        .values(last_seq=sessions.c.last_seq + 1).returning(sessions.c.last_seq)
+    )
+    occurred_at = now()
+    await conn.execute(session_events.insert().values(
+        session_id=session_id, seq=seq, type=type_, data=data, occurred_at=occurred_at))
+    event = SessionEventV1(seq=seq, type=type_, session_id=session_id, occurred_at=occurred_at, data=data)
+    await outbox.add(conn, session_events_subject(session_id), event, msg_id=f"session:{session_id}:{seq}")
+    return seq
+
+
+async def append_events(conn: AsyncConnection, session_id: str, events: list[tuple[str, dict[str, Any]]]) -> None:
+    for type_, data in events:
+        await append_event(conn, session_id, type_, data)
+
+
+async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0) -> list[Any]:
+    return (await conn.execute(
+        select(session_events).where(session_events.c.session_id == session_id, session_events.c.seq > after_seq)
+        .order_by(session_events.c.seq)
+    )).all()
+
+
+async def get_tool_call(conn: AsyncConnection, call_id: str, *, lock: bool = False) -> Any:
+    stmt = select(tool_calls).where(tool_calls.c.call_id == call_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    return (await conn.execute(stmt)).first()
+
+
+async def find_call_by_operation(conn: AsyncConnection, operation_id: str, *, lock: bool = False) -> Any:
+    stmt = select(tool_calls).where(tool_calls.c.operation_id == operation_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    return (await conn.execute(stmt)).first()
+
+
+async def insert_tool_call(conn: AsyncConnection, **values: Any) -> None:
+    await conn.execute(tool_calls.insert().values(**values))
+
+
+async def update_tool_call(conn: AsyncConnection, call_id: str, **values: Any) -> None:
+    await conn.execute(update(tool_calls).where(tool_calls.c.call_id == call_id).values(updated_at=now(), **values))
+
+
+async def session_tool_calls(conn: AsyncConnection, session_id: str) -> list[Any]:
+    return (await conn.execute(
+        select(tool_calls).where(tool_calls.c.session_id == session_id).order_by(tool_calls.c.created_at)
+    )).all()
+
+
+async def calls_in_status(conn: AsyncConnection, status: str, older_than: datetime) -> list[Any]:
+    return (await conn.execute(
+        select(tool_calls).where(tool_calls.c.status == status, tool_calls.c.updated_at < older_than)
+        .order_by(tool_calls.c.updated_at).limit(100)
+    )).all()
+
+
+async def session_runs(conn: AsyncConnection, session_id: str) -> list[Any]:
+    return (await conn.execute(select(runs).where(runs.c.session_id == session_id).order_by(runs.c.created_at))).all()
+
+
+async def count_sessions(conn: AsyncConnection) -> int:
+    return await conn.scalar(select(func.count()).select_from(sessions))

@@ -1,0 +1,94 @@
+"""The agent's tables, all in the ``agent`` schema."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    func,
+)
+
+from erpilot_platform.inbox import inbox_table
+from erpilot_platform.outbox import outbox_table
+
+SCHEMA = "agent"
+metadata = MetaData(schema=SCHEMA)
+
+
+sessions = Table(
+    "sessions", metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("owner", String(200), nullable=False, index=True),
+    Column("title", Text, nullable=True),
+    Column("last_seq", Integer, nullable=False, server_default="0"),
+    Column("active_run_id", String(64), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+session_events = Table(
+    "session_events", metadata,
+    Column("session_id", String(64), ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", String(40), nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("session_id", "seq"),
+)
+
+# The model's history: every message of every run, in order, exactly as stored (never trimmed).
+history = Table(
+    "history", metadata,
+    Column("session_id", String(64), ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("run_id", String(64), nullable=True),
+    Column("entry", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("session_id", "position"),
+)
+
+runs = Table(
+    "runs", metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("session_id", String(64), ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False, index=True),
+    Column("status", String(20), nullable=False),  # running | waiting | finished | failed
+    Column("error", JSON, nullable=True),
+    Column("steps", Integer, nullable=False, server_default="0"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+tool_calls = Table(
+    "tool_calls", metadata,
+    Column("call_id", String(100), primary_key=True),
+    Column("session_id", String(64), ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False, index=True),
+    Column("run_id", String(64), nullable=True),
+    Column("source", String(20), nullable=False),  # "model" | "external"
+    Column("tool", String(64), nullable=False),
+    Column("request_hash", String(80), nullable=False),
+    Column("arguments", JSON, nullable=False),
+    Column("operation_id", String(100), nullable=False, unique=True),
+    Column("status", String(30), nullable=False),  # domain.tool_calls.CallState
+    # The rest of the lifecycle (approval requirement, resolutions, decider, comment, pending approval).
+    Column("lifecycle", JSON, nullable=False),
+    Column("outcome", String(30), nullable=True),
+    Column("result", JSON, nullable=True),
+    Column("error", JSON, nullable=True),
+    Column("pending_id", String(100), nullable=True, index=True),
+    Column("grant", JSON, nullable=True),
+    Column("commit_sent_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+Index("tool_calls_unfinished", tool_calls.c.status, postgresql_where=tool_calls.c.status != "finished")
+
+outbox = outbox_table(metadata)
+inbox = inbox_table(metadata)

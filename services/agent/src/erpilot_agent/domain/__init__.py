@@ -1,0 +1,1 @@
+"""Plain-Python domain of the agent: no I/O."""

@@ -1,0 +1,119 @@
+"""Structural summaries of ERP tool results, used by the context view when a result is too large.
+
+The summariser is chosen by the tool name of the call, never by the result's content, so a result
+cannot pick its own projection. A summary keeps what the model needs to act on later (identity,
+revision, customer, note, every line's item number, SKU and quantity, totals) and is marked
+``projected`` and ``refresh_required``: it is a historical observation, not current state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from erpilot_agent.domain.history import OUTCOME_STATUSES
+
+DRAFT_TOOLS = frozenset({
+    "get_draft", "create_order_draft", "update_draft_line", "add_draft_line", "remove_draft_line",
+    "set_draft_note",
+})
+ORDER_TOOLS = frozenset({"get_order", "submit_order", "cancel_order"})
+SEARCH_TOOLS = frozenset({"search_customers", "search_products"})
+SMALL_TOOLS = frozenset({"get_product", "adjust_stock", "refund_payment"})
+
+PRODUCT_KEYS = ("sku", "name", "status", "price_minor", "currency", "on_hand")
+REFUND_KEYS = ("refund_id", "order_id", "amount_minor", "currency", "remaining_minor")
+ITEM_KEYS = ("customer_id", "sku", "order_id", "draft_id", "name", "status")
+CANDIDATE_KEYS = ("draft_id", "revision", "customer_id", "customer_name", "total_amount_minor", "currency")
+
+
+def _pick(source: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: source[key] for key in keys if source.get(key) is not None}
+
+
+def _lines(lines: Any) -> list[dict[str, Any]]:
+    """Every line as item_number (1-based, from the ERP or its position), sku and qty, in order."""
+    if not isinstance(lines, list):
+        return []
+    summary = []
+    for position, line in enumerate(lines, start=1):
+        if isinstance(line, dict):
+            summary.append({"item_number": line.get("item_number", position), **_pick(line, ("sku", "qty"))})
+    return summary
+
+
+def _customer(source: dict[str, Any]) -> dict[str, Any]:
+    customer = source.get("customer") if isinstance(source.get("customer"), dict) else {}
+    return _pick({"id": source.get("customer_id", customer.get("customer_id")),
+                  "name": source.get("customer_name", customer.get("name"))}, ("id", "name"))
+
+
+def summarise_draft(draft: dict[str, Any]) -> dict[str, Any]:
+    """A draft revision without prices per line, stock or names."""
+    summary = _pick(draft, ("draft_id", "revision", "status"))
+    summary["customer"] = _customer(draft)
+    summary.update(_pick(draft, ("note", "total_amount_minor", "currency", "valid_until")))
+    summary["line_count"] = len(draft.get("lines") or [])
+    summary["lines"] = _lines(draft.get("lines"))
+    return summary
+
+
+def summarise_order(order: dict[str, Any]) -> dict[str, Any]:
+    """An order with its money state and every line's SKU and quantity."""
+    summary = _pick(order, ("order_id", "status", "draft_id"))
+    customer = _customer(order)
+    if customer:
+        summary["customer"] = customer
+    summary.update(_pick(order, ("total_amount_minor", "currency", "paid_minor", "refunded_minor")))
+    summary["line_count"] = len(order.get("lines") or [])
+    summary["lines"] = _lines(order.get("lines"))
+    return summary
+
+
+def summarise_task(task: dict[str, Any]) -> dict[str, Any]:
+    """get_order_task: its status with the draft summary or the candidates' identities."""
+    summary = _pick(task, ("status",))
+    if isinstance(task.get("draft"), dict):
+        summary["draft"] = summarise_draft(task["draft"])
+    if isinstance(task.get("candidates"), list):
+        summary["candidates"] = [_pick(c, CANDIDATE_KEYS) for c in task["candidates"] if isinstance(c, dict)]
+    return summary
+
+
+def summarise_items(listing: dict[str, Any]) -> dict[str, Any]:
+    """A search listing reduced to each item's id and name, with the count."""
+    items = [item for item in listing.get("items") or [] if isinstance(item, dict)]
+    return {"count": len(items), "items": [_pick(item, ITEM_KEYS) for item in items]}
+
+
+def summarise_result(tool: str, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The summary of one tool's result object, or None when the tool has no summariser."""
+    if tool in DRAFT_TOOLS:
+        return summarise_draft(result)
+    if tool in ORDER_TOOLS:
+        return summarise_order(result)
+    if tool == "get_order_task":
+        return summarise_task(result)
+    if tool in SEARCH_TOOLS:
+        return summarise_items(result)
+    if tool in SMALL_TOOLS:
+        return _pick(result, REFUND_KEYS if tool == "refund_payment" else PRODUCT_KEYS)
+    return None
+
+
+def project_erp_result(tool: str, content: Any) -> dict[str, Any] | None:
+    """A smaller, valid-JSON view of a tool message's decoded content, or None if it cannot be projected."""
+    if not isinstance(content, dict):
+        return None
+    if content.get("status") not in OUTCOME_STATUSES:
+        # A bare result object, stored without the outcome envelope.
+        summary = summarise_result(tool, content)
+        return None if summary is None else {**summary, "projected": True, "refresh_required": True}
+    # The envelope's own fields (status, error, reason, comment...) are small and kept; only the
+    # result object is summarised.
+    projected = {key: value for key, value in content.items() if key != "result"}
+    if isinstance(content.get("result"), dict):
+        summary = summarise_result(tool, content["result"])
+        if summary is None:
+            return None
+        projected["result"] = summary
+    return {**projected, "projected": True, "refresh_required": True}

@@ -1,0 +1,117 @@
+"""Erpilot offline planner (ERPILOT_MODEL=rules). Commands, one per message, case-insensitive:
+
+  help                                        this text
+  find customer <query>                       search customers by id or name
+  find product <query>                        search products by SKU or name
+  show product <sku>                          one product with price and stock
+  show order <order_id>                       one order
+  show task                                   this session's open draft(s)
+  show draft <draft_id> [revision <n>]        a draft, latest or given revision
+  draft for <customer_id>: <sku> x<qty>[, <sku> x<qty>...] [note: <text>]
+                                              create an order draft
+  set line <n> to <sku> x<qty>                change line n's quantity (line n must hold <sku>)
+  add <sku> x<qty>                            append a line to the open draft
+  remove line <n> <sku>                       remove line n (it must hold <sku>)
+  note: <text>                                set the open draft's note
+  submit                                      submit the open draft (needs approval)
+  cancel order <order_id> [because <reason>]  cancel an order; returns stock, never refunds
+  adjust stock <sku> <+n|-n> because <reason> change on-hand stock (needs approval)
+  refund <order_id> <amount> <CUR>            refund e.g. 12.50 EUR to the original channel
+
+The open-draft commands (set line, add, remove line, note:, submit) first read this session's open
+draft. When there are several, prefix the command with the draft: 'draft D-1002: submit'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from erpilot_agent.domain.history import Entry, Exchange, Turn, last_turn, outcome_of
+from erpilot_agent.domain.rules_commands import HELP_WORDS, Command, CommandError, parse_command
+from erpilot_agent.domain.rules_summary import describe_candidates, summarise
+
+HELP = __doc__.strip()
+CALL_ID_PREFIX = "rules-"
+
+
+@dataclass(frozen=True)
+class PlannerReply:
+    """What a model returns: a text answer, or tool calls ``{"id", "name", "arguments": dict}``."""
+
+    text: str | None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """The turn being planned and how to name the calls it makes."""
+
+    turn: Turn
+    call_id_prefix: str
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> PlannerReply:
+        # The id depends only on the history (how many calls it already holds), so replaying the same
+        # history yields the same id and the agent never records two calls for one decision.
+        call_id = f"{self.call_id_prefix}{self.turn.calls_in_history + 1}"
+        return PlannerReply(None, [{"id": call_id, "name": tool, "arguments": arguments}])
+
+
+def plan(history: list[Entry], *, call_id_prefix: str = CALL_ID_PREFIX) -> PlannerReply:
+    """The next step for the last user message, given the tool results that followed it."""
+    # Call ids are unique within one history only: where they must be unique across sessions (the
+    # agent's tool_calls table), pass a per-session call_id_prefix.
+    turn = last_turn(history)
+    if turn is None:
+        return PlannerReply(HELP)
+    if turn.text.strip().lower() in HELP_WORDS:
+        return PlannerReply(HELP)
+    try:
+        command = parse_command(turn.text)
+    except CommandError as exc:
+        return PlannerReply(f"{exc}\n\nType 'help' for the commands.")
+    if command is None:
+        return PlannerReply("I did not understand that. I am the offline planner and know these commands:\n\n"
+                            + HELP)
+    step = _Step(turn, call_id_prefix)
+    if not turn.exchanges:
+        if command.on_open_draft:
+            return step.call("get_order_task", {})
+        return step.call(command.tool, command.arguments)
+    last = turn.exchanges[-1]
+    if last.result is None:
+        return PlannerReply(f"Still waiting for the result of {last.name}.")
+    if command.on_open_draft and len(turn.exchanges) == 1 and last.name == "get_order_task":
+        return _after_task(step, command, last)
+    return PlannerReply(summarise(last))
+
+
+def _after_task(step: _Step, command: Command, task_call: Exchange) -> PlannerReply:
+    """Second step of an open-draft command: act on the draft that get_order_task found."""
+    status, task = outcome_of(task_call.result or {})
+    if status != "succeeded":
+        return PlannerReply(summarise(task_call))
+    chosen = _choose_draft(task, command.draft_id)
+    if isinstance(chosen, str):
+        return PlannerReply(chosen)
+    draft_id, revision = chosen
+    if command.tool == "submit_order":
+        return step.call("submit_order", {"draft_id": draft_id, "revision": revision})
+    return step.call(command.tool, {"draft_id": draft_id, "base_revision": revision, **command.arguments})
+
+
+def _choose_draft(task: dict[str, Any], wanted: str | None) -> tuple[str, int] | str:
+    """(draft_id, revision) of the draft to act on, or the text explaining why there is none."""
+    candidates = list(task.get("candidates") or [])
+    if task.get("status") == "ok" and isinstance(task.get("draft"), dict):
+        candidates = [task["draft"]]
+    elif task.get("status") != "ambiguous" or not candidates:
+        return "This session has no open draft. Create one with 'draft for <customer_id>: <sku> x<qty>'."
+    if wanted is not None:
+        matching = [c for c in candidates if str(c.get("draft_id")).lower() == wanted.lower()]
+        if not matching:
+            return f"Draft {wanted} is not open in this session.\n" + describe_candidates(candidates)
+        candidates = matching
+    if len(candidates) > 1:
+        return describe_candidates(candidates)
+    return candidates[0]["draft_id"], candidates[0]["revision"]

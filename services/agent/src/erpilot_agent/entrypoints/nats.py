@@ -1,0 +1,44 @@
+"""NATS endpoints of the agent: commands from the gateway, approval events, queries."""
+
+from __future__ import annotations
+
+from erpilot_agent.service_layer import sessions
+from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
+from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, StartToolCallV1
+from erpilot_contracts.approval.v1 import ApprovalRequestedV1, ApprovalResolvedV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_platform.broker import ServiceBus
+
+
+def register(bus: ServiceBus, engine, tool_calls: ToolCallService) -> None:
+    @bus.command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, description="Create a session for its owner.")
+    async def create_session(cmd: CreateSessionV1) -> ReplyV1:
+        return await sessions.create_session(engine, cmd.session_id, cmd.owner, cmd.title)
+
+    @bus.command(subjects.AGENT_CMD_TOOL_CALL, StartToolCallV1, description="Run a tool call (idempotent by call_id).")
+    async def start_tool_call(cmd: StartToolCallV1) -> ReplyV1:
+        try:
+            view = await tool_calls.start(session_id=cmd.session_id, owner=cmd.owner, tool=cmd.tool,
+                                          raw_arguments=cmd.arguments, call_id=cmd.call_id)
+        except CallRejected as rejected:
+            return rejected.reply
+        return ReplyV1.success(view)
+
+    @bus.event(subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, description="A pending approval exists.")
+    async def approval_requested(evt: ApprovalRequestedV1) -> None:
+        await tool_calls.on_approval_requested(evt.record)
+
+    @bus.event(subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1, description="An approval was decided or expired.")
+    async def approval_resolved(evt: ApprovalResolvedV1) -> None:
+        await tool_calls.on_approval_resolved(
+            call_id=evt.call_id, pending_id=evt.pending_id, status=evt.status, decided_by=evt.decided_by,
+            comment=evt.comment, grant=evt.grant)
+
+    @bus.query(subjects.AGENT_QUERY_SESSION, GetSessionV1, description="The owner's view of a session.")
+    async def get_session(query: GetSessionV1) -> ReplyV1:
+        return await sessions.session_view(engine, query.session_id, query.owner)
+
+    @bus.query(subjects.AGENT_QUERY_TOOL_CALL, GetToolCallV1, description="One tool call of a session.")
+    async def get_tool_call(query: GetToolCallV1) -> ReplyV1:
+        return await sessions.tool_call_view(engine, query.session_id, query.owner, query.call_id)

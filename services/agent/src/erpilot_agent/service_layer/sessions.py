@@ -1,0 +1,57 @@
+"""Sessions: creation and the owner's view of one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from erpilot_agent.adapters import calls, repository
+from erpilot_contracts.base import ReplyV1
+
+
+async def create_session(engine: AsyncEngine, session_id: str, owner: str, title: str | None) -> ReplyV1:
+    """Idempotent by ``session_id``: a redelivery finds the session it created."""
+    async with engine.begin() as conn:
+        existing = await repository.get_session(conn, session_id)
+        if existing is None:
+            await repository.create_session(conn, session_id, owner, title)
+        elif existing.owner != owner:
+            return ReplyV1.failure("idempotency_conflict", f"session {session_id} exists", 409)
+    return ReplyV1.success({"session_id": session_id})
+
+
+async def session_view(engine: AsyncEngine, session_id: str, owner: str) -> ReplyV1:
+    """Messages, tool calls with status, pending approvals and run status (SPEC §5)."""
+    async with engine.connect() as conn:
+        session = await repository.get_session(conn, session_id)
+        if session is None or session.owner != owner:
+            return ReplyV1.failure("not_found", f"session {session_id} not found", 404)
+        rows = await repository.session_tool_calls(conn, session_id)
+        events = await repository.list_events(conn, session_id)
+        runs = await repository.session_runs(conn, session_id)
+    tool_calls = [calls.view(row, calls.to_domain(row)) for row in rows]
+    messages = [{"seq": e.seq, **e.data} for e in events if e.type == "message"]
+    pending = [
+        {k: c[k] for k in ("call_id", "pending_id", "fingerprint", "expires_at", "approval_url", "preview")}
+        for c in tool_calls if c["status"] == "awaiting_approval"
+    ]
+    run_views: list[dict[str, Any]] = [
+        {"run_id": r.run_id, "status": r.status, "error": r.error, "created_at": r.created_at.isoformat()}
+        for r in runs
+    ]
+    return ReplyV1.success({
+        "session_id": session_id, "owner": session.owner, "title": session.title,
+        "created_at": session.created_at.isoformat(), "last_seq": session.last_seq,
+        "run_status": run_views[-1]["status"] if run_views else "idle", "active_run_id": session.active_run_id,
+        "runs": run_views, "messages": messages, "tool_calls": tool_calls, "pending_approvals": pending,
+    })
+
+
+async def tool_call_view(engine: AsyncEngine, session_id: str, owner: str, call_id: str) -> ReplyV1:
+    async with engine.connect() as conn:
+        session = await repository.get_session(conn, session_id)
+        row = await repository.get_tool_call(conn, call_id)
+    if session is None or session.owner != owner or row is None or row.session_id != session_id:
+        return ReplyV1.failure("not_found", f"tool call {call_id} not found", 404)
+    return ReplyV1.success(calls.view(row, calls.to_domain(row)))

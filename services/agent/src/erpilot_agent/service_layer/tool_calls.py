@@ -1,0 +1,249 @@
+"""The tool-call pipeline (SPEC §3): validate → record → (read|draft) run, or prepare → request approval
+→ wait durably → commit with the grant → finish.
+
+Every step first records its intent, so a crash anywhere resumes from the recorded state: a
+redelivered command, an approval event, or the reconciler picks the call up again. Each downstream
+step is idempotent by ``operation_id`` (ERP) or ``operation_id`` (approval), so repeating it is safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import rfc8785
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from erpilot_agent.adapters import calls, repository
+from erpilot_agent.adapters.downstream import Downstream, DownstreamError
+from erpilot_agent.domain.tool_calls import CallState, PendingApproval, ToolCall
+from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.erp.v1 import ExecuteToolV1, PrepareOperationV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import InvalidArguments, ToolKind, UnknownTool, get_tool, normalise
+from erpilot_platform.failpoints import failpoint
+from erpilot_platform.logs import bind, unbind
+
+log = logging.getLogger(__name__)
+OnFinished = Callable[[str], Awaitable[None]]
+
+
+class CallRejected(Exception):
+    """The call cannot start; nothing was recorded. Carries the reply to give."""
+
+    def __init__(self, reply: ReplyV1):
+        super().__init__(reply.error.code)
+        self.reply = reply
+
+
+def request_hash(tool: str, arguments: Any) -> str:
+    return "sha256:" + hashlib.sha256(rfc8785.dumps({"tool": tool, "arguments": arguments})).hexdigest()
+
+
+class ToolCallService:
+    def __init__(self, engine: AsyncEngine, downstream: Downstream, *, public_url: str,
+                 on_finished: OnFinished | None = None):
+        self.engine = engine
+        self.downstream = downstream
+        self.public_url = public_url.rstrip("/")
+        self.on_finished = on_finished
+
+    # --- entry points ------------------------------------------------------------------------
+    async def start(self, *, session_id: str, owner: str, tool: str, raw_arguments: Any,
+                    call_id: str | None, source: str = "external", run_id: str | None = None) -> dict[str, Any]:
+        """Validate, record and drive one call as far as it goes without a person; returns its view."""
+        call_id = call_id or f"call_{uuid.uuid4().hex}"
+        token = bind(session_id=session_id, call_id=call_id)
+        try:
+            digest = request_hash(tool, raw_arguments)
+            async with self.engine.begin() as conn:
+                session = await repository.get_session(conn, session_id)
+                if session is None or session.owner != owner:
+                    raise CallRejected(ReplyV1.failure("not_found", f"session {session_id} not found", 404))
+                existing = await repository.get_tool_call(conn, call_id)
+            if existing is not None:
+                if existing.session_id != session_id or existing.request_hash != digest:
+                    raise CallRejected(ReplyV1.failure(
+                        "idempotency_conflict", f"call_id {call_id} was used with another request", 409))
+            else:
+                await self._record_new(session_id, call_id, tool, raw_arguments, digest, source, run_id)
+            await self.advance(call_id)
+            return await self.view(call_id)
+        finally:
+            unbind(token)
+
+    async def _record_new(self, session_id: str, call_id: str, tool: str, raw_arguments: Any, digest: str,
+                          source: str, run_id: str | None) -> None:
+        try:
+            arguments = normalise(tool, raw_arguments)
+        except UnknownTool:
+            raise CallRejected(ReplyV1.failure("unknown_tool", f"unknown tool {tool!r}", 422)) from None
+        except InvalidArguments as exc:
+            raise CallRejected(ReplyV1.failure(
+                "invalid_arguments", f"arguments do not match the schema of {tool}", 422, errors=exc.errors)) from None
+        policy = await self.downstream.policy(tool)
+        if policy.action == "deny":
+            raise CallRejected(ReplyV1.failure("policy_denied", f"the policy denies {tool}", 403))
+        call = ToolCall(call_id=call_id, tool=tool, arguments=arguments)
+        events = call.start(needs_approval=policy.action == "require_approval")
+        async with self.engine.begin() as conn:
+            if await repository.get_tool_call(conn, call_id) is not None:
+                return  # a concurrent delivery of the same command recorded it first
+            await repository.insert_tool_call(
+                conn, call_id=call_id, session_id=session_id, run_id=run_id, source=source, tool=tool,
+                request_hash=digest, operation_id=f"op_{uuid.uuid4().hex}", **calls.to_columns(call))
+            await self._emit(conn, session_id, events)
+        repository.outbox.wake()
+
+    async def view(self, call_id: str) -> dict[str, Any]:
+        async with self.engine.connect() as conn:
+            row = await repository.get_tool_call(conn, call_id)
+        return calls.view(row, calls.to_domain(row))
+
+    # --- driving a call ----------------------------------------------------------------------
+    async def advance(self, call_id: str) -> None:
+        """Take the call through every step that needs no person, from wherever it stands."""
+        for _ in range(6):  # each step moves the state forward; the bound guards against a loop
+            async with self.engine.connect() as conn:
+                row = await repository.get_tool_call(conn, call_id)
+            state = CallState(row.status)
+            if state is CallState.RUNNING:
+                await self._run(row)
+            elif state is CallState.PREPARING:
+                await self._prepare_and_request(row)
+            elif state in (CallState.APPROVED, CallState.EXECUTING):
+                await self._commit(row)
+            else:
+                return
+
+    async def _run(self, row: Any) -> None:
+        cmd = ExecuteToolV1(session_id=row.session_id, call_id=row.call_id, operation_id=row.operation_id,
+                            tool=row.tool, arguments=row.arguments, requested_by=await self._owner(row))
+        kind = get_tool(row.tool).kind
+        result = await (self.downstream.read(cmd) if kind is ToolKind.READ else self.downstream.draft(cmd))
+        if result.outcome == "succeeded":
+            await self._transition(row.call_id, lambda c: c.finish("succeeded", result=result.result))
+        else:
+            error = {"code": result.error.code, "message": result.error.message}
+            await self._transition(row.call_id, lambda c: c.finish("business_rejected", error=error))
+
+    async def _prepare_and_request(self, row: Any) -> None:
+        owner = await self._owner(row)
+        spec = get_tool(row.tool)
+        print_ = fingerprint(row.tool, spec.schema_version, row.arguments)
+        reply = await self.downstream.prepare(PrepareOperationV1(
+            operation_id=row.operation_id, session_id=row.session_id, call_id=row.call_id, tool=row.tool,
+            tool_schema_version=spec.schema_version, arguments=row.arguments, fingerprint=print_,
+            requested_by=owner))
+        if not reply.ok:
+            error = {"code": reply.error.code, "message": reply.error.message}
+            outcome = "business_rejected" if reply.error.status < 500 else "failed"
+            await self._transition(row.call_id, lambda c: c.finish(outcome, error=error))
+            return
+        record = await self.downstream.request_approval(RequestApprovalV1(
+            call_id=row.call_id, session_id=row.session_id, tool=row.tool, tool_schema_version=spec.schema_version,
+            arguments=row.arguments, fingerprint=print_, operation_id=row.operation_id,
+            preview=reply.data["preview"], requested_by=owner))
+        await self.on_approval_requested(record)
+
+    async def _commit(self, row: Any) -> None:
+        call = calls.to_domain(row)
+        if call.state is CallState.APPROVED:
+            await self._transition(row.call_id, lambda c: c.begin_execution(), commit_sent=True)
+        failpoint("agent.commit.before_send")
+        grant = GrantV1.model_validate(row.grant)
+        try:
+            status = await self.downstream.commit(row.operation_id, grant)
+        except DownstreamError as exc:  # e.g. invalid_grant, operation_conflict: not a business outcome
+            error = {"code": exc.error.code, "message": exc.error.message}
+            await self._transition(row.call_id, lambda c: c.finish("failed", error=error))
+            return
+        failpoint("agent.commit.after_send")
+        await self._record_commit_outcome(row.call_id, status.status, status.result, status.error)
+
+    async def _record_commit_outcome(self, call_id: str, status: str, result: dict | None, error: Any) -> None:
+        if status == "committed":
+            await self._transition(call_id, lambda c: c.finish("succeeded", result=result))
+        elif status == "rejected":
+            detail = {"code": error.code, "message": error.message}
+            await self._transition(call_id, lambda c: c.finish("business_rejected", error=detail))
+
+    # --- approval events ---------------------------------------------------------------------
+    async def on_approval_requested(self, record: ApprovalRecordV1) -> None:
+        """A pending approval exists for one of our calls: the first one, or an edit's new version."""
+        pending = PendingApproval(
+            pending_id=record.pending_id, fingerprint=record.fingerprint, expires_at=record.expires_at,
+            preview=record.preview, approval_url=f"{self.public_url}/resume/{record.pending_id}")
+
+        def apply(call: ToolCall) -> list:
+            if record.supersedes and call.pending and call.pending.pending_id == record.supersedes:
+                return call.supersede(record.supersedes, pending, decided_by=record.requested_by)
+            return call.await_approval(pending)
+
+        # An edit brings new arguments and a new operation id for the same call.
+        extra = {"operation_id": record.operation_id, "arguments": record.arguments} if record.supersedes else {}
+        await self._transition(record.call_id, apply, **extra)
+
+    async def on_approval_resolved(self, *, call_id: str, pending_id: str, status: str,
+                                   decided_by: str | None, comment: str | None, grant: GrantV1 | None) -> None:
+        if status == "superseded":
+            return  # handled with the new version's approval-requested event (it carries the new pending)
+        extra = {"grant": grant.model_dump(mode="json")} if grant else {}
+        changed = await self._transition(
+            call_id, lambda c: c.resolve(pending_id, status, decided_by=decided_by, comment=comment),
+            only_if_current=pending_id, **extra)
+        if changed and status == "approved":
+            await self.advance(call_id)
+
+    # --- reconciliation ----------------------------------------------------------------------
+    async def reconcile(self, row: Any) -> None:
+        """A commit whose answer never arrived: ask the ERP, never a person; re-send if not committed."""
+        try:
+            status = await self.downstream.operation_status(row.operation_id)
+        except DownstreamError as exc:
+            if exc.error.code != "not_found":
+                raise
+            status = None
+        if status is not None and status.status in ("committed", "rejected"):
+            await self._record_commit_outcome(row.call_id, status.status, status.result, status.error)
+        else:
+            await self.advance(row.call_id)
+
+    # --- helpers -----------------------------------------------------------------------------
+    async def _owner(self, row: Any) -> str:
+        async with self.engine.connect() as conn:
+            return (await repository.get_session(conn, row.session_id)).owner
+
+    async def _transition(self, call_id: str, change: Callable[[ToolCall], list], *, commit_sent: bool = False,
+                          only_if_current: str | None = None, **columns: Any) -> bool:
+        """Apply one lifecycle transition under the call's row lock, with its events, in one transaction."""
+        async with self.engine.begin() as conn:
+            row = await repository.get_tool_call(conn, call_id, lock=True)
+            if row is None:
+                log.warning("event for unknown call %s ignored", call_id)
+                return False
+            call = calls.to_domain(row)
+            if only_if_current and (call.pending is None or (
+                    call.pending.pending_id != only_if_current and only_if_current not in call.resolutions)):
+                log.info("resolution of %s does not concern call %s now; ignored", only_if_current, call_id)
+                return False
+            events = change(call)
+            if not events:
+                return False
+            values = {**calls.to_columns(call), **columns}
+            if commit_sent:
+                values["commit_sent_at"] = repository.now()
+            await repository.update_tool_call(conn, call_id, **values)
+            await self._emit(conn, row.session_id, events)
+        repository.outbox.wake()
+        if call.state is CallState.FINISHED and self.on_finished:
+            await self.on_finished(call_id)
+        return True
+
+    @staticmethod
+    async def _emit(conn: AsyncConnection, session_id: str, events: list) -> None:
+        await repository.append_events(conn, session_id, [(e.type, e.data) for e in events])

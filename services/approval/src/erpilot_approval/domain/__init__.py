@@ -1,0 +1,1 @@
+"""The approval domain: policy and approvals as plain Python, no I/O."""

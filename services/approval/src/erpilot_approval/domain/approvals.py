@@ -1,0 +1,275 @@
+"""Pending approvals and their decisions (SPEC §3.2-3.3, §5): pure functions of state, input and `now`.
+
+Transitions return a new ``PendingApproval`` (nothing is mutated) or raise ``ApprovalError``; the
+caller persists the result and emits events. ``expires_at`` is set once by ``new_pending`` and no
+function here ever changes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from datetime import datetime
+from typing import Any
+
+from erpilot_approval.domain.policy import Policy
+from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
+from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
+from erpilot_contracts.tools.v1 import TOOLS, ToolKind
+
+# The only accepted actions and the status each one leads to.
+ACTION_STATUS = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
+HIGH_RISK_AMOUNT_MINOR = 1_000_000
+
+
+class ApprovalError(Exception):
+    """A refused request, with the SPEC error code and the HTTP status the gateway answers with."""
+
+    def __init__(self, code: str, http_status: int, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.http_status = http_status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """An approval and, once decided, its decision; the fields of ``ApprovalRecordV1`` plus SoD."""
+
+    pending_id: str
+    call_id: str
+    session_id: str
+    tool: str
+    tool_schema_version: int
+    arguments: dict[str, Any]
+    fingerprint: str
+    operation_id: str
+    risk: str
+    preview: dict[str, Any]
+    required_roles: list[str]
+    requested_by: str
+    created_at: datetime
+    expires_at: datetime
+    status: str
+    policy_version: str
+    separation_of_duties: bool = False
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    comment: str | None = None
+    superseded_by: str | None = None
+    supersedes: str | None = None
+
+    def to_record(self) -> ApprovalRecordV1:
+        """The wire record (``separation_of_duties`` is internal and not part of it)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "separation_of_duties"}
+        return ApprovalRecordV1(**values)
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """``is_new``: persist ``approval`` and emit events; otherwise it is the recorded earlier decision."""
+
+    approval: PendingApproval
+    is_new: bool
+
+
+def new_pending(
+    request: RequestApprovalV1, policy: Policy, now: datetime, pending_id: str, supersedes: str | None = None
+) -> PendingApproval:
+    """Apply the policy to a request: required roles, risk, and a deadline fixed once at ``now + ttl``."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    tool_policy = policy.for_tool(request.tool)
+    if tool_policy.action == "deny":
+        raise ApprovalError("policy_denied", 403, f"the policy denies {request.tool!r}")
+    if tool_policy.action != "require_approval":
+        raise ApprovalError("approval_not_required", 409, f"the policy allows {request.tool!r} as is")
+    expected = compute_fingerprint(request.tool, request.tool_schema_version, request.arguments)
+    if request.fingerprint != expected:
+        raise ApprovalError("invalid_request", 422, "fingerprint does not match tool, version and arguments")
+    amount = preview_amount(request.preview)
+    return PendingApproval(
+        pending_id=pending_id,
+        call_id=request.call_id,
+        session_id=request.session_id,
+        tool=request.tool,
+        tool_schema_version=request.tool_schema_version,
+        arguments=request.arguments,
+        fingerprint=request.fingerprint,
+        operation_id=request.operation_id,
+        risk=risk_of(request.tool, amount),
+        preview=request.preview,
+        required_roles=tool_policy.required_roles(amount),
+        requested_by=request.requested_by,
+        created_at=now,
+        expires_at=now + tool_policy.ttl,
+        status="pending",
+        policy_version=policy.version,
+        separation_of_duties=tool_policy.separation_of_duties,
+        supersedes=supersedes,
+    )
+
+
+def preview_amount(preview: dict[str, Any]) -> int | None:
+    """The preview's ``amount_minor``; a malformed one is refused, never read as "no amount"."""
+    amount = preview.get("amount_minor")
+    if amount is not None and type(amount) is not int:
+        # Treating it as absent would silently drop an amount rule's stricter roles.
+        raise ApprovalError("invalid_request", 422, f"preview.amount_minor is not an integer: {amount!r}")
+    return amount
+
+
+def risk_of(tool: str, amount_minor: int | None) -> str:
+    """high: money leaves or a large amount; medium: any other write; low: reads and drafts."""
+    spec = TOOLS.get(tool)
+    if tool == "refund_payment" or (amount_minor is not None and amount_minor >= HIGH_RISK_AMOUNT_MINOR):
+        return "high"
+    return "medium" if spec is not None and spec.kind is ToolKind.WRITE else "low"
+
+
+def decide(
+    approval: PendingApproval,
+    action: object,
+    fingerprint: object,
+    actor_sub: str,
+    actor_roles: list[str],
+    comment: str | None,
+    now: datetime,
+) -> DecisionOutcome:
+    """Record a decision, or return the recorded one when the same person repeats the same action.
+
+    Checks run in this order, the first failure wins:
+    1. invalid_action 422: ``action`` is not exactly one of the three strings;
+    2. authorisation (``authorize``): forbidden 403, then separation_of_duties 403;
+    3. status: a repeat by the same person with the same action and fingerprint returns the
+       recorded decision (even after the deadline); otherwise superseded / expired /
+       already_decided 409;
+    4. deadline: ``now >= expires_at`` is expired 409, even if no sweeper has run yet;
+    5. fingerprint: anything but exactly the approval's fingerprint is stale_fingerprint 409.
+    Authorisation comes first so a person without the role learns nothing about the approval's state.
+    """
+    if type(action) is not str or action not in ACTION_STATUS:
+        raise ApprovalError("invalid_action", 422, "action must be exactly 'approve', 'reject' or 'cancel'")
+    authorize(approval, action, actor_sub, actor_roles)
+    status = ACTION_STATUS[action]
+    if approval.status != "pending":
+        if approval.status == status and approval.decided_by == actor_sub:
+            _check_fingerprint(approval, fingerprint)
+            return DecisionOutcome(approval, is_new=False)
+        _refuse_not_pending(approval)
+    _check_deadline(approval, now)
+    _check_fingerprint(approval, fingerprint)
+    decided = replace(approval, status=status, decided_by=actor_sub, decided_at=now, comment=comment)
+    return DecisionOutcome(decided, is_new=True)
+
+
+def authorize(approval: PendingApproval, action: str, actor_sub: str, actor_roles: list[str]) -> None:
+    """forbidden unless the actor holds a required role; the requester may not approve under SoD."""
+    if not _holds_required_role(approval, actor_roles):
+        raise ApprovalError("forbidden", 403, f"deciding needs one of the roles {approval.required_roles}")
+    if approval.separation_of_duties and action == "approve" and actor_sub == approval.requested_by:
+        raise ApprovalError("separation_of_duties", 403, "the requester may not approve their own request")
+
+
+def can_decide(
+    approval: PendingApproval, actor_sub: str, actor_roles: list[str], action: str = "approve"
+) -> bool:
+    """Whether this person may take ``action`` on this approval (roles and SoD, not its status)."""
+    try:
+        authorize(approval, action, actor_sub, actor_roles)
+    except ApprovalError:
+        return False
+    return True
+
+
+def can_view(approval: PendingApproval, actor_sub: str, actor_roles: list[str]) -> bool:
+    """A person holding a required role, or the requester, may see the approval."""
+    return _holds_required_role(approval, actor_roles) or actor_sub == approval.requested_by
+
+
+def expire(approval: PendingApproval, now: datetime) -> PendingApproval | None:
+    """The expired approval when it is pending and its deadline has passed, else None (nothing to do).
+
+    ``decided_at`` is the deadline itself, so every replica's sweeper records the same value.
+    """
+    if approval.status != "pending" or now < approval.expires_at:
+        return None
+    return replace(approval, status="expired", decided_at=approval.expires_at)
+
+
+def check_edit(
+    approval: PendingApproval, fingerprint: object, actor_sub: str, actor_roles: list[str], now: datetime
+) -> None:
+    """An edit passes the same checks as an approval: role, SoD, pending, deadline, fingerprint."""
+    authorize(approval, "approve", actor_sub, actor_roles)
+    if approval.status != "pending":
+        _refuse_not_pending(approval)
+    _check_deadline(approval, now)
+    _check_fingerprint(approval, fingerprint)
+
+
+def edit_request(
+    old: PendingApproval,
+    arguments: dict[str, Any],
+    fingerprint: str,
+    operation_id: str,
+    preview: dict[str, Any],
+) -> RequestApprovalV1:
+    """The request for the edited version: same call, session, tool and requester; new arguments."""
+    return RequestApprovalV1(
+        call_id=old.call_id,
+        session_id=old.session_id,
+        tool=old.tool,
+        tool_schema_version=old.tool_schema_version,
+        arguments=arguments,
+        fingerprint=fingerprint,
+        operation_id=operation_id,
+        preview=preview,
+        requested_by=old.requested_by,
+    )
+
+
+def supersede(
+    old: PendingApproval, new_pending_id: str, now: datetime, decided_by: str | None = None
+) -> PendingApproval:
+    """End a pending approval because an edit replaced it with ``new_pending_id``."""
+    if old.status != "pending":
+        _refuse_not_pending(old)
+    return replace(
+        old, status="superseded", superseded_by=new_pending_id, decided_by=decided_by, decided_at=now
+    )
+
+
+def grant_for(approval: PendingApproval) -> GrantV1:
+    """The unsigned grant of an approved approval (sign it with ``erpilot_platform.grants``)."""
+    if approval.status != "approved" or approval.decided_by is None or approval.decided_at is None:
+        raise ValueError(f"approval {approval.pending_id} is {approval.status}, not approved")
+    return GrantV1(
+        pending_id=approval.pending_id,
+        operation_id=approval.operation_id,
+        fingerprint=approval.fingerprint,
+        decided_by=approval.decided_by,
+        decided_at=approval.decided_at,
+    )
+
+
+def _holds_required_role(approval: PendingApproval, actor_roles: list[str]) -> bool:
+    return any(type(role) is str and role in approval.required_roles for role in actor_roles)
+
+
+def _refuse_not_pending(approval: PendingApproval) -> None:
+    if approval.status == "superseded":
+        raise ApprovalError("superseded", 409, f"replaced by {approval.superseded_by}")
+    if approval.status == "expired":
+        raise ApprovalError("expired", 409, "the approval expired")
+    raise ApprovalError("already_decided", 409, f"already {approval.status} by {approval.decided_by}")
+
+
+def _check_deadline(approval: PendingApproval, now: datetime) -> None:
+    if now >= approval.expires_at:
+        raise ApprovalError("expired", 409, f"the approval expired at {approval.expires_at.isoformat()}")
+
+
+def _check_fingerprint(approval: PendingApproval, fingerprint: object) -> None:
+    # `type(...) is str` first: a str subclass or an object with a permissive __eq__ must not pass.
+    if type(fingerprint) is not str or fingerprint != approval.fingerprint:
+        raise ApprovalError("stale_fingerprint", 409, "the fingerprint differs from the approval's")

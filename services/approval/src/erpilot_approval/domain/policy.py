@@ -1,0 +1,242 @@
+"""The approval policy of SPEC §6: a TOML file merged key by key over the built-in defaults."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from erpilot_contracts.approval.v1 import PolicyViewV1, ToolPolicyV1
+from erpilot_contracts.tools.v1 import TOOLS, ToolKind
+
+ACTIONS = ("allow", "require_approval", "deny")
+ROLES = ("requester", "approver", "manager", "admin")
+STOCK_CHECKS = ("exact", "sufficient")
+DEFAULT_TTL = timedelta(minutes=15)
+# Far beyond any sensible wait, and keeps `now + ttl` well inside datetime's range.
+MAX_TTL = timedelta(days=366)
+
+_DURATION = re.compile(r"([1-9][0-9]{0,6})([smh])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
+_TOP_KEYS = ("defaults", "tools")
+_DEFAULTS_KEYS = ("ttl",)
+_TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check")
+_RULE_KEYS = ("min_amount_minor", "roles")
+
+
+class PolicyError(ValueError):
+    """The policy text is malformed; the message starts with the offending key."""
+
+
+@dataclass(frozen=True)
+class AmountRule:
+    """From ``min_amount_minor`` upwards, only ``roles`` may decide."""
+
+    min_amount_minor: int
+    roles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    """What the policy says about one tool."""
+
+    action: str
+    roles: tuple[str, ...]
+    ttl: timedelta
+    separation_of_duties: bool = False
+    rules: tuple[AmountRule, ...] = ()
+    stock_check: str | None = None  # only submit_order has one
+
+    def required_roles(self, amount_minor: int | None) -> list[str]:
+        """The roles that may decide: the highest matching amount rule's, else the tool's."""
+        if amount_minor is not None:
+            matching = [rule for rule in self.rules if amount_minor >= rule.min_amount_minor]
+            if matching:
+                return list(max(matching, key=lambda rule: rule.min_amount_minor).roles)
+        return list(self.roles)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The merged policy in force, with a short stable ``version`` hash."""
+
+    tools: dict[str, ToolPolicy]
+    default_ttl: timedelta = DEFAULT_TTL
+    version: str = field(default="", compare=False)
+
+    def for_tool(self, name: str) -> ToolPolicy:
+        """The tool's policy; a tool not in the catalog is denied."""
+        return self.tools.get(name) or ToolPolicy(action="deny", roles=(), ttl=self.default_ttl)
+
+    def required_roles(self, tool: str, amount_minor: int | None = None) -> list[str]:
+        """Who may decide a call of ``tool`` whose preview shows ``amount_minor``."""
+        return self.for_tool(tool).required_roles(amount_minor)
+
+    def view(self, tool: str | None = None) -> PolicyViewV1:
+        """The wire view answering ``query.approval.policy`` (one tool, or all)."""
+        names = [tool] if tool is not None else list(self.tools)
+        items = [
+            ToolPolicyV1(
+                tool=name,
+                action=self.for_tool(name).action,
+                roles=list(self.for_tool(name).roles),
+                ttl_seconds=int(self.for_tool(name).ttl.total_seconds()),
+            )
+            for name in names
+        ]
+        return PolicyViewV1(version=self.version, tools=items)
+
+
+def load_policy(text: str | None) -> Policy:
+    """Parse a policy file (None or empty: the defaults) and merge it over the built-in defaults."""
+    raw = _parse_toml(text or "")
+    _reject_unknown_keys(raw, _TOP_KEYS, "")
+    defaults = _table(raw.get("defaults", {}), "defaults")
+    _reject_unknown_keys(defaults, _DEFAULTS_KEYS, "defaults.")
+    default_ttl = _duration(defaults["ttl"], "defaults.ttl") if "ttl" in defaults else DEFAULT_TTL
+
+    overrides = _table(raw.get("tools", {}), "tools")
+    for name in overrides:
+        if name not in TOOLS:
+            raise PolicyError(f"tools.{name}: unknown tool (known: {', '.join(TOOLS)})")
+
+    tools = {}
+    for name in TOOLS:
+        merged = {"ttl": default_ttl, **_builtin(name), **_tool_table(name, overrides.get(name, {}))}
+        tools[name] = ToolPolicy(**merged)
+        if tools[name].action == "require_approval" and not tools[name].roles:
+            raise PolicyError(f"tools.{name}.roles: require_approval needs at least one role")
+    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools))
+
+
+def _builtin(name: str) -> dict[str, Any]:
+    """The SPEC §6 defaults for one tool: reads and drafts allowed, writes need these roles."""
+    if TOOLS[name].kind is not ToolKind.WRITE:
+        return {"action": "allow", "roles": ()}
+    writes: dict[str, dict[str, Any]] = {
+        "submit_order": {
+            "roles": ("approver", "manager"),
+            "rules": (AmountRule(1_000_000, ("manager",)),),
+            "stock_check": "exact",
+        },
+        "cancel_order": {"roles": ("approver",)},
+        "adjust_stock": {"roles": ("manager",)},
+        "refund_payment": {"roles": ("manager",), "separation_of_duties": True},
+    }
+    return {"action": "require_approval", **writes[name]}
+
+
+def _tool_table(name: str, value: Any) -> dict[str, Any]:
+    """Validate one ``[tools.<name>]`` table and return only the keys it sets, typed."""
+    prefix = f"tools.{name}"
+    table = _table(value, prefix)
+    _reject_unknown_keys(table, _TOOL_KEYS, prefix + ".")
+    parsed: dict[str, Any] = {}
+    for key, item in table.items():
+        path = f"{prefix}.{key}"
+        if key == "action":
+            parsed[key] = _choice(item, ACTIONS, path)
+        elif key == "roles":
+            parsed[key] = _roles(item, path, allow_empty=True)
+        elif key == "ttl":
+            parsed[key] = _duration(item, path)
+        elif key == "separation_of_duties":
+            if not isinstance(item, bool):
+                raise PolicyError(f"{path}: expected true or false, got {item!r}")
+            parsed[key] = item
+        elif key == "rules":
+            parsed[key] = _rules(item, path)
+        elif key == "stock_check":
+            if name != "submit_order":
+                raise PolicyError(f"{path}: only tools.submit_order takes stock_check")
+            parsed[key] = _choice(item, STOCK_CHECKS, path)
+    return parsed
+
+
+def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
+    if not isinstance(value, list):
+        raise PolicyError(f"{path}: expected a list of tables ([[{path}]]), got {value!r}")
+    rules: list[AmountRule] = []
+    for index, item in enumerate(value):
+        rule_path = f"{path}[{index}]"
+        table = _table(item, rule_path)
+        _reject_unknown_keys(table, _RULE_KEYS, rule_path + ".")
+        for key in _RULE_KEYS:
+            if key not in table:
+                raise PolicyError(f"{rule_path}.{key}: missing")
+        amount = table["min_amount_minor"]
+        # bool is an int in Python; `true` is not an amount.
+        if type(amount) is not int or amount < 0:
+            raise PolicyError(f"{rule_path}.min_amount_minor: expected an integer >= 0, got {amount!r}")
+        if any(rule.min_amount_minor == amount for rule in rules):
+            raise PolicyError(f"{rule_path}.min_amount_minor: threshold {amount} appears twice")
+        rules.append(AmountRule(amount, _roles(table["roles"], f"{rule_path}.roles", allow_empty=False)))
+    return tuple(sorted(rules, key=lambda rule: rule.min_amount_minor))
+
+
+def _roles(value: Any, path: str, *, allow_empty: bool) -> tuple[str, ...]:
+    """A list of known roles, returned de-duplicated in the canonical ROLES order."""
+    if not isinstance(value, list):
+        raise PolicyError(f"{path}: expected a list of roles, got {value!r}")
+    for index, role in enumerate(value):
+        if role not in ROLES:
+            raise PolicyError(f"{path}[{index}]: unknown role {role!r} (known: {', '.join(ROLES)})")
+    if not value and not allow_empty:
+        raise PolicyError(f"{path}: expected at least one role")
+    return tuple(role for role in ROLES if role in value)
+
+
+def _duration(value: Any, path: str) -> timedelta:
+    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise PolicyError(f"{path}: expected a duration like '15m', got {value!r}")
+    ttl = timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
+    if ttl > MAX_TTL:
+        raise PolicyError(f"{path}: at most {int(MAX_TTL.total_seconds() // 3600)}h, got {value!r}")
+    return ttl
+
+
+def _choice(value: Any, choices: tuple[str, ...], path: str) -> str:
+    if value not in choices or not isinstance(value, str):
+        raise PolicyError(f"{path}: expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _table(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise PolicyError(f"{path}: expected a table, got {value!r}")
+    return value
+
+
+def _reject_unknown_keys(table: dict[str, Any], known: tuple[str, ...], prefix: str) -> None:
+    for key in table:
+        if key not in known:
+            raise PolicyError(f"{prefix}{key}: unknown key (expected one of {', '.join(known)})")
+
+
+def _parse_toml(text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"policy: not valid TOML: {exc}") from None
+
+
+def _version(tools: dict[str, ToolPolicy]) -> str:
+    """``sha256:`` + 16 hex of the canonical JSON of the merged policy: equal policies, equal versions."""
+    canonical = {
+        name: {
+            "action": tool.action,
+            "roles": list(tool.roles),
+            "ttl_seconds": int(tool.ttl.total_seconds()),
+            "separation_of_duties": tool.separation_of_duties,
+            "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles)} for r in tool.rules],
+            "stock_check": tool.stock_check,
+        }
+        for name, tool in sorted(tools.items())
+    }
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,227 @@
+"""The ERP's records as immutable values, each with ``to_result()`` giving its SPEC §2 result shape.
+
+The adapter loads these by key and stores what the domain returns; nothing here touches I/O.
+Times are timezone-aware ``datetime``s and appear in results as ISO-8601 strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+ProductStatus = Literal["active", "discontinued"]
+DraftStatus = Literal["open", "submitted"]
+OrderStatus = Literal["placed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Product:
+    """A catalog item with its current list price and on-hand stock."""
+
+    sku: str
+    name: str
+    status: ProductStatus
+    price_minor: int
+    currency: str
+    on_hand: int
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == "active"
+
+    def with_on_hand(self, on_hand: int) -> Product:
+        """The same product with another stock level."""
+        return replace(self, on_hand=on_hand)
+
+    def to_result(self) -> dict[str, Any]:
+        """``{sku, name, status, price_minor, currency, on_hand}``."""
+        return {
+            "sku": self.sku,
+            "name": self.name,
+            "status": self.status,
+            "price_minor": self.price_minor,
+            "currency": self.currency,
+            "on_hand": self.on_hand,
+        }
+
+
+@dataclass(frozen=True)
+class Customer:
+    """A customer; ``discount_pct`` is its tier, applied to every line it orders."""
+
+    customer_id: str
+    name: str
+    discount_pct: int
+
+    def to_result(self) -> dict[str, Any]:
+        """``{customer_id, name, discount_pct}``."""
+        return {"customer_id": self.customer_id, "name": self.name, "discount_pct": self.discount_pct}
+
+
+@dataclass(frozen=True)
+class DraftLine:
+    """One priced line of a draft revision, with the stock seen when the revision was made."""
+
+    item_number: int
+    sku: str
+    name: str
+    qty: int
+    unit_price_minor: int
+    discount_pct: int
+    line_total_minor: int
+    stock_before: int
+
+    def to_result(self) -> dict[str, Any]:
+        """Every field of the line."""
+        return {
+            "item_number": self.item_number,
+            "sku": self.sku,
+            "name": self.name,
+            "qty": self.qty,
+            "unit_price_minor": self.unit_price_minor,
+            "discount_pct": self.discount_pct,
+            "line_total_minor": self.line_total_minor,
+            "stock_before": self.stock_before,
+        }
+
+
+@dataclass(frozen=True)
+class DraftRevision:
+    """An immutable quote snapshot; every edit makes a new revision and leaves this one as it was.
+
+    ``status`` is the draft's status when loaded: the adapter keeps it per draft, so every revision of a
+    submitted draft reads ``"submitted"``.
+    """
+
+    draft_id: str
+    revision: int
+    session_id: str
+    customer_id: str
+    customer_name: str
+    lines: tuple[DraftLine, ...]
+    total_amount_minor: int
+    currency: str
+    note: str | None
+    valid_until: datetime
+    created_at: datetime
+    status: DraftStatus = "open"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == "open"
+
+    def line(self, item_number: int) -> DraftLine | None:
+        """The line with that 1-based number, or None."""
+        if 1 <= item_number <= len(self.lines):
+            return self.lines[item_number - 1]
+        return None
+
+    def to_result(self) -> dict[str, Any]:
+        """The revision as SPEC §2 describes it (the session id stays internal)."""
+        return {
+            "draft_id": self.draft_id,
+            "revision": self.revision,
+            "status": self.status,
+            "customer_id": self.customer_id,
+            "customer_name": self.customer_name,
+            "lines": [line.to_result() for line in self.lines],
+            "total_amount_minor": self.total_amount_minor,
+            "currency": self.currency,
+            "note": self.note,
+            "valid_until": self.valid_until.isoformat(),
+            "created_at": self.created_at.isoformat(),
+        }
+
+    def to_candidate(self) -> dict[str, Any]:
+        """``{draft_id, revision, customer_id, total_amount_minor}`` for an ambiguous ``get_order_task``."""
+        return {
+            "draft_id": self.draft_id,
+            "revision": self.revision,
+            "customer_id": self.customer_id,
+            "total_amount_minor": self.total_amount_minor,
+        }
+
+
+@dataclass(frozen=True)
+class OrderLine:
+    """An ordered line at the price that was approved."""
+
+    sku: str
+    name: str
+    qty: int
+    unit_price_minor: int
+    line_total_minor: int
+
+    def to_result(self) -> dict[str, Any]:
+        """``{sku, name, qty, unit_price_minor, line_total_minor}``."""
+        return {
+            "sku": self.sku,
+            "name": self.name,
+            "qty": self.qty,
+            "unit_price_minor": self.unit_price_minor,
+            "line_total_minor": self.line_total_minor,
+        }
+
+
+@dataclass(frozen=True)
+class Order:
+    """A placed (or cancelled) order; the demo payment is captured at commit, so ``paid_minor`` = total."""
+
+    order_id: str
+    customer_id: str
+    customer_name: str
+    status: OrderStatus
+    lines: tuple[OrderLine, ...]
+    total_amount_minor: int
+    currency: str
+    paid_minor: int
+    refunded_minor: int
+    created_at: datetime
+    draft_id: str | None = None
+    revision: int | None = None
+
+    @property
+    def remaining_minor(self) -> int:
+        """What can still be refunded."""
+        return self.paid_minor - self.refunded_minor
+
+    def to_result(self) -> dict[str, Any]:
+        """The order as SPEC §2 describes it, plus customer, source draft and creation time."""
+        return {
+            "order_id": self.order_id,
+            "status": self.status,
+            "customer_id": self.customer_id,
+            "customer_name": self.customer_name,
+            "lines": [line.to_result() for line in self.lines],
+            "total_amount_minor": self.total_amount_minor,
+            "currency": self.currency,
+            "paid_minor": self.paid_minor,
+            "refunded_minor": self.refunded_minor,
+            "draft_id": self.draft_id,
+            "revision": self.revision,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class Refund:
+    """Money returned on an order; ``remaining_minor`` is what stayed refundable right after it."""
+
+    refund_id: str
+    order_id: str
+    amount_minor: int
+    currency: str
+    channel: str
+    remaining_minor: int
+    created_at: datetime
+
+    def to_result(self) -> dict[str, Any]:
+        """``{refund_id, order_id, amount_minor, currency, remaining_minor}``."""
+        return {
+            "refund_id": self.refund_id,
+            "order_id": self.order_id,
+            "amount_minor": self.amount_minor,
+            "currency": self.currency,
+            "remaining_minor": self.remaining_minor,
+        }

@@ -1,0 +1,46 @@
+"""Read tools that need a rule, not just a lookup: searching and finding the session's order task."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from erpilot_erp.domain.model import Customer, DraftRevision, Product
+
+MAX_SEARCH_RESULTS = 50
+
+
+def search_products(products: Iterable[Product], query: str) -> dict[str, Any]:
+    """``{"items": [product, ...]}`` whose SKU or name contains ``query``, ordered by SKU."""
+    found = [p for p in products if _matches(query, p.sku, p.name)]
+    found.sort(key=lambda p: p.sku)
+    return {"items": [p.to_result() for p in found[:MAX_SEARCH_RESULTS]]}
+
+
+def search_customers(customers: Iterable[Customer], query: str) -> dict[str, Any]:
+    """``{"items": [customer, ...]}`` whose id or name contains ``query``, ordered by id."""
+    found = [c for c in customers if _matches(query, c.customer_id, c.name)]
+    found.sort(key=lambda c: c.customer_id)
+    return {"items": [c.to_result() for c in found[:MAX_SEARCH_RESULTS]]}
+
+
+def get_order_task(latest_revisions: Iterable[DraftRevision], session_id: str) -> dict[str, Any]:
+    """The session's one open draft (``ok``), its several (``ambiguous``), or ``none``.
+
+    ``latest_revisions`` are the latest revision of each draft; submitted drafts and other sessions'
+    drafts are ignored here, so the adapter may pass a broader set.
+    """
+    open_drafts = [d for d in latest_revisions if d.session_id == session_id and d.is_open]
+    if not open_drafts:
+        return {"status": "none"}
+    if len(open_drafts) == 1:
+        return {"status": "ok", "draft": open_drafts[0].to_result()}
+    # Several open drafts: the agent must ask which one is meant instead of guessing.
+    open_drafts.sort(key=lambda d: (d.created_at, d.draft_id))
+    return {"status": "ambiguous", "candidates": [d.to_candidate() for d in open_drafts]}
+
+
+def _matches(query: str, identifier: str, name: str) -> bool:
+    # casefold() rather than lower(): it also folds e.g. German "ß" so "strasse" finds "Straße".
+    needle = query.strip().casefold()
+    return needle in identifier.casefold() or needle in name.casefold()

@@ -1,0 +1,100 @@
+"""refund_payment: return part or all of an order's captured payment through its original channel."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from erpilot_contracts.tools.v1 import RefundPaymentArgs
+from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
+from erpilot_erp.domain.model import Order, Refund
+from erpilot_erp.domain.plans import CommitPlan, Prepared, WriteState, effect, preview
+from erpilot_erp.domain.pricing import format_money
+
+
+def prepare_refund_payment(args: RefundPaymentArgs, state: WriteState, now: datetime) -> Prepared:
+    """Check currency and refundable remainder and preview remaining before -> after."""
+    order = _refundable(args, state.order)
+    facts = {
+        "order_id": order.order_id,
+        "currency": order.currency,
+        "paid_minor": order.paid_minor,
+        "refunded_minor": order.refunded_minor,
+        "remaining_minor": order.remaining_minor,
+    }
+    after = order.remaining_minor - args.amount_minor
+    return Prepared(
+        facts=facts,
+        preview=preview(
+            operation="Refund payment",
+            object=f"Order {order.order_id}",
+            target=order.customer_name,
+            amount_minor=args.amount_minor,
+            currency=args.currency,
+            effects=[
+                effect("refundable remaining", order.remaining_minor, after),
+                effect("refunded", order.refunded_minor, order.refunded_minor + args.amount_minor),
+            ],
+            notes=[
+                f"Refund {format_money(args.amount_minor, args.currency)} to the original payment channel.",
+                f"Afterwards {format_money(after, order.currency)} of the "
+                f"{format_money(order.paid_minor, order.currency)} paid stays refundable.",
+                f"The order is {order.status}; a refund does not change its status or stock.",
+            ],
+            details={
+                "order_id": order.order_id,
+                "customer_id": order.customer_id,
+                "order_status": order.status,
+                "channel": args.channel,
+                "paid_minor": order.paid_minor,
+                "refunded_minor": order.refunded_minor,
+                "total_amount_minor": order.total_amount_minor,
+            },
+        ),
+    )
+
+
+def commit_refund_payment(
+    args: RefundPaymentArgs, facts: Mapping[str, Any], state: WriteState, now: datetime, *, refund_id: str
+) -> CommitPlan:
+    """Re-check the remainder still covers the amount and nothing was refunded meanwhile, then refund."""
+    order = _refundable(args, state.order)
+    if order.refunded_minor != facts["refunded_minor"]:
+        shown = format_money(facts["refunded_minor"], order.currency)
+        raise BusinessError(
+            ErrorCode.ORDER_CHANGED,
+            f"order {order.order_id} was refunded meanwhile (refunded {shown} in the preview, "
+            f"{format_money(order.refunded_minor, order.currency)} now); nothing was refunded",
+        )
+    refunded = replace(order, refunded_minor=order.refunded_minor + args.amount_minor)
+    refund = Refund(
+        refund_id=refund_id,
+        order_id=order.order_id,
+        amount_minor=args.amount_minor,
+        currency=args.currency,
+        channel=args.channel,
+        remaining_minor=refunded.remaining_minor,
+        created_at=now,
+    )
+    return CommitPlan(result=refund.to_result(), updated_order=refunded, new_refund=refund)
+
+
+def _refundable(args: RefundPaymentArgs, order: Order | None) -> Order:
+    """The order, if ``amount_minor`` in ``currency`` can still be refunded from it."""
+    if order is None:
+        raise not_found("order", args.order_id)
+    if args.currency != order.currency:
+        raise BusinessError(
+            ErrorCode.CURRENCY_MISMATCH,
+            f"order {order.order_id} was paid in {order.currency}, not {args.currency}",
+        )
+    if args.amount_minor > order.remaining_minor:
+        raise BusinessError(
+            ErrorCode.REFUND_EXCEEDS_REMAINING,
+            f"only {format_money(order.remaining_minor, order.currency)} of order {order.order_id} is "
+            f"refundable; {format_money(args.amount_minor, args.currency)} requested",
+            remaining_minor=order.remaining_minor,
+        )
+    return order

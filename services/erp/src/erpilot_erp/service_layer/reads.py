@@ -1,0 +1,50 @@
+"""Read tools (SPEC §2): no effects, answered from the current state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from erpilot_contracts.base import ErrorV1
+from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
+from erpilot_erp.adapters import reads
+
+
+def _found(result: dict[str, Any] | None, what: str) -> ToolResultV1:
+    if result is None:
+        return ToolResultV1(outcome="business_rejected",
+                            error=ErrorV1(code="not_found", message=f"{what} not found", status=200))
+    return ToolResultV1(outcome="succeeded", result=result)
+
+
+def order_task(candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The session's open draft: one (ok), several (ambiguous, ask which), or none."""
+    if not candidates:
+        return {"status": "none"}
+    if len(candidates) == 1:
+        return {"status": "ok", "draft": candidates[0]}
+    return {"status": "ambiguous", "candidates": [
+        {"draft_id": c["draft_id"], "revision": c["revision"], "customer_id": c["customer_id"],
+         "total_amount_minor": c["total_amount_minor"]} for c in candidates]}
+
+
+async def run_read_tool(engine: AsyncEngine, cmd: ExecuteToolV1) -> ToolResultV1:
+    """Dispatch one read tool; unknown tools here are a programming error of the caller."""
+    args = cmd.arguments
+    async with engine.connect() as conn:
+        match cmd.tool:
+            case "search_customers":
+                return _found(await reads.search_customers(conn, args["query"]), "customers")
+            case "search_products":
+                return _found(await reads.search_products(conn, args["query"]), "products")
+            case "get_product":
+                return _found(await reads.get_product(conn, args["sku"]), f"product {args['sku']}")
+            case "get_order":
+                return _found(await reads.get_order(conn, args["order_id"]), f"order {args['order_id']}")
+            case "get_draft":
+                draft = await reads.get_draft_revision(conn, args["draft_id"], args.get("revision"), cmd.session_id)
+                return _found(draft, f"draft {args['draft_id']}")
+            case "get_order_task":
+                return _found(order_task(await reads.open_draft_candidates(conn, cmd.session_id)), "task")
+    raise ValueError(f"{cmd.tool} is not a read tool")

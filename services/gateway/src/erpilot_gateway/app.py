@@ -1,0 +1,52 @@
+"""Composition root of the gateway: FastAPI app, broker client, routes."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+
+import uvicorn
+from fastapi import FastAPI
+
+from erpilot_gateway import problems
+from erpilot_gateway.routes import approvals, erp, health, sessions, tools
+from erpilot_gateway.services import Services
+from erpilot_gateway.settings import GatewaySettings
+from erpilot_platform.broker import create_broker
+from erpilot_platform.logs import configure_logging
+from erpilot_platform.runtime import connect_with_retry
+
+SERVICE = "gateway"
+
+
+def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
+    """Build the app; nothing connects until start-up."""
+    secret = settings.secret()
+    broker = broker or create_broker(settings.nats_url, SERVICE, user=settings.nats_user,
+                                     password=settings.nats_password)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await connect_with_retry(broker)
+        yield
+        await broker.stop()
+
+    app = FastAPI(title="Erpilot", version="1.0", lifespan=lifespan,
+                  description="An AI agent works the ERP; people approve every write that matters.")
+    app.state.settings = settings
+    app.state.auth_secret = secret
+    app.state.broker = broker
+    app.state.services = Services(broker, settings.request_timeout_seconds)
+    problems.install(app)
+    for module in (health, tools, sessions, approvals, erp):
+        app.include_router(module.router)
+    return app
+
+
+def main() -> None:
+    settings = GatewaySettings()
+    configure_logging(SERVICE, settings.log_level)
+    app = create_app(settings)
+    config = uvicorn.Config(app, host=settings.http_host, port=settings.http_port, log_config=None,
+                            proxy_headers=True, timeout_graceful_shutdown=5)
+    asyncio.run(uvicorn.Server(config).serve())

@@ -1,0 +1,43 @@
+"""HTTP request bodies: strict, unknown fields rejected (422)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CreateSessionBody(Body):
+    title: Annotated[str, Field(max_length=200)] | None = None
+
+
+class PostMessageBody(Body):
+    text: Annotated[str, Field(min_length=1, max_length=20_000)]
+
+
+class ToolCallBody(Body):
+    tool: Annotated[str, Field(min_length=1, max_length=64)]
+    arguments: dict[str, Any]
+    call_id: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")] | None = None
+
+
+class DecisionBody(Body):
+    """Exactly one of three actions, as a JSON string; the fingerprint the person was shown."""
+
+    action: Literal["approve", "reject", "cancel"]
+    fingerprint: Annotated[str, Field(min_length=1, max_length=200)]
+    comment: Annotated[str, Field(max_length=2000)] | None = None
+
+
+class EditBody(Body):
+    fingerprint: Annotated[str, Field(min_length=1, max_length=200)]
+    arguments: dict[str, Any]
+
+
+class ProductPatchBody(Body):
+    price_minor: Annotated[int, Field(ge=0)] | None = None
+    status: Literal["active", "discontinued"] | None = None

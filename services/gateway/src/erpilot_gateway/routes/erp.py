@@ -1,0 +1,64 @@
+"""ERP read views, operation status for reconciliation, and the back-office product change."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from erpilot_contracts import subjects
+from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, UpdateProductV1
+from erpilot_gateway.auth import CurrentUser, require_roles
+from erpilot_gateway.bodies import ProductPatchBody
+from erpilot_gateway.problems import Problem
+
+router = APIRouter(tags=["erp"])
+Requester = require_roles("requester")
+
+
+def _query(request: Request, view: ErpViewV1):
+    return request.app.state.services.query(subjects.ERP_QUERY_VIEW, view)
+
+
+@router.get("/v1/operations/{operation_id}")
+async def get_operation(request: Request, operation_id: str, user: CurrentUser) -> dict:
+    """Status of an operation: prepared, committed or rejected (owner or admin)."""
+    query = GetOperationV1(operation_id=operation_id)
+    data = await request.app.state.services.query(subjects.ERP_QUERY_OPERATION, query)
+    if data.get("requested_by") != user.sub and not user.has_any("admin"):
+        raise Problem(404, "not_found", f"operation {operation_id} not found")
+    keys = ("operation_id", "tool", "status", "result", "error", "committed_at")
+    return {k: data[k] for k in keys if data.get(k) is not None or k in ("operation_id", "tool", "status")}
+
+
+@router.get("/v1/erp/products", dependencies=[Requester])
+async def list_products(request: Request, q: str = "") -> dict:
+    """Products whose SKU or name contains ``q`` (all when empty, at most 50)."""
+    return await _query(request, ErpViewV1(view="products", query=q))
+
+
+@router.get("/v1/erp/products/{sku}", dependencies=[Requester])
+async def get_product(request: Request, sku: str) -> dict:
+    return await _query(request, ErpViewV1(view="product", id=sku))
+
+
+@router.patch("/v1/erp/products/{sku}", dependencies=[require_roles("admin")])
+async def patch_product(request: Request, sku: str, body: ProductPatchBody, user: CurrentUser) -> dict:
+    """Back-office change of price or status (makes waiting quotes of that product stale)."""
+    if body.price_minor is None and body.status is None:
+        raise Problem(422, "invalid_body", "give price_minor, status or both")
+    cmd = UpdateProductV1(sku=sku, price_minor=body.price_minor, status=body.status, updated_by=user.sub)
+    return await request.app.state.services.command(subjects.ERP_CMD_UPDATE_PRODUCT, cmd)
+
+
+@router.get("/v1/erp/customers", dependencies=[Requester])
+async def list_customers(request: Request, q: str = "") -> dict:
+    return await _query(request, ErpViewV1(view="customers", query=q))
+
+
+@router.get("/v1/erp/orders/{order_id}", dependencies=[Requester])
+async def get_order(request: Request, order_id: str) -> dict:
+    return await _query(request, ErpViewV1(view="order", id=order_id))
+
+
+@router.get("/v1/erp/drafts/{draft_id}", dependencies=[Requester])
+async def get_draft(request: Request, draft_id: str, revision: int | None = None) -> dict:
+    return await _query(request, ErpViewV1(view="draft", id=draft_id, revision=revision))

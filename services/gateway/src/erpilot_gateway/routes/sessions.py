@@ -1,0 +1,100 @@
+"""Sessions, messages, tool calls and the live event stream of a session."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, PostMessageV1, StartToolCallV1
+from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
+from erpilot_gateway.bodies import CreateSessionBody, PostMessageBody, ToolCallBody
+from erpilot_gateway.problems import Problem
+from erpilot_gateway.sse import session_event_stream
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+Requester = require_roles("requester")
+
+
+def _services(request: Request):
+    return request.app.state.services
+
+
+@router.post("", status_code=201, dependencies=[Requester])
+async def create_session(request: Request, user: CurrentUser, body: CreateSessionBody | None = None) -> dict:
+    """Start a session owned by the caller."""
+    title = body.title if body else None
+    cmd = CreateSessionV1(session_id=f"ses_{uuid.uuid4().hex[:20]}", owner=user.sub, title=title)
+    data = await _services(request).command(subjects.AGENT_CMD_CREATE_SESSION, cmd)
+    return {"session_id": data["session_id"]}
+
+
+@router.get("/{session_id}")
+async def get_session(request: Request, session_id: str, user: CurrentUser) -> dict:
+    """Messages, tool calls with status, pending approvals and run status of one of your sessions."""
+    query = GetSessionV1(session_id=session_id, owner=user.sub)
+    return await _services(request).query(subjects.AGENT_QUERY_SESSION, query)
+
+
+@router.post("/{session_id}/messages", status_code=202)
+async def post_message(request: Request, session_id: str, body: PostMessageBody, user: CurrentUser) -> dict:
+    """Give the agent a message; it runs the model (answers 202 with the run id)."""
+    cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text)
+    data = await _services(request).command(subjects.AGENT_CMD_POST_MESSAGE, cmd)
+    return {"run_id": data["run_id"]}
+
+
+@router.post("/{session_id}/tool-calls")
+async def start_tool_call(request: Request, session_id: str, body: ToolCallBody, user: CurrentUser) -> JSONResponse:
+    """Run a tool through the same pipeline the model uses (reads and drafts at once, writes after approval)."""
+    cmd = StartToolCallV1(session_id=session_id, owner=user.sub, tool=body.tool, arguments=body.arguments,
+                          call_id=body.call_id)
+    view = await _services(request).command(subjects.AGENT_CMD_TOOL_CALL, cmd)
+    return tool_call_response(view)
+
+
+@router.get("/{session_id}/tool-calls/{call_id}")
+async def get_tool_call(request: Request, session_id: str, call_id: str, user: CurrentUser) -> dict:
+    """Status, outcome, result or error code of one tool call."""
+    query = GetToolCallV1(session_id=session_id, owner=user.sub, call_id=call_id)
+    return await _services(request).query(subjects.AGENT_QUERY_TOOL_CALL, query)
+
+
+@router.get("/{session_id}/events")
+async def session_events(request: Request, session_id: str):
+    """Server-sent events of the session; ``Last-Event-ID`` resumes after that seq with no gap."""
+    user = _user_for_stream(request)
+    await _services(request).query(subjects.AGENT_QUERY_SESSION, GetSessionV1(session_id=session_id, owner=user.sub))
+    last_id = request.headers.get("last-event-id") or request.query_params.get("last_event_id") or "0"
+    try:
+        after_seq = int(last_id)
+    except ValueError:
+        raise Problem(422, "invalid_last_event_id", "Last-Event-ID must be an integer seq") from None
+    return session_event_stream(request, session_id, after_seq)
+
+
+def _user_for_stream(request: Request) -> User:
+    """EventSource in a browser cannot send headers, so the stream also accepts the console cookie."""
+    token = token_from(request, allow_cookie=True)
+    if not token:
+        raise Problem(401, "unauthorized", "missing bearer token")
+    return decode_token(token, request.app.state.auth_secret)
+
+
+def tool_call_response(view: dict) -> JSONResponse:
+    """SPEC §5: finished → 200 with outcome and result; awaiting approval → 202 with the approval."""
+    if view["status"] == "finished":
+        body = {"call_id": view["call_id"], "status": "finished", "outcome": view["outcome"],
+                "result": view.get("result")}
+        if view.get("error"):
+            body["error"] = {"code": view["error"]["code"], "message": view["error"]["message"]}
+        return JSONResponse(body, status_code=200)
+    if view["status"] == "awaiting_approval":
+        keys = ("call_id", "status", "pending_id", "fingerprint", "expires_at", "approval_url", "preview")
+        return JSONResponse({k: view.get(k) for k in keys}, status_code=202)
+    return JSONResponse({"call_id": view["call_id"], "status": view["status"]}, status_code=202)
+
+
+

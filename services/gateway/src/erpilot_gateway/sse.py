@@ -1,0 +1,70 @@
+"""Bridge of a session's JetStream subject to Server-Sent Events.
+
+Each event's ``id`` is its ``seq`` and ``event`` its type (SPEC §4). JetStream may hold a duplicate
+(re-published outbox row) or, in theory, an out-of-order pair; the bridge emits each seq exactly
+once and in order, buffering a seq that arrives before its predecessor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from fastapi import Request
+from nats.js.api import ConsumerConfig, DeliverPolicy
+from sse_starlette.sse import EventSourceResponse
+
+from erpilot_contracts.subjects import session_events_subject
+
+KEEPALIVE_SECONDS = 15
+
+
+class SeqOrder:
+    """Releases events in ``seq`` order starting after ``after_seq``; drops duplicates."""
+
+    def __init__(self, after_seq: int):
+        self.next_seq = after_seq + 1
+        self.waiting: dict[int, dict] = {}
+
+    def push(self, event: dict) -> list[dict]:
+        seq = event["seq"]
+        if seq < self.next_seq or seq in self.waiting:
+            return []
+        self.waiting[seq] = event
+        ready = []
+        while self.next_seq in self.waiting:
+            ready.append(self.waiting.pop(self.next_seq))
+            self.next_seq += 1
+        return ready
+
+
+async def _events(request: Request, session_id: str, after_seq: int) -> AsyncIterator[dict]:
+    js = request.app.state.broker.config.connection_state.stream
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def on_message(msg) -> None:
+        await queue.put(msg.data)
+
+    subscription = await js.subscribe(
+        session_events_subject(session_id), cb=on_message, ordered_consumer=True,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+    )
+    order = SeqOrder(after_seq)
+    try:
+        while True:
+            if await request.is_disconnected():
+                return
+            try:
+                raw = await asyncio.wait_for(queue.get(), timeout=1.0)
+            except TimeoutError:
+                continue
+            event = json.loads(raw)
+            for ready in order.push(event):
+                yield {"id": str(ready["seq"]), "event": ready["type"], "data": json.dumps(ready)}
+    finally:
+        await subscription.unsubscribe()
+
+
+def session_event_stream(request: Request, session_id: str, after_seq: int) -> EventSourceResponse:
+    return EventSourceResponse(_events(request, session_id, after_seq), ping=KEEPALIVE_SECONDS)

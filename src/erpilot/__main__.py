@@ -1,0 +1,3 @@
+from erpilot.cli import main
+
+main()
