@@ -8,6 +8,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from dataclasses import dataclass, field
 
 from faststream.nats import NatsBroker
 from sqlalchemy import text
@@ -51,31 +52,51 @@ async def connect_with_retry(broker: NatsBroker, *, deadline_seconds: float = 12
             delay = min(delay * 2, 2.0)
 
 
-async def serve(broker: NatsBroker, *, background: list[Background] = (), on_stop: list[Background] = ()) -> None:
-    """Run until SIGTERM/SIGINT: endpoints plus background loops; a crashed loop stops the process."""
-    await connect_with_retry(broker)
-    await ensure_streams(broker)
-    await broker.start()
+@dataclass
+class ServiceApp:
+    """A composed service: its broker with endpoints registered, its engine and background loops.
+
+    ``start``/``stop`` let tests run a service inside their own event loop; ``serve`` runs it as a process.
+    """
+
+    name: str
+    broker: NatsBroker
+    engine: AsyncEngine | None = None
+    background: list[Background] = field(default_factory=list)
+    _tasks: list[asyncio.Task] = field(default_factory=list)
+
+    async def start(self) -> None:
+        await connect_with_retry(self.broker)
+        await ensure_streams(self.broker)
+        await self.broker.start()
+        self._tasks = [asyncio.create_task(job(), name=getattr(job, "__name__", "background"))
+                       for job in self.background]
+        log.info("service %s started", self.name)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.broker.stop()
+        if self.engine is not None:
+            await self.engine.dispose()
+        log.info("service %s stopped", self.name)
+
+
+async def serve(app: ServiceApp) -> None:
+    """Run until SIGTERM/SIGINT; a crashed background loop stops the process with status 1."""
+    await app.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(job(), name=getattr(job, "__name__", "background")) for job in background]
     stopper = asyncio.create_task(stop.wait())
-    log.info("service started")
-    done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    for task in done:
-        if task is not stopper and task.exception():
-            log.error("background task %s crashed", task.get_name(), exc_info=task.exception())
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with suppress(asyncio.CancelledError, Exception):
-            await task
-    await broker.stop()
-    for job in on_stop:
-        await job()
-    log.info("service stopped")
-    crashed = [t for t in done if t is not stopper]
+    done, _ = await asyncio.wait([stopper, *app._tasks], return_when=asyncio.FIRST_COMPLETED)
+    crashed = [task for task in done if task is not stopper]
+    for task in crashed:
+        log.error("background task %s crashed", task.get_name(), exc_info=task.exception())
+    await app.stop()
     if crashed:
         raise SystemExit(1)

@@ -15,13 +15,14 @@ from erpilot_agent.settings import AgentSettings
 from erpilot_platform.broker import ServiceBus, create_broker
 from erpilot_platform.db import create_engine
 from erpilot_platform.logs import configure_logging
-from erpilot_platform.runtime import register_ping, serve
+from erpilot_platform.runtime import ServiceApp, register_ping, serve
 
 SERVICE = "agent"
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-async def run(settings: AgentSettings) -> None:
+def build(settings: AgentSettings) -> ServiceApp:
+    """Compose the agent: endpoints, tool-call pipeline, outbox relay and reconciler. Nothing connects yet."""
     engine = create_engine(settings.database_url, application_name="erpilot-agent")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE)
@@ -35,10 +36,10 @@ async def run(settings: AgentSettings) -> None:
     async def reconciler() -> None:
         await run_reconciler(tool_calls, older_than=timedelta(seconds=settings.reconcile_after_seconds))
 
-    await serve(broker, background=[relay, reconciler], on_stop=[engine.dispose])
+    return ServiceApp(SERVICE, broker, engine, background=[relay, reconciler])
 
 
 def main() -> None:
     settings = AgentSettings()
     configure_logging(SERVICE, settings.log_level)
-    asyncio.run(run(settings))
+    asyncio.run(serve(build(settings)))

@@ -12,14 +12,15 @@ from erpilot_platform.broker import ServiceBus, create_broker
 from erpilot_platform.db import create_engine
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.outbox import Outbox
-from erpilot_platform.runtime import register_ping, serve
+from erpilot_platform.runtime import ServiceApp, register_ping, serve
 
 SERVICE = "approval"
 MIGRATIONS = Path(__file__).parent / "migrations"
 OUTBOX_LOCK_KEY = 7_311_990_201
 
 
-async def run(settings: ApprovalSettings) -> None:
+def build(settings: ApprovalSettings) -> ServiceApp:
+    """Compose the approval service. Nothing connects yet; a malformed policy stops here."""
     policy = settings.load_policy()
     engine = create_engine(settings.database_url, application_name="erpilot-approval")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
@@ -31,10 +32,10 @@ async def run(settings: ApprovalSettings) -> None:
     async def relay() -> None:
         await outbox.run(engine, broker)
 
-    await serve(broker, background=[relay], on_stop=[engine.dispose])
+    return ServiceApp(SERVICE, broker, engine, background=[relay])
 
 
 def main() -> None:
     settings = ApprovalSettings()
     configure_logging(SERVICE, settings.log_level)
-    asyncio.run(run(settings))
+    asyncio.run(serve(build(settings)))

@@ -12,14 +12,15 @@ from erpilot_platform.broker import ServiceBus, create_broker
 from erpilot_platform.db import create_engine
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.outbox import Outbox
-from erpilot_platform.runtime import register_ping, serve
+from erpilot_platform.runtime import ServiceApp, register_ping, serve
 
 SERVICE = "erp"
 MIGRATIONS = Path(__file__).parent / "migrations"
 OUTBOX_LOCK_KEY = 7_311_990_101
 
 
-async def run(settings: ErpSettings) -> None:
+def build(settings: ErpSettings) -> ServiceApp:
+    """Compose the ERP: endpoints on a broker, an engine, the outbox relay. Nothing connects yet."""
     engine = create_engine(settings.database_url, application_name="erpilot-erp")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE)
@@ -30,10 +31,10 @@ async def run(settings: ErpSettings) -> None:
     async def relay() -> None:
         await outbox.run(engine, broker)
 
-    await serve(broker, background=[relay], on_stop=[engine.dispose])
+    return ServiceApp(SERVICE, broker, engine, background=[relay])
 
 
 def main() -> None:
     settings = ErpSettings()
     configure_logging(SERVICE, settings.log_level)
-    asyncio.run(run(settings))
+    asyncio.run(serve(build(settings)))

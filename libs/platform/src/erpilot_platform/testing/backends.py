@@ -81,7 +81,10 @@ def _nats(tmp_dir: Path, backend: Backend) -> str:
     if url := os.environ.get("ERPILOT_TEST_NATS_URL"):
         return url
     if _docker():
-        from testcontainers.community.nats import NatsContainer  # optional: only the docker mode needs it
+        try:  # optional: only the docker mode needs testcontainers
+            from testcontainers.community.nats import NatsContainer
+        except ImportError:  # before 4.15 it lived at the top level
+            from testcontainers.nats import NatsContainer
 
         container = NatsContainer(NATS_IMAGE, jetstream=True).start()
         backend._cleanups.append(container.stop)
@@ -98,7 +101,10 @@ def _database(tmp_dir: Path, backend: Backend) -> str:
         backend._cleanups.append(lambda: _execute(url, f'drop database if exists "{name}" with (force)'))
         return with_database(url, name)
     if _docker():
-        from testcontainers.community.postgres import PostgresContainer
+        try:
+            from testcontainers.community.postgres import PostgresContainer
+        except ImportError:
+            from testcontainers.postgres import PostgresContainer
 
         container = PostgresContainer(POSTGRES_IMAGE, driver=None).start()
         backend._cleanups.append(container.stop)

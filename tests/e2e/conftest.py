@@ -1,0 +1,123 @@
+"""E2E fixtures: the services run as separate processes (exactly as `erpilot up` runs them) and the
+tests talk to them only through HTTP and NATS."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from erpilot.stack import Stack, free_port
+from erpilot.tokens import make_token
+
+SECRET = "e2e-secret-" + "x" * 32
+
+
+@pytest.fixture(scope="session")
+def stack(database_url, nats_url, tmp_path_factory):
+    """One stack for the e2e session; tests isolate themselves with fresh sessions and ids."""
+    data_dir = tmp_path_factory.mktemp("stack")
+    running = Stack(nats_url, database_url, data_dir, http_port=free_port(), env={
+        "ERPILOT_AUTH_SECRET": SECRET,
+        "ERPILOT_POLICY": str(_write_policy(data_dir)),
+    })
+    running.start()
+    try:
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
+
+
+def _write_policy(data_dir) -> Any:
+    path = data_dir / "policy.toml"
+    path.write_text('[tools.adjust_stock]\nttl = "3s"\n')  # a short deadline to watch expiry happen
+    return path
+
+
+def token(sub: str, *roles: str) -> str:
+    return make_token(SECRET, sub, list(roles))
+
+
+class Api:
+    """A user of the HTTP API with one token."""
+
+    def __init__(self, base_url: str, sub: str, *roles: str):
+        self.sub = sub
+        self.client = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token(sub, *roles)}"},
+                                   timeout=30)
+
+    def post(self, path: str, body: Any = None) -> httpx.Response:
+        return self.client.post(path, json=body if body is not None else {})
+
+    def get(self, path: str, **params: Any) -> httpx.Response:
+        return self.client.get(path, params=params)
+
+    def new_session(self) -> str:
+        response = self.post("/v1/sessions", {})
+        assert response.status_code == 201, response.text
+        return response.json()["session_id"]
+
+    def call(self, session_id: str, tool: str, arguments: dict, **extra: Any) -> httpx.Response:
+        return self.post(f"/v1/sessions/{session_id}/tool-calls", {"tool": tool, "arguments": arguments, **extra})
+
+    def events(self, session_id: str, *, last_event_id: int | None = None, until: Callable[[list[dict]], bool],
+               timeout: float = 20.0) -> list[dict]:
+        """Read the session's SSE stream until ``until(events)`` holds (or fail after ``timeout``)."""
+        headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
+        events: list[dict] = []
+        deadline = time.monotonic() + timeout
+        with self.client.stream("GET", f"/v1/sessions/{session_id}/events", headers=headers,
+                                timeout=httpx.Timeout(timeout, read=timeout)) as response:
+            assert response.status_code == 200, response.read()
+            current: dict[str, str] = {}
+            for line in response.iter_lines():
+                if line.startswith(("id:", "event:", "data:")):
+                    key, _, value = line.partition(":")
+                    current[key] = value.strip()
+                elif line == "" and "data" in current:
+                    event = json.loads(current["data"])
+                    assert current["id"] == str(event["seq"]) and current["event"] == event["type"]
+                    events.append(event)
+                    current = {}
+                    if until(events):
+                        return events
+                if time.monotonic() > deadline:
+                    break
+        raise AssertionError(f"condition not met within {timeout}s; events: {[e['type'] for e in events]}")
+
+
+def wait_for(check: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.1) -> Any:
+    """Poll ``check`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last: {value!r})")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def requester(stack) -> Api:
+    return Api(stack.base_url, f"req-{time.monotonic_ns()}", "requester")
+
+
+@pytest.fixture
+def approver(stack) -> Api:
+    return Api(stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
+
+
+@pytest.fixture
+def manager(stack) -> Api:
+    return Api(stack.base_url, f"mgr-{time.monotonic_ns()}", "manager")
+
+
+@pytest.fixture
+def admin(stack) -> Api:
+    return Api(stack.base_url, f"admin-{time.monotonic_ns()}", "admin", "requester")
