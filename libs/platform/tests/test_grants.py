@@ -50,6 +50,12 @@ def test_payload_is_canonical_json_without_the_signature() -> None:
     assert grant_payload(GRANT.model_copy(update={"signature": "x"})) == expected
 
 
+def test_a_set_stock_check_is_signed_too() -> None:
+    with_check = GRANT.model_copy(update={"stock_check": "sufficient"})
+    assert b'"stock_check":"sufficient"' in grant_payload(with_check)
+    assert not verify_grant(sign_grant(GRANT, KEY).model_copy(update={"stock_check": "sufficient"}), KEY.public_key())
+
+
 def test_sign_and_verify_round_trip_survives_the_wire() -> None:
     signed = sign_grant(GRANT, KEY)
     assert len(base64.b64decode(signed.signature, validate=True)) == 64

@@ -25,8 +25,12 @@ PUBLIC_KEY_FILE = "grant_ed25519.pub"
 
 
 def grant_payload(grant: GrantV1) -> bytes:
-    """The signed bytes: RFC 8785 JSON of every field but ``signature``, datetimes as UTC ISO-8601."""
-    fields = grant.model_dump(mode="python", exclude={"signature"})
+    """The signed bytes: RFC 8785 JSON of every field but ``signature``, datetimes as UTC ISO-8601.
+
+    Unset optional fields are left out, so a field added to GrantV1 later does not change (and so
+    does not invalidate) the signature of a grant that does not use it.
+    """
+    fields = grant.model_dump(mode="python", exclude={"signature"}, exclude_none=True)
     for name, value in fields.items():
         if isinstance(value, datetime):
             if value.tzinfo is None:

@@ -1,0 +1,159 @@
+"""Foundation guarantees seen from outside: NATS restarts, a service that is down, poison messages,
+missing secrets, and `erpilot up` leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from erpilot.stack import Stack, free_port
+from erpilot_platform.embedded import EmbeddedNats
+from tests.e2e.conftest import SECRET, Api, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def own_nats(tmp_path):
+    """A NATS server of this test alone, so it can be restarted without disturbing other tests."""
+    if os.environ.get("ERPILOT_TEST_NATS_URL"):
+        pytest.skip("restarting NATS needs the embedded server (ERPILOT_TEST_NATS_URL is set)")
+    nats = EmbeddedNats(tmp_path / "nats-data")
+    nats.start()
+    yield nats
+    nats.stop()
+
+
+@pytest.fixture
+def own_stack(own_nats, database_url, tmp_path):
+    running = Stack(own_nats.url, database_url, tmp_path / "stack", http_port=free_port(), env={
+        "ERPILOT_AUTH_SECRET": SECRET, "ERPILOT_REQUEST_TIMEOUT_SECONDS": "3"})
+    running.start()
+    try:
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
+
+
+def ready(stack: Stack) -> bool:
+    try:
+        return httpx.get(f"{stack.base_url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_services_keep_working_when_nats_restarts(own_stack, own_nats):
+    user = Api(own_stack.base_url, "restart-user", "requester")
+    session_id = user.new_session()
+    assert user.call(session_id, "get_product", {"sku": "SKU-PAPER-A4"}).status_code == 200
+
+    own_nats.stop()
+    wait_for(lambda: not ready(own_stack), timeout=10)
+    own_nats.start()
+    wait_for(lambda: ready(own_stack), timeout=30)
+
+    after = user.call(session_id, "get_product", {"sku": "SKU-PAPER-A3"})
+    assert after.status_code == 200, after.text
+    assert after.json()["result"]["sku"] == "SKU-PAPER-A3"
+    events = user.events(session_id, until=lambda evs: len(evs) >= 4)
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+
+
+def test_a_command_sent_while_the_agent_is_down_is_handled_when_it_returns(own_stack):
+    user = Api(own_stack.base_url, "down-user", "requester")
+    session_id = user.new_session()
+    own_stack.supervisor.stop("agent")
+
+    waiting = user.call(session_id, "get_product", {"sku": "SKU-PAPER-A4"}, call_id="while-agent-down")
+    assert waiting.status_code == 503 and waiting.json()["code"] == "service_unavailable"
+
+    own_stack.supervisor.restart("agent")
+    wait_for(lambda: ready(own_stack), timeout=30)
+    view = wait_for(lambda: (r := user.get(f"/v1/sessions/{session_id}/tool-calls/while-agent-down")).status_code
+                    == 200 and r.json()["status"] == "finished" and r.json())
+    assert view["outcome"] == "succeeded" and view["result"]["sku"] == "SKU-PAPER-A4"
+
+
+async def test_a_poison_message_is_answered_dead_lettered_and_does_not_block(stack, broker):
+    garbage = await broker.request(b"{not json", "erpilot.v1.cmd.agent.tool_call", stream="ERPILOT_COMMANDS",
+                                   timeout=10)
+    wrong_shape = await broker.request({"tool": 42}, "erpilot.v1.cmd.agent.tool_call", stream="ERPILOT_COMMANDS",
+                                       timeout=10)
+
+    for reply in (garbage, wrong_shape):
+        body = json.loads(reply.body)
+        assert body["ok"] is False and body["error"]["code"] == "invalid_message"
+    user = Api(stack.base_url, "after-poison", "requester")
+    assert user.call(user.new_session(), "get_product", {"sku": "SKU-PAPER-A4"}).status_code == 200
+    js = broker.config.connection_state.stream
+    dead = await js.get_last_msg("ERPILOT_DEAD_LETTERS", "erpilot.v1.dlq.agent.cmd.agent.tool_call")
+    assert dead.headers["Erpilot-Reason"].startswith("invalid message")
+
+
+def test_a_missing_secret_stops_start_up_with_a_clear_message(database_url, nats_url):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ERPILOT_")}
+    env.update({"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url})
+    result = subprocess.run([sys.executable, "-m", "erpilot", "serve", "gateway"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "ERPILOT_AUTH_SECRET is not set" in result.stderr
+
+
+def _descendants(root: int) -> set[int]:
+    """Every living process below ``root`` (from /proc's parent links)."""
+    parents: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(proc.name)] = int(fields[1])
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_erpilot_up_leaves_no_stray_process(tmp_path, sig):
+    data_dir = tmp_path / f"up-{uuid.uuid4().hex[:6]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ERPILOT_")}
+    env["ERPILOT_DATA_DIR"] = str(data_dir)
+    up = subprocess.Popen([sys.executable, "-m", "erpilot", "up", "--port", str(free_port())], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = up.stdout.readline()
+        lines.append(line)
+        if "Press Ctrl-C" in line or not line:
+            break
+    assert "Erpilot is running." in "".join(lines), "".join(lines)
+    children = _descendants(up.pid)
+    assert len(children) >= 6, "NATS, PostgreSQL and four services should be running"
+
+    up.send_signal(sig)
+    up.wait(timeout=60)
+
+    wait_for(lambda: not [pid for pid in children if _alive(pid)], timeout=30)
