@@ -70,6 +70,13 @@ def cmd_up(args: argparse.Namespace) -> None:
     sys.exit(run_up(_data_dir(), http_port=args.port, secure=False))
 
 
+def cmd_bench(args: argparse.Namespace) -> None:
+    from erpilot.bench import print_report, run_bench
+
+    results = run_bench(args.concurrency or [1, 32], args.cycles, Path(args.data_dir) if args.data_dir else None)
+    print_report(results)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="erpilot", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--role", action="append", choices=tokens.ALL_ROLES)
     token.add_argument("--hours", type=float, default=12.0)
     token.set_defaults(func=cmd_token)
+    bench = sub.add_parser("bench", help="approval cycles per second end to end, with stage percentiles")
+    bench.add_argument("--concurrency", type=int, action="append", help="repeatable; default 1 and 32")
+    bench.add_argument("--cycles", type=int, default=64, help="cycles per concurrency level")
+    bench.add_argument("--data-dir", help="where the benchmark's own NATS and PostgreSQL live (default: a temp dir)")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
