@@ -34,7 +34,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import importlib
 
     from erpilot_platform.settings import ConfigurationError
+    from erpilot_platform.telemetry import configure_telemetry
 
+    configure_telemetry(args.service)
     try:
         importlib.import_module(SERVE_TARGETS[args.service]).main()
     except ConfigurationError as exc:

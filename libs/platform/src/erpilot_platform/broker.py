@@ -21,6 +21,7 @@ from faststream import AckPolicy
 from faststream.exceptions import NackMessage
 from faststream.nats import JStream, NatsBroker, PullSub
 from faststream.nats.annotations import NatsMessage
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.security import SASLPlaintext
 from nats.js.api import ConsumerConfig, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM, EVENTS_STREAM, dead_letter_subject
 from erpilot_platform.db import is_transient
+from erpilot_platform.telemetry import consumer_redeliveries, tracer
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
@@ -50,6 +52,9 @@ class ServiceUnavailable(TransientError):
 def create_broker(nats_url: str, service: str, *, user: str | None = None, password: str | None = None,
                   middlewares: tuple = ()) -> NatsBroker:
     """A broker that reconnects forever: a NATS restart pauses a service, it does not stop it."""
+    # Telemetry: a span per publish and per processed message, with the trace context carried in
+    # message headers, so one tool call is one trace across every service it touches.
+    middlewares = (NatsTelemetryMiddleware(), *middlewares)
     return NatsBroker(
         [url.strip() for url in nats_url.split(",")],
         name=f"erpilot-{service}",
@@ -139,12 +144,16 @@ class ServiceBus:
         except (ValidationError, ValueError) as exc:
             await self.dead_letter(message, f"invalid message: {exc}")
             return _invalid_reply(exc).model_dump(mode="json")
+        attempt = _delivery_count(message)
+        if attempt > 1:
+            consumer_redeliveries.add(1, {"service": self.service, "subject": message.raw_message.subject})
         try:
-            result = await handler(parsed)
+            with tracer.start_as_current_span(f"{self.service} handle {model.__name__}",
+                                              attributes={"erpilot.service": self.service}):
+                result = await handler(parsed)
         except NackMessage:
             raise
         except Exception as exc:
-            attempt = _delivery_count(message)
             if isinstance(exc, TransientError) or is_transient(exc):
                 log.warning("transient failure on %s (attempt %d): %s", message.raw_message.subject, attempt, exc)
                 raise NackMessage(delay=min(0.2 * 2 ** attempt, 10.0)) from exc
@@ -203,7 +212,9 @@ class ServiceBus:
                 except (ValidationError, ValueError) as exc:
                     return _invalid_reply(exc).model_dump(mode="json")
                 try:
-                    return _as_reply(await handler(parsed))
+                    with tracer.start_as_current_span(f"{self.service} query {model.__name__}",
+                                                      attributes={"erpilot.service": self.service}):
+                        return _as_reply(await handler(parsed))
                 except ServiceUnavailable as exc:
                     return ReplyV1.failure("service_unavailable", str(exc), 503).model_dump(mode="json")
                 except Exception:

@@ -14,13 +14,17 @@ import logging
 import uuid
 from typing import Any
 
+from opentelemetry import propagate
 from pydantic import BaseModel
 from sqlalchemy import JSON, BigInteger, Column, DateTime, MetaData, String, Table, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform.failpoints import failpoint
+from erpilot_platform.telemetry import tracer
 
 log = logging.getLogger(__name__)
+# Stored with the row to resume the trace; the telemetry middleware writes fresh ones on publish.
+_TRACE_HEADERS = {"traceparent", "tracestate", "baggage"}
 
 
 def outbox_table(metadata: MetaData) -> Table:
@@ -50,8 +54,10 @@ class Outbox:
     ) -> None:
         """Record an event to publish once the surrounding transaction commits."""
         body = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+        headers = dict(headers or {})
+        propagate.inject(headers)  # the trace continues from the relay's publish, not from nowhere
         await conn.execute(self.table.insert().values(
-            msg_id=msg_id or str(uuid.uuid4()), subject=subject, payload=body, headers=headers or {},
+            msg_id=msg_id or str(uuid.uuid4()), subject=subject, payload=body, headers=headers,
         ))
 
     def wake(self) -> None:
@@ -70,11 +76,14 @@ class Outbox:
             published: list[int] = []
             try:
                 for row in rows:
-                    headers = {**(row["headers"] or {}), "Nats-Msg-Id": row["msg_id"]}
-                    await broker.publish(
-                        json.dumps(row["payload"]).encode(), row["subject"], headers=headers,
-                        stream=_stream_for(row["subject"]), timeout=5.0,
-                    )
+                    stored = row["headers"] or {}
+                    with tracer.start_as_current_span("outbox relay", context=propagate.extract(stored)):
+                        headers = {k: v for k, v in stored.items() if k not in _TRACE_HEADERS}
+                        headers["Nats-Msg-Id"] = row["msg_id"]
+                        await broker.publish(
+                            json.dumps(row["payload"]).encode(), row["subject"], headers=headers,
+                            stream=_stream_for(row["subject"]), timeout=5.0,
+                        )
                     published.append(row["id"])
                     failpoint("outbox.after_publish")
             finally:
