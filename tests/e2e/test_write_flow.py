@@ -99,14 +99,14 @@ def test_reject_with_a_comment_is_not_executed_and_the_comment_reaches_the_strea
 
 def test_cancel_is_not_executed(requester, approver):
     session_id = requester.new_session()
-    pending = request_write(requester, session_id, "cancel_order", {"order_id": "O-5003", "reason": "test"})
+    pending = request_write(requester, session_id, "cancel_order", {"order_id": "O-5004", "reason": "test"})
     assert "no refund" in " ".join(pending["preview"]["notes"]).lower()
 
     assert decide(approver, pending, "cancel").status_code == 200
 
     view = finished(requester, session_id, pending["call_id"])
     assert view["outcome"] == "not_executed" and view["error"]["code"] == "cancelled"
-    assert requester.get("/v1/erp/orders/O-5003").json()["status"] == "placed"
+    assert requester.get("/v1/erp/orders/O-5004").json()["status"] == "placed"
 
 
 def test_an_approval_expires_on_time_without_any_decision(requester, manager):

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 
-from erpilot_gateway import problems
+from erpilot_gateway import console, problems
 from erpilot_gateway.routes import approvals, erp, health, sessions, tools
 from erpilot_gateway.services import Services
 from erpilot_gateway.settings import GatewaySettings
@@ -40,6 +40,7 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     problems.install(app)
     for module in (health, tools, sessions, approvals, erp):
         app.include_router(module.router)
+    app.include_router(console.router)  # web console and approval page (GET /, /resume/{id})
     return app
 
 

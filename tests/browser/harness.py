@@ -1,0 +1,247 @@
+"""The real gateway app in-process, with the agent, approval and ERP services replaced by an in-memory fake.
+
+The fake answers the gateway's NATS requests (``Services.query``/``command``) with the shapes the real
+services return (``ApprovalRecordV1``, ``OperationStatusV1``, session views), so the console and the
+approval page can be tested in every state without waiting for a real approval to expire. The session
+event stream is the real SSE bridge: tests publish SessionEventV1 bodies on the session's JetStream
+subject, as the agent's outbox relay does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import uvicorn
+
+from erpilot.stack import free_port
+from erpilot_contracts import subjects
+from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
+from erpilot_gateway.app import create_app
+from erpilot_gateway.problems import Problem
+from erpilot_gateway.settings import GatewaySettings
+
+SECRET = "browser-secret-" + "y" * 32
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def submit_order_approval(*, requested_by: str = "req-1", session_id: str = "ses_browser",
+                          note: str = "Deliver to the back door", customer_name: str = "Acme Office Supplies GmbH",
+                          expires_in: float = 900, status: str = "pending", required_roles=("approver", "manager"),
+                          **overrides: Any) -> dict[str, Any]:
+    """An approval record of submit_order shaped like the approval service's ``ApprovalRecordV1``."""
+    pending_id = overrides.pop("pending_id", f"apr_{uuid.uuid4().hex[:12]}")
+    arguments = {"draft_id": "D-1002", "revision": 3}
+    lines = [
+        {"item_number": 1, "sku": "SKU-PAPER-A4", "name": "Copy paper A4, 500 sheets", "qty": 200,
+         "unit_price_minor": 499, "discount_pct": 5, "line_total_minor": 94810, "stock_before": 1200},
+        {"item_number": 2, "sku": "SKU-PEN-BLUE", "name": "Ballpoint pen, blue", "qty": 340,
+         "unit_price_minor": 89, "discount_pct": 5, "line_total_minor": 28640, "stock_before": 5000},
+    ]
+    created = now()
+    record = {
+        "pending_id": pending_id, "call_id": f"call_{uuid.uuid4().hex[:8]}", "session_id": session_id,
+        "tool": "submit_order", "tool_schema_version": 1, "arguments": arguments,
+        "fingerprint": compute_fingerprint("submit_order", 1, arguments),
+        "operation_id": f"op_{uuid.uuid4().hex[:12]}", "risk": "medium",
+        "preview": {
+            "operation": "Submit order", "object": "Draft D-1002 revision 3", "target": customer_name,
+            "amount_minor": 123450, "currency": "EUR",
+            "effects": [{"label": "stock SKU-PAPER-A4", "before": 1200, "after": 1000},
+                        {"label": "stock SKU-PEN-BLUE", "before": 5000, "after": 4660}],
+            "notes": [f"2 line(s) for {customer_name} (C-1001), total 1,234.50 EUR",
+                      "The payment of 1,234.50 EUR is captured when the order is placed."],
+            "details": {"draft_id": "D-1002", "revision": 3, "customer_id": "C-1001",
+                        "customer_name": customer_name, "lines": lines, "note": note,
+                        "valid_until": (created + timedelta(days=7)).isoformat(), "stock_check": "exact"},
+        },
+        "required_roles": list(required_roles), "requested_by": requested_by,
+        "created_at": created.isoformat(), "expires_at": (created + timedelta(seconds=expires_in)).isoformat(),
+        "status": status, "decided_by": None, "decided_at": None, "comment": None, "policy_version": "test",
+        "superseded_by": None, "supersedes": None,
+    }
+    record.update(overrides)
+    return record
+
+
+@dataclass
+class FakeServices:
+    """Stands in for ``erpilot_gateway.services.Services``: the agent, approval and ERP answers."""
+
+    approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    operations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    runs: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def add_approval(self, record: dict[str, Any]) -> dict[str, Any]:
+        self.approvals[record["pending_id"]] = record
+        return record
+
+    async def query(self, subject: str, payload) -> dict[str, Any]:
+        return self._answer(subject, payload)
+
+    async def command(self, subject: str, payload) -> dict[str, Any]:
+        return self._answer(subject, payload)
+
+    def _answer(self, subject: str, p) -> dict[str, Any]:
+        if subject == subjects.AGENT_CMD_CREATE_SESSION:
+            self.sessions[p.session_id] = {"session_id": p.session_id, "owner": p.owner, "title": p.title}
+            return {"session_id": p.session_id}
+        if subject == subjects.AGENT_QUERY_SESSION:
+            session = self.sessions.get(p.session_id)
+            if session is None or session["owner"] != p.owner:
+                raise Problem(404, "not_found", f"session {p.session_id} not found")
+            return {**session, "messages": [], "tool_calls": [], "pending_approvals": [], "run_status": "idle"}
+        if subject == subjects.AGENT_CMD_POST_MESSAGE:
+            session = self.sessions.get(p.session_id)
+            if session is None or session["owner"] != p.owner:
+                raise Problem(404, "not_found", f"session {p.session_id} not found")
+            self.messages.append({"session_id": p.session_id, "text": p.text})
+            return {"run_id": f"run_{next(self.runs)}"}
+        if subject == subjects.APPROVAL_QUERY_GET:
+            record = self.approvals.get(p.pending_id)
+            if record is None or not (self._holds_role(record, p.actor.roles) or record["requested_by"] == p.actor.sub):
+                raise Problem(404, "not_found", f"approval {p.pending_id} not found")
+            return record
+        if subject == subjects.APPROVAL_QUERY_LIST:
+            items = [r for r in self.approvals.values() if self._holds_role(r, p.actor.roles)
+                     and (p.status is None or r["status"] == p.status)]
+            return {"items": sorted(items, key=lambda r: r["created_at"], reverse=True)}
+        if subject == subjects.APPROVAL_CMD_DECIDE:
+            return self._decide(p)
+        if subject == subjects.ERP_QUERY_OPERATION:
+            operation = self.operations.get(p.operation_id)
+            if operation is None:
+                raise Problem(404, "not_found", f"operation {p.operation_id} not found")
+            return operation
+        raise Problem(503, "service_unavailable", f"the fake has no answer for {subject}")
+
+    @staticmethod
+    def _holds_role(record: dict[str, Any], roles: list[str]) -> bool:
+        return any(role in record["required_roles"] for role in roles)
+
+    def _decide(self, p) -> dict[str, Any]:
+        record = self.approvals.get(p.pending_id)
+        if record is None:
+            raise Problem(404, "not_found", f"approval {p.pending_id} not found")
+        if not self._holds_role(record, p.actor.roles):
+            raise Problem(403, "forbidden", "deciding needs a required role")
+        if record["status"] != "pending":
+            raise Problem(409, "already_decided", f"already {record['status']}")
+        if now() >= datetime.fromisoformat(record["expires_at"]):
+            raise Problem(409, "expired", "the approval expired")
+        if p.fingerprint != record["fingerprint"]:
+            raise Problem(409, "stale_fingerprint", "the fingerprint differs from the approval's")
+        status = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}[p.action]
+        record.update(status=status, decided_by=p.actor.sub, decided_at=now().isoformat(), comment=p.comment)
+        self.decisions.append({"pending_id": p.pending_id, "action": p.action, "fingerprint": p.fingerprint,
+                               "comment": p.comment, "by": p.actor.sub})
+        if status == "approved":
+            self.operations[record["operation_id"]] = {
+                "operation_id": record["operation_id"], "tool": record["tool"], "status": "prepared",
+                "requested_by": record["requested_by"], "session_id": record["session_id"]}
+        return record
+
+
+class ConsoleServer:
+    """The gateway app served by uvicorn in a thread, its other services faked."""
+
+    def __init__(self, nats_url: str):
+        self.port = free_port()
+        self.nats_url = nats_url
+        self.fake = FakeServices()
+        settings = GatewaySettings(nats_url=nats_url, auth_secret=SECRET, http_port=self.port,
+                                   public_url=self.base_url)
+        self.app = create_app(settings)
+        self.app.state.services = self.fake
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
+                                timeout_graceful_shutdown=1)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="console-gateway", daemon=True)
+        self.seq: dict[str, int] = {}
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        run_async(_ensure_streams(self.nats_url))
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the in-process gateway did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def new_session(self, owner: str, title: str | None = None) -> str:
+        session_id = f"ses_{uuid.uuid4().hex[:20]}"
+        self.fake.sessions[session_id] = {"session_id": session_id, "owner": owner, "title": title}
+        return session_id
+
+    def publish(self, session_id: str, *events: tuple[str, dict[str, Any]]) -> None:
+        """Append ``(type, data)`` events to the session's stream with the next gap-free seqs."""
+        bodies = []
+        for event_type, data in events:
+            self.seq[session_id] = self.seq.get(session_id, 0) + 1
+            bodies.append({"seq": self.seq[session_id], "type": event_type, "session_id": session_id,
+                           "occurred_at": now().isoformat(), "data": data, "schema_version": 1})
+        run_async(_publish(self.nats_url, subjects.session_events_subject(session_id), bodies))
+
+
+def run_async(coro) -> Any:
+    """Run a coroutine to completion from sync test code (Playwright's sync API owns this thread's loop)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+async def _ensure_streams(nats_url: str) -> None:
+    from faststream.nats import NatsBroker
+
+    from erpilot_platform.broker import ensure_streams
+
+    broker = NatsBroker(nats_url)
+    await broker.connect()
+    try:
+        await ensure_streams(broker)
+    finally:
+        await broker.stop()
+
+
+async def _publish(nats_url: str, subject: str, bodies: list[dict[str, Any]]) -> None:
+    import nats
+
+    connection = await nats.connect(nats_url)
+    try:
+        js = connection.jetstream()
+        for body in bodies:
+            await js.publish(subject, json.dumps(body).encode())
+    finally:
+        await connection.close()
