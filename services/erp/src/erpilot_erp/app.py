@@ -3,20 +3,39 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from erpilot_erp.adapters import tables
 from erpilot_erp.entrypoints import nats as nats_entry
+from erpilot_erp.service_layer.backoffice import ProductService
+from erpilot_erp.service_layer.drafts import DraftService
+from erpilot_erp.service_layer.operations import OperationService
 from erpilot_erp.settings import ErpSettings
 from erpilot_platform.broker import ServiceBus, create_broker
 from erpilot_platform.db import create_engine
+from erpilot_platform.grants import ensure_keypair, load_verify_key
+from erpilot_platform.inbox import Inbox
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.outbox import Outbox
 from erpilot_platform.runtime import ServiceApp, register_ping, serve
+from erpilot_platform.settings import ConfigurationError
 
 SERVICE = "erp"
 MIGRATIONS = Path(__file__).parent / "migrations"
 OUTBOX_LOCK_KEY = 7_311_990_101
+
+
+def grant_verify_key(settings: ErpSettings) -> Ed25519PublicKey:
+    """ERPILOT_GRANT_VERIFY_KEY, else the public half of the key pair under ERPILOT_DATA_DIR."""
+    if settings.grant_verify_key:
+        try:
+            return load_verify_key(settings.grant_verify_key)
+        except ValueError as exc:
+            raise ConfigurationError(f"ERPILOT_GRANT_VERIFY_KEY: {exc}") from None
+    return ensure_keypair(Path(settings.data_dir))[1]
 
 
 def build(settings: ErpSettings) -> ServiceApp:
@@ -25,8 +44,15 @@ def build(settings: ErpSettings) -> ServiceApp:
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
+    inbox = Inbox(tables.inbox)
     register_ping(bus, engine)
-    nats_entry.register(bus, engine)
+    nats_entry.register(
+        bus, engine,
+        drafts=DraftService(engine, inbox, quote_ttl=timedelta(seconds=settings.quote_ttl_seconds)),
+        operations=OperationService(engine, inbox, outbox, grant_verify_key(settings),
+                                    default_stock_check=settings.stock_check),
+        products=ProductService(engine, inbox),
+    )
 
     async def relay() -> None:
         await outbox.run(engine, broker)

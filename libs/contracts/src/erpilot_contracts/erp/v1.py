@@ -58,6 +58,8 @@ class PrepareOperationV1(Message):
     arguments: dict[str, Any]
     fingerprint: str
     requested_by: str
+    stock_check: Literal["exact", "sufficient"] | None = Field(
+        None, description="submit_order only: the policy's `stock_check`; None: the ERP's default (exact).")
 
 
 class PreparedOperationV1(Message):
@@ -101,3 +103,6 @@ class UpdateProductV1(Message):
     price_minor: int | None = None
     status: Literal["active", "discontinued"] | None = None
     updated_by: str
+    request_id: str | None = Field(
+        None, max_length=200,
+        description="Idempotency key: a redelivered update with the same id is answered, not re-applied.")

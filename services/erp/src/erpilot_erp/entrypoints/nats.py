@@ -1,18 +1,67 @@
-"""NATS endpoints of the ERP: translate contracts into use-case calls."""
+"""NATS endpoints of the ERP: translate contracts into use-case calls.
+
+Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (operation_id),
+``cmd.erp.prepare`` (operation_id), ``cmd.erp.commit`` (operation_id, under the grant),
+``cmd.erp.update_product`` (request_id when given). Queries (core NATS, no effects): ``query.erp.read``,
+``query.erp.operation``, ``query.erp.view``. A message that does not validate is answered
+``invalid_message`` by the ServiceBus and dead-lettered.
+"""
 
 from __future__ import annotations
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from erpilot_contracts import subjects
 from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.erp.v1 import ExecuteToolV1
+from erpilot_contracts.erp.v1 import (
+    CommitOperationV1,
+    ErpViewV1,
+    ExecuteToolV1,
+    GetOperationV1,
+    PrepareOperationV1,
+    UpdateProductV1,
+)
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
+from erpilot_erp.service_layer import backoffice
+from erpilot_erp.service_layer.backoffice import ProductService
+from erpilot_erp.service_layer.drafts import DraftService
+from erpilot_erp.service_layer.operations import OperationService
 from erpilot_erp.service_layer.reads import run_read_tool
+from erpilot_erp.service_layer.replies import normalised_or_failure
 from erpilot_platform.broker import ServiceBus
 
 
-def register(bus: ServiceBus, engine) -> None:
+def register(bus: ServiceBus, engine: AsyncEngine, *, drafts: DraftService, operations: OperationService,
+             products: ProductService) -> None:
     @bus.query(subjects.ERP_QUERY_READ, ExecuteToolV1, description="Run a read tool against the ledger.")
     async def read_tool(cmd: ExecuteToolV1) -> ReplyV1:
+        args = normalised_or_failure(cmd.tool, cmd.arguments)
+        if isinstance(args, ReplyV1):
+            return args
         if get_tool(cmd.tool).kind is not ToolKind.READ:
             return ReplyV1.failure("not_a_read_tool", f"{cmd.tool} is not a read tool", 422)
-        return ReplyV1.success(await run_read_tool(engine, cmd))
+        return ReplyV1.success(await run_read_tool(engine, cmd.model_copy(update={"arguments": args})))
+
+    @bus.command(subjects.ERP_CMD_DRAFT, ExecuteToolV1, description="Run a draft tool (one new revision).")
+    async def draft_tool(cmd: ExecuteToolV1) -> ReplyV1:
+        return await drafts.handle(cmd)
+
+    @bus.command(subjects.ERP_CMD_PREPARE, PrepareOperationV1, description="Store a write and preview it.")
+    async def prepare(cmd: PrepareOperationV1) -> ReplyV1:
+        return await operations.prepare(cmd)
+
+    @bus.command(subjects.ERP_CMD_COMMIT, CommitOperationV1, description="Commit a prepared write under a grant.")
+    async def commit(cmd: CommitOperationV1) -> ReplyV1:
+        return await operations.commit(cmd)
+
+    @bus.command(subjects.ERP_CMD_UPDATE_PRODUCT, UpdateProductV1, description="Change a product's price/status.")
+    async def update_product(cmd: UpdateProductV1) -> ReplyV1:
+        return await products.update(cmd)
+
+    @bus.query(subjects.ERP_QUERY_OPERATION, GetOperationV1, description="Status of one operation.")
+    async def operation(query: GetOperationV1) -> ReplyV1:
+        return await backoffice.get_operation(engine, query)
+
+    @bus.query(subjects.ERP_QUERY_VIEW, ErpViewV1, description="Back-office read views.")
+    async def view(query: ErpViewV1) -> ReplyV1:
+        return await backoffice.view(engine, query)

@@ -8,7 +8,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
-from erpilot_erp.adapters import reads
+from erpilot_erp.adapters import reads, repository
+from erpilot_erp.domain.reads import get_order_task
 
 
 def _found(result: dict[str, Any] | None, what: str) -> ToolResultV1:
@@ -16,17 +17,6 @@ def _found(result: dict[str, Any] | None, what: str) -> ToolResultV1:
         return ToolResultV1(outcome="business_rejected",
                             error=ErrorV1(code="not_found", message=f"{what} not found", status=200))
     return ToolResultV1(outcome="succeeded", result=result)
-
-
-def order_task(candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    """The session's open draft: one (ok), several (ambiguous, ask which), or none."""
-    if not candidates:
-        return {"status": "none"}
-    if len(candidates) == 1:
-        return {"status": "ok", "draft": candidates[0]}
-    return {"status": "ambiguous", "candidates": [
-        {"draft_id": c["draft_id"], "revision": c["revision"], "customer_id": c["customer_id"],
-         "total_amount_minor": c["total_amount_minor"]} for c in candidates]}
 
 
 async def run_read_tool(engine: AsyncEngine, cmd: ExecuteToolV1) -> ToolResultV1:
@@ -46,5 +36,6 @@ async def run_read_tool(engine: AsyncEngine, cmd: ExecuteToolV1) -> ToolResultV1
                 draft = await reads.get_draft_revision(conn, args["draft_id"], args.get("revision"), cmd.session_id)
                 return _found(draft, f"draft {args['draft_id']}")
             case "get_order_task":
-                return _found(order_task(await reads.open_draft_candidates(conn, cmd.session_id)), "task")
+                return _found(get_order_task(await repository.open_drafts(conn, cmd.session_id), cmd.session_id),
+                              "task")
     raise ValueError(f"{cmd.tool} is not a read tool")

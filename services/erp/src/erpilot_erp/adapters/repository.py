@@ -1,0 +1,171 @@
+"""Loading domain values by key (optionally locked FOR UPDATE) and storing what the domain returns.
+
+Lock order, everywhere: operation row -> draft or order row -> product rows in SKU order. Keeping one
+order is what makes concurrent commits deadlock-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import Sequence, func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from erpilot_erp.adapters import rows
+from erpilot_erp.adapters.tables import (
+    consumed_grants,
+    customers,
+    draft_revisions,
+    drafts,
+    operations,
+    orders,
+    products,
+    refunds,
+)
+from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
+from erpilot_erp.domain.plans import CommitPlan, WriteState
+
+
+class StaleWrite(RuntimeError):
+    """A guarded UPDATE matched no row although its row was locked: a bug, never a business outcome."""
+
+
+async def next_id(conn: AsyncConnection, sequence: Sequence, prefix: str) -> str:
+    return f"{prefix}-{await conn.scalar(sequence.next_value())}"
+
+
+# --- catalog -----------------------------------------------------------------------------------------
+async def products_by_sku(conn: AsyncConnection, skus: Iterable[str], *, lock: bool = False) -> dict[str, Product]:
+    wanted = sorted(set(skus))
+    if not wanted:
+        return {}
+    stmt = select(products).where(products.c.sku.in_(wanted)).order_by(products.c.sku)
+    if lock:  # LockRows sits above the sort: rows are locked in SKU order
+        stmt = stmt.with_for_update()
+    return {row.sku: rows.product(row) for row in (await conn.execute(stmt)).all()}
+
+
+async def customer(conn: AsyncConnection, customer_id: str) -> Customer | None:
+    row = (await conn.execute(select(customers).where(customers.c.customer_id == customer_id))).first()
+    return rows.customer(row) if row else None
+
+
+async def order(conn: AsyncConnection, order_id: str, *, lock: bool = False) -> Order | None:
+    stmt = select(orders).where(orders.c.order_id == order_id)
+    row = (await conn.execute(stmt.with_for_update() if lock else stmt)).first()
+    return rows.order(row) if row else None
+
+
+# --- drafts ------------------------------------------------------------------------------------------
+async def latest_draft(conn: AsyncConnection, draft_id: str, *, lock: bool = False) -> DraftRevision | None:
+    """The draft's latest revision; ``lock`` holds the draft row until the transaction ends."""
+    stmt = select(drafts).where(drafts.c.draft_id == draft_id)
+    draft = (await conn.execute(stmt.with_for_update() if lock else stmt)).first()
+    if draft is None:
+        return None
+    snapshot = await conn.scalar(select(draft_revisions.c.snapshot).where(
+        draft_revisions.c.draft_id == draft_id, draft_revisions.c.revision == draft.latest_revision))
+    return rows.revision(snapshot, session_id=draft.session_id, status=draft.status)
+
+
+async def open_drafts(conn: AsyncConnection, session_id: str) -> list[DraftRevision]:
+    """The latest revision of every open draft of one session."""
+    stmt = (
+        select(draft_revisions.c.snapshot)
+        .join(drafts, (drafts.c.draft_id == draft_revisions.c.draft_id)
+              & (drafts.c.latest_revision == draft_revisions.c.revision))
+        .where(drafts.c.session_id == session_id, drafts.c.status == "open")
+    )
+    return [rows.revision(r.snapshot, session_id=session_id, status="open") for r in (await conn.execute(stmt)).all()]
+
+
+async def insert_revision(conn: AsyncConnection, revision: DraftRevision, *, operation_id: str) -> None:
+    """Store a new draft (revision 1) or a draft's next revision, and make it the latest."""
+    if revision.revision == 1:
+        await conn.execute(drafts.insert().values(
+            draft_id=revision.draft_id, session_id=revision.session_id, latest_revision=1, status="open"))
+    else:
+        moved = await conn.execute(update(drafts).where(
+            drafts.c.draft_id == revision.draft_id, drafts.c.latest_revision == revision.revision - 1,
+        ).values(latest_revision=revision.revision))
+        if moved.rowcount != 1:
+            raise StaleWrite(f"draft {revision.draft_id} moved while locked")
+    await conn.execute(draft_revisions.insert().values(
+        draft_id=revision.draft_id, revision=revision.revision, snapshot=rows.revision_snapshot(revision),
+        operation_id=operation_id, created_at=revision.created_at))
+
+
+# --- write state -------------------------------------------------------------------------------------
+async def write_state(conn: AsyncConnection, tool: str, args: Mapping[str, Any], session_id: str, *,
+                      facts: Mapping[str, Any] | None = None, lock: bool = False) -> WriteState:
+    """The rows ``tool`` needs (plans.WriteState), locked in the documented order when ``lock``."""
+    if tool == "submit_order":
+        latest = await latest_draft(conn, args["draft_id"], lock=lock)
+        skus = {line.sku for line in latest.lines} if latest else set()
+        skus |= {line["sku"] for line in (facts or {}).get("lines", [])}
+        who = await customer(conn, latest.customer_id) if latest else None
+        return WriteState(session_id, latest_draft=latest, customer=who,
+                          products=await products_by_sku(conn, skus, lock=lock))
+    if tool in ("cancel_order", "refund_payment"):
+        found = await order(conn, args["order_id"], lock=lock)
+        skus = {line.sku for line in found.lines} if found and tool == "cancel_order" else set()
+        return WriteState(session_id, order=found, products=await products_by_sku(conn, skus, lock=lock))
+    if tool == "adjust_stock":
+        return WriteState(session_id, products=await products_by_sku(conn, [args["sku"]], lock=lock))
+    raise ValueError(f"{tool} is not a write tool")
+
+
+async def apply_plan(conn: AsyncConnection, plan: CommitPlan, *, operation_id: str, session_id: str) -> None:
+    """Every effect of a commit, with guards that turn a lost race into an error instead of a wrong write."""
+    for change in plan.stock_changes:
+        moved = await conn.execute(update(products).where(
+            products.c.sku == change.sku, products.c.on_hand == change.before,
+        ).values(on_hand=change.after, updated_at=func.now()))
+        if moved.rowcount != 1:
+            raise StaleWrite(f"on-hand of {change.sku} is no longer {change.before}")
+    if plan.new_order is not None:
+        await conn.execute(orders.insert().values(rows.order_values(plan.new_order, session_id=session_id)))
+    if plan.updated_order is not None:
+        await conn.execute(update(orders).where(orders.c.order_id == plan.updated_order.order_id).values(
+            status=plan.updated_order.status, refunded_minor=plan.updated_order.refunded_minor))
+    if plan.submitted_draft is not None:
+        sub = plan.submitted_draft
+        moved = await conn.execute(update(drafts).where(
+            drafts.c.draft_id == sub.draft_id, drafts.c.latest_revision == sub.revision, drafts.c.status == "open",
+        ).values(status="submitted"))
+        if moved.rowcount != 1:
+            raise StaleWrite(f"draft {sub.draft_id} is no longer open at revision {sub.revision}")
+    if plan.new_refund is not None:
+        await conn.execute(refunds.insert().values(rows.refund_values(plan.new_refund, operation_id=operation_id)))
+
+
+# --- operations and grants ---------------------------------------------------------------------------
+async def operation(conn: AsyncConnection, operation_id: str, *, lock: bool = False) -> Any | None:
+    stmt = select(operations).where(operations.c.operation_id == operation_id)
+    return (await conn.execute(stmt.with_for_update() if lock else stmt)).first()
+
+
+async def insert_operation(conn: AsyncConnection, **values: Any) -> None:
+    await conn.execute(operations.insert().values(status="prepared", **values))
+
+
+async def finish_operation(conn: AsyncConnection, operation_id: str, *, status: str, pending_id: str,
+                           result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> Any:
+    """Record the outcome of a commit; returns the updated row."""
+    stmt = (update(operations).where(operations.c.operation_id == operation_id, operations.c.status == "prepared")
+            .values(status=status, result=result, error=error, grant_pending_id=pending_id,
+                    committed_at=func.now() if status == "committed" else None)
+            .returning(*operations.c))
+    row = (await conn.execute(stmt)).first()
+    if row is None:
+        raise StaleWrite(f"operation {operation_id} was finished while locked")
+    return row
+
+
+async def consume_grant(conn: AsyncConnection, pending_id: str, operation_id: str) -> bool:
+    """Mark the grant used; False when it already was (by this or another operation)."""
+    stmt = (insert(consumed_grants).values(pending_id=pending_id, operation_id=operation_id)
+            .on_conflict_do_nothing().returning(consumed_grants.c.pending_id))
+    return (await conn.execute(stmt)).first() is not None

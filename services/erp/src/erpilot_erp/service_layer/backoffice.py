@@ -1,0 +1,80 @@
+"""Back-office views behind ``/v1/erp/...``, the operation status, and the product change (price/status)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, UpdateProductV1
+from erpilot_erp.adapters import reads, repository, rows
+from erpilot_erp.adapters.tables import products
+from erpilot_erp.service_layer.operations import operation_status
+from erpilot_erp.service_layer.replies import once, request_print
+from erpilot_platform.db import run_in_transaction
+from erpilot_platform.inbox import Inbox
+
+
+def _not_found(kind: str, key: object) -> ReplyV1:
+    return ReplyV1.failure("not_found", f"{kind} {key} not found", 404)
+
+
+async def get_operation(engine: AsyncEngine, query: GetOperationV1) -> ReplyV1:
+    async with engine.connect() as conn:
+        row = await repository.operation(conn, query.operation_id)
+    return ReplyV1.success(operation_status(row)) if row else _not_found("operation", query.operation_id)
+
+
+async def view(engine: AsyncEngine, query: ErpViewV1) -> ReplyV1:
+    """One ERP view in its SPEC §2 shape; a draft is shown whatever session it belongs to."""
+    if query.view in ("product", "order", "draft") and not query.id:
+        return ReplyV1.failure("invalid_message", f"the {query.view} view needs an id", 422)
+    async with engine.connect() as conn:
+        match query.view:
+            case "products":
+                return ReplyV1.success(await reads.search_products(conn, query.query))
+            case "customers":
+                return ReplyV1.success(await reads.search_customers(conn, query.query))
+            case "product":
+                found = await reads.get_product(conn, query.id)
+            case "order":
+                found = await reads.get_order(conn, query.id)
+            case _:
+                found = await reads.get_draft_revision(conn, query.id, query.revision, None)
+    if found is None:
+        what = f"{query.id} revision {query.revision}" if query.revision else query.id
+        return _not_found(query.view, what)
+    return ReplyV1.success(found)
+
+
+class ProductService:
+    """``cmd.erp.update_product``: a back-office change that makes waiting quotes of the product stale."""
+
+    def __init__(self, engine: AsyncEngine, inbox: Inbox):
+        self.engine = engine
+        self.inbox = inbox
+
+    async def update(self, cmd: UpdateProductV1) -> ReplyV1:
+        if cmd.price_minor is None and cmd.status is None:
+            return ReplyV1.failure("invalid_message", "give price_minor, status or both", 422)
+        if cmd.price_minor is not None and cmd.price_minor < 0:
+            return ReplyV1.failure("invalid_message", "price_minor must not be negative", 422)
+
+        async def work(conn: AsyncConnection) -> ReplyV1:
+            if cmd.request_id is None:
+                return await self._apply(conn, cmd)
+            asked = request_print(sku=cmd.sku, price_minor=cmd.price_minor, status=cmd.status)
+            return await once(conn, self.inbox, f"product:{cmd.request_id}", asked, lambda: self._apply(conn, cmd))
+
+        return await run_in_transaction(self.engine, work)
+
+    @staticmethod
+    async def _apply(conn: AsyncConnection, cmd: UpdateProductV1) -> ReplyV1:
+        changes = {k: v for k, v in (("price_minor", cmd.price_minor), ("status", cmd.status)) if v is not None}
+        row = (await conn.execute(
+            update(products).where(products.c.sku == cmd.sku).values(**changes, updated_at=func.now())
+            .returning(*products.c))).first()
+        if row is None:
+            return _not_found("product", cmd.sku)
+        return ReplyV1.success(rows.product(row).to_result())
+

@@ -1,0 +1,97 @@
+"""Read tools, back-office views, operation status and the product change, over NATS."""
+
+from __future__ import annotations
+
+import pytest
+
+from erpilot_contracts import subjects
+from erpilot_contracts.erp.v1 import ExecuteToolV1
+
+pytestmark = pytest.mark.integration
+
+
+async def read(erp, tool, arguments, session_id):
+    cmd = ExecuteToolV1(session_id=session_id, call_id="c", operation_id="o", tool=tool, arguments=arguments,
+                        requested_by="tester")
+    return await erp.send(subjects.ERP_QUERY_READ, cmd, durable=False)
+
+
+async def test_get_order_task_is_none_ok_or_ambiguous(erp, session_id):
+    customer = await erp.make_customer()
+    sku = await erp.make_product()
+    assert (await read(erp, "get_order_task", {}, session_id)).data["result"] == {"status": "none"}
+
+    first = await erp.new_draft(session_id, customer, [(sku, 1)])
+    ok = (await read(erp, "get_order_task", {}, session_id)).data["result"]
+    second = await erp.new_draft(session_id, customer, [(sku, 2)])
+    ambiguous = (await read(erp, "get_order_task", {}, session_id)).data["result"]
+
+    assert ok == {"status": "ok", "draft": first}
+    assert ambiguous == {"status": "ambiguous", "candidates": [
+        {"draft_id": d["draft_id"], "revision": 1, "customer_id": customer, "total_amount_minor":
+         d["total_amount_minor"]} for d in (first, second)]}
+    assert (await read(erp, "get_order_task", {}, "S-other")).data["result"] == {"status": "none"}
+
+
+async def test_get_draft_is_private_to_its_session_but_not_in_the_back_office(erp, session_id):
+    draft = await erp.new_draft(session_id, await erp.make_customer(), [(await erp.make_product(), 1)])
+
+    mine = await read(erp, "get_draft", {"draft_id": draft["draft_id"]}, session_id)
+    theirs = await read(erp, "get_draft", {"draft_id": draft["draft_id"]}, "S-other")
+    office = await erp.view("draft", id=draft["draft_id"], revision=1)
+
+    assert mine.data["result"] == office.data == {**draft, "latest_revision": 1}
+    assert theirs.data["outcome"] == "business_rejected" and theirs.data["error"]["code"] == "not_found"
+
+
+async def test_searches_match_a_substring_of_id_or_name_case_insensitively(erp):
+    sku = await erp.make_product()
+    by_name = await erp.view("products", query=f"  TEST ITEM {sku.lower()} ")
+    customer = await erp.make_customer()
+    by_id = await erp.view("customers", query=customer.lower())
+    everything = await erp.view("products")
+    tool = await read(erp, "search_products", {"query": "BALLPOINT"}, "S-x")
+
+    assert [p["sku"] for p in by_name.data["items"]] == [sku]
+    assert by_id.data["items"] == [{"customer_id": customer, "name": f"Customer {customer}", "discount_pct": 0}]
+    assert 0 < len(everything.data["items"]) <= 50
+    assert [p["sku"] for p in tool.data["result"]["items"]] == ["SKU-PEN-BLUE"]
+
+
+@pytest.mark.parametrize(("view", "kw"), [
+    ("product", {"id": "SKU-NOPE"}), ("order", {"id": "O-0"}), ("draft", {"id": "D-0"}),
+    ("draft", {"id": "D-1001", "revision": 999}),
+])
+async def test_unknown_objects_are_not_found(erp, view, kw):
+    reply = await erp.view(view, **kw)
+    assert not reply.ok and reply.error.code == "not_found" and reply.error.status == 404
+
+
+async def test_views_of_a_product_and_a_seeded_order(erp):
+    product = await erp.view("product", id="SKU-PEN-BLUE")
+    order = await erp.view("order", id="O-5001")
+
+    assert set(product.data) == {"sku", "name", "status", "price_minor", "currency", "on_hand"}
+    assert order.data["order_id"] == "O-5001" and order.data["paid_minor"] >= order.data["refunded_minor"]
+    assert set(order.data["lines"][0]) == {"sku", "name", "qty", "unit_price_minor", "line_total_minor"}
+
+
+async def test_unknown_operation_is_not_found(erp):
+    reply = await erp.operation("op-unknown")
+    assert not reply.ok and reply.error.code == "not_found" and reply.error.status == 404
+
+
+async def test_update_product_changes_price_and_status(erp):
+    sku = await erp.make_product(price_minor=900)
+
+    price = await erp.update_product(sku, price_minor=950)
+    status = await erp.update_product(sku, status="discontinued")
+    unknown = await erp.update_product("SKU-NOPE", price_minor=1)
+    negative = await erp.update_product(sku, price_minor=-1)
+    nothing = await erp.update_product(sku)
+
+    assert price.data["price_minor"] == 950 and status.data["status"] == "discontinued"
+    assert status.data == (await erp.view("product", id=sku)).data
+    assert not unknown.ok and unknown.error.code == "not_found" and unknown.error.status == 404
+    assert not negative.ok and negative.error.status == 422
+    assert not nothing.ok and nothing.error.status == 422
