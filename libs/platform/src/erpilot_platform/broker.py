@@ -11,6 +11,7 @@ Error policy (see PITFALLS.md: faststream's default would TERM a message on any 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,10 @@ from erpilot_platform.telemetry import consumer_redeliveries, tracer
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 MAX_ATTEMPTS_FOR_BUGS = 5
+# A message not acknowledged within this time is redelivered (e.g. its consumer crashed). Handlers
+# that take longer keep their message with an in-progress heartbeat, so a short wait is safe.
+ACK_WAIT_SECONDS = 15.0
+HEARTBEAT_SECONDS = 5.0
 
 
 class TransientError(RuntimeError):
@@ -147,6 +152,7 @@ class ServiceBus:
         attempt = _delivery_count(message)
         if attempt > 1:
             consumer_redeliveries.add(1, {"service": self.service, "subject": message.raw_message.subject})
+        heartbeat = asyncio.create_task(_keep_in_progress(message))
         try:
             with tracer.start_as_current_span(f"{self.service} handle {model.__name__}",
                                               attributes={"erpilot.service": self.service}):
@@ -163,6 +169,8 @@ class ServiceBus:
             await self.dead_letter(message, f"failed {attempt} times: {exc!r}")
             return ReplyV1.failure("internal_error", "the service could not process this message", 500
                                    ).model_dump(mode="json")
+        finally:
+            heartbeat.cancel()
         return _as_reply(result)
 
     def command(self, subject: str, model: type[M], *, max_workers: int = 8, description: str = ""):
@@ -172,7 +180,7 @@ class ServiceBus:
                 subject, stream=JStream(COMMANDS_STREAM.name, declare=False),
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
-                config=ConsumerConfig(ack_wait=120.0, max_ack_pending=1000),
+                config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
                 ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
@@ -189,7 +197,7 @@ class ServiceBus:
                 subject, stream=JStream(EVENTS_STREAM.name, declare=False),
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
-                config=ConsumerConfig(ack_wait=120.0, max_ack_pending=1000),
+                config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
                 ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
@@ -231,6 +239,16 @@ def _as_reply(result: Any) -> dict | None:
     if isinstance(result, BaseModel):
         return result.model_dump(mode="json")
     return json.loads(json.dumps(result, default=str))
+
+
+async def _keep_in_progress(message: Any) -> None:
+    """Tell JetStream the message is still being worked on, so it is not redelivered meanwhile."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+        try:
+            await message.in_progress()
+        except Exception:  # best effort: the worst case is a redelivery the idempotent handler absorbs
+            return
 
 
 def _delivery_count(message: Any) -> int:

@@ -27,7 +27,7 @@ def sqlalchemy_url(libpq_url: str) -> str:
     return url.render_as_string(hide_password=False)
 
 
-def create_engine(libpq_url: str, *, pool_size: int = 10, application_name: str = "erpilot") -> AsyncEngine:
+def create_engine(libpq_url: str, *, pool_size: int = 20, application_name: str = "erpilot") -> AsyncEngine:
     """An engine for one service; nothing connects until first use."""
     return create_async_engine(
         sqlalchemy_url(libpq_url),
