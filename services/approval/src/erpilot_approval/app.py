@@ -6,7 +6,10 @@ import asyncio
 from pathlib import Path
 
 from erpilot_approval.adapters import tables
+from erpilot_approval.adapters.erp import ErpClient
 from erpilot_approval.entrypoints import nats as nats_entry
+from erpilot_approval.service_layer.common import Deps
+from erpilot_approval.service_layer.expiry import ExpirySweeper
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_platform.broker import ServiceBus, create_broker
 from erpilot_platform.db import create_engine
@@ -20,19 +23,25 @@ OUTBOX_LOCK_KEY = 7_311_990_201
 
 
 def build(settings: ApprovalSettings) -> ServiceApp:
-    """Compose the approval service. Nothing connects yet; a malformed policy stops here."""
+    """Compose the approval service. Nothing connects yet; a malformed policy or grant key stops here."""
     policy = settings.load_policy()
+    signing_key = settings.signing_key()
     engine = create_engine(settings.database_url, application_name="erpilot-approval")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
+    deps = Deps(engine=engine, outbox=outbox, policy=policy, signing_key=signing_key, erp=ErpClient(broker))
     register_ping(bus, engine)
-    nats_entry.register(bus, engine, policy)
+    nats_entry.register(bus, deps)
+    sweeper = ExpirySweeper(engine, outbox, poll_seconds=settings.expiry_poll_seconds)
 
     async def relay() -> None:
         await outbox.run(engine, broker)
 
-    return ServiceApp(SERVICE, broker, engine, background=[relay])
+    async def expiry() -> None:
+        await sweeper.run()
+
+    return ServiceApp(SERVICE, broker, engine, background=[relay, expiry])
 
 
 def main() -> None:

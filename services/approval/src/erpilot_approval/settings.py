@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import Field
+
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy
+from erpilot_platform.grants import ensure_keypair, load_signing_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings
 
 
 class ApprovalSettings(PlatformSettings):
     policy: Path | None = None
-    grant_signing_key: str | None = None
-    expiry_poll_seconds: float = 0.2
+    grant_signing_key: str | None = Field(None, description="Base64 raw Ed25519 key; unset: the data dir's pair.")
+    expiry_poll_seconds: float = Field(0.2, gt=0, le=1.0, description="Longest sleep of the expiry sweeper.")
 
     def load_policy(self) -> Policy:
         """The policy in force; a malformed file stops start-up with a message naming the key."""
@@ -25,3 +29,13 @@ class ApprovalSettings(PlatformSettings):
             return load_policy(text)
         except PolicyError as exc:
             raise ConfigurationError(f"ERPILOT_POLICY {self.policy}: {exc}") from exc
+
+    def signing_key(self) -> Ed25519PrivateKey:
+        """ERPILOT_GRANT_SIGNING_KEY, else the key pair under ERPILOT_DATA_DIR (created once, shared)."""
+        try:
+            if self.grant_signing_key:
+                return load_signing_key(self.grant_signing_key)
+            return ensure_keypair(self.data_dir)[0]
+        except (ValueError, OSError) as exc:
+            source = "ERPILOT_GRANT_SIGNING_KEY" if self.grant_signing_key else f"grant key under {self.data_dir}"
+            raise ConfigurationError(f"{source}: {exc}") from exc

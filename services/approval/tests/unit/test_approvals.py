@@ -269,3 +269,13 @@ def test_grant_for_only_an_approved_approval(make_pending, now) -> None:
     assert (grant.decided_by, grant.decided_at, grant.signature) == ("bob", now, "")
     with pytest.raises(ValueError):
         grant_for(pending)
+
+
+def test_stock_check_of_the_policy_travels_into_the_grant(make_pending, now) -> None:
+    assert make_pending("cancel_order").stock_check is None
+    sufficient = load_policy("[tools.submit_order]\nstock_check = 'sufficient'\n")
+    for policy, expected in ((load_policy(None), "exact"), (sufficient, "sufficient")):
+        pending = make_pending("submit_order", policy=policy)
+        assert pending.stock_check == pending.to_record().stock_check == expected
+        approved = decide(pending, "approve", pending.fingerprint, "bob", ["approver"], None, now).approval
+        assert grant_for(approved).stock_check == expected

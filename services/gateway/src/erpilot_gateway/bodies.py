@@ -26,14 +26,23 @@ class ToolCallBody(Body):
 
 
 class DecisionBody(Body):
-    """Exactly one of three actions, as a JSON string; the fingerprint the person was shown."""
+    """Exactly one of three actions, as a JSON string; the fingerprint the person was shown.
+
+    Every field is a string or absent: ``true``, ``"false"``, ``"Approve"``, ``null`` or a list is 422,
+    like a missing ``action``/``fingerprint`` or any other field (routes/approvals.py also refuses
+    duplicate keys and non-JSON constants before this model sees the body).
+    """
 
     action: Literal["approve", "reject", "cancel"]
     fingerprint: Annotated[str, Field(min_length=1, max_length=200)]
-    comment: Annotated[str, Field(max_length=2000)] | None = None
+    # Absent means no comment; an explicit null is a non-string and refused (the default is not validated).
+    comment: Annotated[str, Field(max_length=2000)] = None  # type: ignore[assignment]
 
 
 class EditBody(Body):
+    """The fingerprint the person was shown and the complete new arguments (validated by the approval
+    service against the same tool's schema)."""
+
     fingerprint: Annotated[str, Field(min_length=1, max_length=200)]
     arguments: dict[str, Any]
 

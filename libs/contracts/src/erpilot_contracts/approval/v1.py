@@ -53,6 +53,8 @@ class ApprovalRecordV1(Message):
     policy_version: str
     superseded_by: str | None = None
     supersedes: str | None = None
+    stock_check: Literal["exact", "sufficient"] | None = Field(
+        None, description="submit_order only: the policy's stock re-check, carried into the grant.")
 
 
 class RequestApprovalV1(Message):

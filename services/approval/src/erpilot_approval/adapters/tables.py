@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Boolean, Column, DateTime, Index, Integer, MetaData, String, Table, Text, func
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from erpilot_platform.inbox import inbox_table
 from erpilot_platform.outbox import outbox_table
 
 SCHEMA = "approval"
+# The closed set of roles (SPEC §5); each has a partial index that serves the "may decide" list.
+ROLES = ("requester", "approver", "manager", "admin")
 metadata = MetaData(schema=SCHEMA)
 
 approvals = Table(
@@ -22,9 +39,10 @@ approvals = Table(
     Column("operation_id", String(100), nullable=False, unique=True),
     Column("risk", String(20), nullable=False),
     Column("preview", JSON, nullable=False),
-    Column("required_roles", JSON, nullable=False),
+    Column("required_roles", ARRAY(String(20)), nullable=False),
     Column("separation_of_duties", Boolean, nullable=False),
     Column("requested_by", String(200), nullable=False),
+    # created_at and expires_at come from the database clock, to the microsecond.
     Column("created_at", DateTime(timezone=True), nullable=False),
     # Computed once from the policy ttl when the approval is created; never recomputed.
     Column("expires_at", DateTime(timezone=True), nullable=False),
@@ -36,10 +54,25 @@ approvals = Table(
     Column("superseded_by", String(100), nullable=True),
     Column("supersedes", String(100), nullable=True),
     Column("grant", JSON, nullable=True),
+    Column("stock_check", String(20), nullable=True),
 )
+# The sweeper's "next deadline" and "what is due" lookups.
 Index("approvals_pending_deadline", approvals.c.expires_at, postgresql_where=approvals.c.status == "pending")
 
-# Every decision attempt that changed something, append-only (room for quorum votes and an audit chain).
+
+def role_predicate(role: str) -> str:
+    """The SQL of "``role`` may decide" (a literal: partial indexes only match constant predicates)."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}")
+    return f"required_roles @> ARRAY['{role}']::varchar(20)[]"
+
+
+for _role in ROLES:
+    Index(f"approvals_list_{_role}", approvals.c.status, approvals.c.created_at.desc(), approvals.c.pending_id.desc(),
+          postgresql_where=text(role_predicate(_role)))
+
+# Every change of an approval's status, append-only: decisions (votes, room for quorum), expiries
+# (actor "system:expiry") and edits (action "edit"). Nothing ever updates or deletes a row here.
 decisions = Table(
     "decisions", metadata,
     Column("decision_id", BigInteger, primary_key=True, autoincrement=True),

@@ -57,6 +57,7 @@ class PendingApproval:
     comment: str | None = None
     superseded_by: str | None = None
     supersedes: str | None = None
+    stock_check: str | None = None  # submit_order only: the policy's stock re-check, carried by the grant
 
     def to_record(self) -> ApprovalRecordV1:
         """The wire record (``separation_of_duties`` is internal and not part of it)."""
@@ -106,6 +107,7 @@ def new_pending(
         policy_version=policy.version,
         separation_of_duties=tool_policy.separation_of_duties,
         supersedes=supersedes,
+        stock_check=tool_policy.stock_check,
     )
 
 
@@ -249,6 +251,7 @@ def grant_for(approval: PendingApproval) -> GrantV1:
         fingerprint=approval.fingerprint,
         decided_by=approval.decided_by,
         decided_at=approval.decided_at,
+        stock_check=approval.stock_check,
     )
 
 

@@ -1,15 +1,48 @@
-"""NATS endpoints of the approval service."""
+"""NATS endpoints of the approval service: contracts in, use cases out."""
 
 from __future__ import annotations
 
-from erpilot_approval.domain.policy import Policy
+from erpilot_approval.service_layer import decisions, edits, queries, requests
+from erpilot_approval.service_layer.common import Deps
 from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import PolicyQueryV1
+from erpilot_contracts.approval.v1 import (
+    DecideV1,
+    EditApprovalV1,
+    GetApprovalV1,
+    ListApprovalsV1,
+    PolicyQueryV1,
+    RequestApprovalV1,
+)
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.broker import ServiceBus
 
 
-def register(bus: ServiceBus, engine, policy: Policy) -> None:
+def register(bus: ServiceBus, deps: Deps) -> None:
+    policy = deps.policy
+
     @bus.query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, description="The policy in force, per tool.")
     async def policy_view(query: PolicyQueryV1) -> ReplyV1:
         return ReplyV1.success(policy.view(query.tool))
+
+    @bus.command(subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1,
+                 description="Store a pending approval under the policy in force (idempotent by operation_id).")
+    async def request_approval(cmd: RequestApprovalV1) -> ReplyV1:
+        return await requests.request_approval(deps, cmd)
+
+    @bus.command(subjects.APPROVAL_CMD_DECIDE, DecideV1,
+                 description="Approve, reject or cancel; exactly one decision wins; signs the grant.")
+    async def decide(cmd: DecideV1) -> ReplyV1:
+        return await decisions.decide(deps, cmd)
+
+    @bus.command(subjects.APPROVAL_CMD_EDIT, EditApprovalV1,
+                 description="Replace the arguments: a new pending version supersedes this one.")
+    async def edit(cmd: EditApprovalV1) -> ReplyV1:
+        return await edits.edit(deps, cmd)
+
+    @bus.query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, description="One approval with its decision.")
+    async def get_approval(query: GetApprovalV1) -> ReplyV1:
+        return await queries.get_approval(deps.engine, query)
+
+    @bus.query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, description="Approvals this person may decide.")
+    async def list_approvals(query: ListApprovalsV1) -> ReplyV1:
+        return await queries.list_approvals(deps.engine, query)

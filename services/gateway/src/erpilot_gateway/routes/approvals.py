@@ -1,10 +1,18 @@
-"""Approvals: list, read, decide, edit. Only people decide, and only through here."""
+"""Approvals: list, read, decide, edit. Only people decide, and only through here.
+
+The decision and edit bodies are parsed strictly by hand (``strict_body``) rather than by FastAPI:
+JSON with a duplicate key (which value would win?), ``NaN``/``Infinity``, or a non-JSON content type
+is 422 like any body the models refuse, and nothing is sent to the approval service.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetApprovalV1, ListApprovalsV1
@@ -13,37 +21,86 @@ from erpilot_gateway.bodies import DecisionBody, EditBody
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 Status = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded"]
+B = TypeVar("B", bound=BaseModel)
 
 
 def actor(user: User) -> Actor:
     return Actor(sub=user.sub, roles=list(user.roles))
 
 
+def _invalid(msg: str, type_: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("body",), "msg": msg, "type": type_}])
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+async def strict_body(request: Request, model: type[B]) -> B:
+    """The body as ``model``: JSON only, no duplicate keys, no NaN/Infinity, then the model's own checks."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type and media_type != "application/json" and not media_type.endswith("+json"):
+        raise _invalid(f"the body must be application/json, not {media_type}", "content_type")
+    try:
+        data = json.loads(await request.body(), object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise _invalid(f"the body is not valid JSON: {exc}", "json_invalid") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{"loc": ("body", *e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]) from None
+
+
+async def decision_body(request: Request) -> DecisionBody:
+    return await strict_body(request, DecisionBody)
+
+
+async def edit_body(request: Request) -> EditBody:
+    return await strict_body(request, EditBody)
+
+
+def _documented(model: type[BaseModel]) -> dict:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
+
+
 @router.get("", dependencies=[require_roles("approver", "manager", "admin")])
 async def list_approvals(request: Request, user: CurrentUser, status: Status | None = None,
-                         session_id: str | None = None) -> dict:
-    """Approvals this person may decide, newest first."""
-    query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id)
+                         session_id: str | None = None, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict:
+    """Approvals this person may decide (holds a required role for), newest first; ``status`` defaults to
+    ``pending``."""
+    query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id, limit=limit)
     return await request.app.state.services.query(subjects.APPROVAL_QUERY_LIST, query)
 
 
 @router.get("/{pending_id}")
 async def get_approval(request: Request, pending_id: str, user: CurrentUser) -> dict:
-    """One approval with its decision, for those who may decide it and for the requester."""
+    """One approval with its decision, for those who may decide it, the requester, and admins."""
     query = GetApprovalV1(pending_id=pending_id, actor=actor(user))
     return await request.app.state.services.query(subjects.APPROVAL_QUERY_GET, query)
 
 
-@router.post("/{pending_id}/decision")
-async def decide(request: Request, pending_id: str, body: DecisionBody, user: CurrentUser) -> dict:
+@router.post("/{pending_id}/decision", openapi_extra=_documented(DecisionBody))
+async def decide(request: Request, pending_id: str, user: CurrentUser,
+                 body: Annotated[DecisionBody, Depends(decision_body)]) -> dict:
     """Approve, reject or cancel exactly the operation whose fingerprint you were shown."""
     cmd = DecideV1(pending_id=pending_id, action=body.action, fingerprint=body.fingerprint,
                    comment=body.comment, actor=actor(user))
     return await request.app.state.services.command(subjects.APPROVAL_CMD_DECIDE, cmd)
 
 
-@router.post("/{pending_id}/edit", status_code=201)
-async def edit(request: Request, pending_id: str, body: EditBody, user: CurrentUser) -> dict:
+@router.post("/{pending_id}/edit", status_code=201, openapi_extra=_documented(EditBody))
+async def edit(request: Request, pending_id: str, user: CurrentUser,
+               body: Annotated[EditBody, Depends(edit_body)]) -> dict:
     """Replace the arguments: a new pending version with a new fingerprint supersedes this one."""
     cmd = EditApprovalV1(pending_id=pending_id, fingerprint=body.fingerprint, arguments=body.arguments,
                          actor=actor(user))

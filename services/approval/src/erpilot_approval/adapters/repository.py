@@ -1,0 +1,112 @@
+"""Persistence of approvals and their decisions (approval schema). Time always comes from the database."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, text, union
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from erpilot_approval.adapters.tables import ROLES, approvals, decisions, role_predicate
+from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_contracts.approval.v1 import GrantV1
+
+_DOMAIN_FIELDS = tuple(f.name for f in fields(PendingApproval))
+_NEWEST_FIRST = (approvals.c.created_at.desc(), approvals.c.pending_id.desc())
+
+
+async def db_now(conn: AsyncConnection) -> datetime:
+    """The database's clock *now* (not the transaction's start): every replica shares this one clock."""
+    return await conn.scalar(select(func.clock_timestamp()))
+
+
+def to_domain(row: Any) -> PendingApproval:
+    mapping = row._mapping
+    values = {name: mapping[name] for name in _DOMAIN_FIELDS}
+    values["required_roles"] = list(values["required_roles"])
+    return PendingApproval(**values)
+
+
+async def get(conn: AsyncConnection, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
+    """One approval; ``lock=True`` takes its row lock (SELECT ... FOR UPDATE) until the transaction ends."""
+    stmt = select(approvals).where(approvals.c.pending_id == pending_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    row = (await conn.execute(stmt)).first()
+    return to_domain(row) if row is not None else None
+
+
+async def get_by_operation(conn: AsyncConnection, operation_id: str) -> PendingApproval | None:
+    row = (await conn.execute(select(approvals).where(approvals.c.operation_id == operation_id))).first()
+    return to_domain(row) if row is not None else None
+
+
+async def insert_new(conn: AsyncConnection, approval: PendingApproval) -> bool:
+    """Insert unless an approval for its ``operation_id`` exists (then False: a concurrent twin won)."""
+    values = {name: getattr(approval, name) for name in _DOMAIN_FIELDS}
+    stmt = (insert(approvals).values(**values)
+            .on_conflict_do_nothing(index_elements=[approvals.c.operation_id]).returning(approvals.c.pending_id))
+    return (await conn.execute(stmt)).first() is not None
+
+
+async def save_outcome(conn: AsyncConnection, approval: PendingApproval, grant: GrantV1 | None = None) -> None:
+    """Store how an approval left ``pending`` (the caller holds its row lock); expires_at is never written."""
+    values: dict[str, Any] = {
+        "status": approval.status, "decided_by": approval.decided_by, "decided_at": approval.decided_at,
+        "comment": approval.comment, "superseded_by": approval.superseded_by,
+    }
+    if grant is not None:
+        values["grant"] = grant.model_dump(mode="json")
+    await conn.execute(approvals.update().where(approvals.c.pending_id == approval.pending_id).values(**values))
+
+
+async def append_decision(conn: AsyncConnection, pending_id: str, *, actor: str, action: str, fingerprint: str,
+                          comment: str | None, at: datetime) -> None:
+    """Append to the decision log (never updated or deleted)."""
+    await conn.execute(decisions.insert().values(
+        pending_id=pending_id, actor=actor, action=action, fingerprint=fingerprint, comment=comment, decided_at=at))
+
+
+async def lock_due(conn: AsyncConnection, now: datetime, limit: int) -> list[PendingApproval]:
+    """Pending approvals whose deadline is at or before ``now``, locked; rows another replica holds are skipped."""
+    stmt = (select(approvals)
+            .where(approvals.c.status == "pending", approvals.c.expires_at <= now)
+            .order_by(approvals.c.expires_at).limit(limit)
+            .with_for_update(skip_locked=True))
+    return [to_domain(row) for row in (await conn.execute(stmt))]
+
+
+async def seconds_to_next_deadline(conn: AsyncConnection) -> float | None:
+    """Seconds from the database's now to the earliest pending deadline (negative when overdue), or None."""
+    until = func.min(approvals.c.expires_at) - func.clock_timestamp()
+    value = await conn.scalar(select(func.extract("epoch", until)).where(approvals.c.status == "pending"))
+    return float(value) if value is not None else None
+
+
+async def list_decidable(conn: AsyncConnection, roles: list[str], *, status: str, session_id: str | None,
+                         limit: int) -> list[PendingApproval]:
+    """Approvals in ``status`` that one of ``roles`` may decide, newest first.
+
+    One branch per role, each served by that role's partial index (status, created_at DESC) and
+    stopping after ``limit`` rows; the union of the branches is cut to ``limit`` again.
+    """
+    held = [role for role in ROLES if role in roles]
+    if not held:
+        return []
+    branches = []
+    for role in held:
+        branch = (select(approvals.c.pending_id, approvals.c.created_at)
+                  .where(approvals.c.status == status, text(role_predicate(role))))
+        if session_id is not None:
+            branch = branch.where(approvals.c.session_id == session_id)
+        branches.append(branch.order_by(*_NEWEST_FIRST).limit(limit))
+    top = (branches[0] if len(branches) == 1 else union(*branches)).subquery("top")
+    picked = (select(top.c.pending_id).order_by(top.c.created_at.desc(), top.c.pending_id.desc()).limit(limit)
+              ).subquery("picked")
+    stmt = (select(approvals).join(picked, picked.c.pending_id == approvals.c.pending_id)
+            .order_by(*_NEWEST_FIRST))
+    return [to_domain(row) for row in (await conn.execute(stmt))]
+

@@ -1,0 +1,52 @@
+"""``cmd.approval.decide``: exactly one decision wins, decided under the row lock by the database clock."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from erpilot_approval.adapters import repository
+from erpilot_approval.domain import approvals as domain
+from erpilot_approval.domain.approvals import ApprovalError
+from erpilot_approval.service_layer.common import Deps, emit_resolved, expire_if_due, not_found, refused
+from erpilot_contracts.approval.v1 import DecideV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_platform.db import run_in_transaction
+from erpilot_platform.failpoints import failpoint
+from erpilot_platform.grants import sign_grant
+
+
+async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
+    """One transaction: lock the row, read the clock, decide, sign, log the vote, queue the event.
+
+    Whoever takes the lock second sees the first decision (already_decided, or the recorded result
+    when it is the same person repeating the same action). A decision at or after ``expires_at`` is
+    refused and expires the approval on the spot, even if no sweeper has run yet.
+    """
+
+    async def work(conn: AsyncConnection) -> tuple[ReplyV1, str | None]:
+        approval = await repository.get(conn, cmd.pending_id, lock=True)
+        if approval is None:
+            return not_found(cmd.pending_id), None
+        now = await repository.db_now(conn)  # read after the lock: a wait for it counts against the deadline
+        try:
+            outcome = domain.decide(approval, cmd.action, cmd.fingerprint, cmd.actor.sub, cmd.actor.roles,
+                                    cmd.comment, now)
+        except ApprovalError as error:
+            expired = error.code == "expired" and await expire_if_due(conn, deps.outbox, approval, now)
+            return refused(error), "expired" if expired else None
+        decided = outcome.approval
+        if not outcome.is_new:
+            return ReplyV1.success(decided.to_record()), None
+        grant = sign_grant(domain.grant_for(decided), deps.signing_key) if decided.status == "approved" else None
+        await repository.save_outcome(conn, decided, grant)
+        await repository.append_decision(conn, decided.pending_id, actor=cmd.actor.sub, action=cmd.action,
+                                         fingerprint=cmd.fingerprint, comment=cmd.comment, at=now)
+        await emit_resolved(conn, deps.outbox, decided, grant)
+        return ReplyV1.success(decided.to_record()), "decided"
+
+    reply, change = await run_in_transaction(deps.engine, work)
+    if change == "decided":
+        failpoint("approval.decide.after_db_commit")  # stored, event queued, neither published nor answered
+    if change is not None:
+        deps.outbox.wake()
+    return reply

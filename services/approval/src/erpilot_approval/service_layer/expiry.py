@@ -1,0 +1,65 @@
+"""The expiry sweeper, one per replica: each pending approval expires once, within a second of its deadline.
+
+It sleeps until the earliest pending deadline (never longer than ``poll_seconds``, so approvals created
+by other replicas are seen quickly), then expires what is due in one transaction per batch: the rows
+are taken with ``FOR UPDATE SKIP LOCKED``, so replicas share the work and never expire a row twice,
+and a row a decision holds is left to that decision (which refuses it as expired itself when late).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from erpilot_approval.adapters import repository
+from erpilot_approval.service_layer.common import expire_if_due
+from erpilot_platform.db import run_in_transaction
+from erpilot_platform.outbox import Outbox
+
+log = logging.getLogger(__name__)
+EPSILON_SECONDS = 0.001
+
+
+class ExpirySweeper:
+    def __init__(self, engine: AsyncEngine, outbox: Outbox, *, poll_seconds: float = 0.2, batch: int = 200):
+        self.engine = engine
+        self.outbox = outbox
+        self.poll_seconds = poll_seconds
+        self.batch = batch
+
+    async def sweep_once(self) -> int:
+        """Expire one batch of due approvals with their events; returns how many."""
+
+        async def work(conn: AsyncConnection) -> int:
+            now = await repository.db_now(conn)
+            due = await repository.lock_due(conn, now, self.batch)
+            return sum([await expire_if_due(conn, self.outbox, approval, now) for approval in due])
+
+        expired = await run_in_transaction(self.engine, work)
+        if expired:
+            self.outbox.wake()
+            log.info("expired %d approval(s)", expired)
+        return expired
+
+    async def next_wait(self) -> float:
+        async with self.engine.connect() as conn:
+            seconds = await repository.seconds_to_next_deadline(conn)
+        if seconds is None:
+            return self.poll_seconds
+        return min(max(seconds + EPSILON_SECONDS, 0.0), self.poll_seconds)
+
+    async def run(self) -> None:
+        """Forever; a database outage is logged and retried, never fatal."""
+        while True:
+            try:
+                if await self.sweep_once() >= self.batch:
+                    continue  # more may be due right now
+                wait = await self.next_wait()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("expiry sweep failed; retrying", exc_info=True)
+                wait = 1.0
+            await asyncio.sleep(wait)

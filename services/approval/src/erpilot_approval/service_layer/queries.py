@@ -1,0 +1,29 @@
+"""``query.approval.get`` and ``query.approval.list``: side-effect free reads."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from erpilot_approval.adapters import repository
+from erpilot_approval.domain.approvals import can_view
+from erpilot_approval.service_layer.common import not_found
+from erpilot_contracts.approval.v1 import GetApprovalV1, ListApprovalsV1
+from erpilot_contracts.base import ReplyV1
+
+
+async def get_approval(engine: AsyncEngine, query: GetApprovalV1) -> ReplyV1:
+    """The record with its decision for whoever may decide it, the requester, or an admin; else not_found."""
+    async with engine.connect() as conn:
+        approval = await repository.get(conn, query.pending_id)
+    actor = query.actor
+    if approval is None or not (can_view(approval, actor.sub, actor.roles) or "admin" in actor.roles):
+        return not_found(query.pending_id)  # "not yours" and "unknown" look the same (SPEC §5)
+    return ReplyV1.success(approval.to_record())
+
+
+async def list_approvals(engine: AsyncEngine, query: ListApprovalsV1) -> ReplyV1:
+    """Approvals the actor holds a required role for, newest first; ``status`` defaults to ``pending``."""
+    async with engine.connect() as conn:
+        found = await repository.list_decidable(conn, query.actor.roles, status=query.status or "pending",
+                                                session_id=query.session_id, limit=query.limit)
+    return ReplyV1.success({"items": [approval.to_record().model_dump(mode="json") for approval in found]})

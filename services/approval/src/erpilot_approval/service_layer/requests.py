@@ -1,0 +1,64 @@
+"""``cmd.approval.request``: store a pending approval under the policy in force, idempotent by operation_id."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from erpilot_approval.adapters import repository
+from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, new_pending
+from erpilot_approval.service_layer.common import Deps, emit_requested, new_pending_id, refused
+from erpilot_contracts.approval.v1 import RequestApprovalV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool, get_tool, normalise
+from erpilot_platform.db import run_in_transaction
+
+
+def check_arguments(tool: str, schema_version: int, arguments: dict) -> ReplyV1 | None:
+    """A refusal unless ``arguments`` are exactly the normalised arguments of a known tool version."""
+    try:
+        spec = get_tool(tool)
+        normalised = normalise(tool, arguments)
+    except UnknownTool:
+        return ReplyV1.failure("policy_denied", f"unknown tool {tool!r} (unknown tools are denied)", 403)
+    except InvalidArguments as exc:
+        return ReplyV1.failure("invalid_arguments", f"arguments do not match the schema of {tool}", 422,
+                               errors=exc.errors)
+    if schema_version != spec.schema_version:
+        return ReplyV1.failure("invalid_request", f"{tool} has schema_version {spec.schema_version}", 422)
+    if normalised != arguments:
+        return ReplyV1.failure("invalid_arguments", "arguments are not in normalised form", 422,
+                               expected=normalised)
+    return None
+
+
+def _repeat(existing: PendingApproval, cmd: RequestApprovalV1) -> ReplyV1:
+    """The stored record for a repeated request, whatever its status; another request is a conflict."""
+    if (existing.fingerprint, existing.call_id, existing.session_id) != (cmd.fingerprint, cmd.call_id, cmd.session_id):
+        return ReplyV1.failure("idempotency_conflict",
+                               f"operation {cmd.operation_id} was requested with another call or fingerprint", 409)
+    return ReplyV1.success(existing.to_record())
+
+
+async def request_approval(deps: Deps, cmd: RequestApprovalV1) -> ReplyV1:
+    problem = check_arguments(cmd.tool, cmd.tool_schema_version, cmd.arguments)
+    if problem is not None:
+        return problem
+
+    async def work(conn: AsyncConnection) -> tuple[ReplyV1, bool]:
+        existing = await repository.get_by_operation(conn, cmd.operation_id)
+        if existing is not None:
+            return _repeat(existing, cmd), False
+        now = await repository.db_now(conn)
+        try:
+            pending = new_pending(cmd, deps.policy, now, new_pending_id())
+        except ApprovalError as error:
+            return refused(error), False
+        if not await repository.insert_new(conn, pending):  # a concurrent delivery inserted it first
+            return _repeat(await repository.get_by_operation(conn, cmd.operation_id), cmd), False
+        await emit_requested(conn, deps.outbox, pending)
+        return ReplyV1.success(pending.to_record()), True
+
+    reply, created = await run_in_transaction(deps.engine, work)
+    if created:
+        deps.outbox.wake()
+    return reply

@@ -1,0 +1,185 @@
+"""The approval service running in-process (``build(ApprovalSettings(...)).start()``) on real NATS and
+PostgreSQL. Tests talk to it only over NATS with the contracts, and watch its events on JetStream.
+
+``cancel_order`` has a 2 s ttl here so expiry can be watched; the other tools keep the defaults.
+A fake ERP answers ``cmd.erp.prepare`` for edits (``draft_id`` "D-GONE" is a business rejection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import nats
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nats.js.api import DeliverPolicy
+
+from erpilot_approval.app import build
+from erpilot_approval.settings import ApprovalSettings
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetApprovalV1, RequestApprovalV1
+from erpilot_contracts.base import Message, ReplyV1
+from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1, PreviewV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_platform.broker import ServiceBus, create_broker, request
+from erpilot_platform.grants import encode_signing_key
+
+SIGNING_KEY = Ed25519PrivateKey.generate()
+VERIFY_KEY = SIGNING_KEY.public_key()
+POLICY = '[tools.cancel_order]\nttl = "2s"\n'
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def settings_for(database_url, nats_url, tmp_path_factory) -> Callable[..., ApprovalSettings]:
+    directory = tmp_path_factory.mktemp("approval")
+    policy = directory / "policy.toml"
+    policy.write_text(POLICY)
+
+    def make(**changes: Any) -> ApprovalSettings:
+        values = dict(database_url=database_url, nats_url=nats_url, data_dir=directory, policy=policy,
+                      grant_signing_key=encode_signing_key(SIGNING_KEY))
+        return ApprovalSettings(**{**values, **changes})
+
+    return make
+
+
+@pytest.fixture(scope="module")
+async def approval_service(settings_for):
+    app = build(settings_for())
+    await app.start()
+    yield app
+    await app.stop()
+
+
+class Events:
+    """Every ``evt.approval.*`` published from now on, with the wall-clock time it arrived."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[float, str, dict]] = []
+        self._nc = None
+
+    async def start(self, nats_url: str) -> Events:
+        self._nc = await nats.connect(nats_url)
+        js = self._nc.jetstream()
+
+        async def on_message(msg) -> None:
+            self.items.append((time.time(), msg.subject, json.loads(msg.data)))
+
+        await js.subscribe("erpilot.v1.evt.approval.>", cb=on_message, ordered_consumer=True,
+                           deliver_policy=DeliverPolicy.NEW)
+        return self
+
+    async def stop(self) -> None:
+        await self._nc.close()
+
+    def of(self, pending_id: str, kind: str = "resolved") -> list[tuple[float, dict]]:
+        subject = subjects.APPROVAL_EVT_RESOLVED if kind == "resolved" else subjects.APPROVAL_EVT_REQUESTED
+        key = (lambda body: body["pending_id"]) if kind == "resolved" else (lambda body: body["record"]["pending_id"])
+        return [(at, body) for at, subj, body in self.items if subj == subject and key(body) == pending_id]
+
+    async def wait(self, check: Callable[[], Any], timeout: float = 10.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while not (value := check()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no such event within {timeout}s; got {[s for _, s, _ in self.items]}")
+            await asyncio.sleep(0.02)
+        return value
+
+
+@pytest.fixture
+async def events(nats_url):
+    collector = await Events().start(nats_url)
+    yield collector
+    await collector.stop()
+
+
+def actor(sub: str, *roles: str) -> Actor:
+    return Actor(sub=sub, roles=list(roles))
+
+
+ARGUMENTS = {
+    "submit_order": {"draft_id": "D-1", "revision": 1},
+    "cancel_order": {"order_id": "O-1"},
+    "adjust_stock": {"sku": "SKU-1", "delta": -2, "reason": "count"},
+    "refund_payment": {"order_id": "O-1", "amount_minor": 500, "currency": "EUR", "channel": "original"},
+}
+
+
+class Approvals:
+    """The approval service as its callers see it: contracts over NATS."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    async def send(self, subject: str, payload: Message, *, durable: bool = True) -> ReplyV1:
+        return await request(self.broker, subject, payload, durable=durable, timeout=20)
+
+    def request_cmd(self, tool: str = "submit_order", *, arguments: dict | None = None, amount_minor: int = 12_345,
+                    requested_by: str = "alice", **changes: Any) -> RequestApprovalV1:
+        args = arguments if arguments is not None else ARGUMENTS[tool]
+        values = dict(call_id=uid("call-"), session_id=uid("ses-"), tool=tool, arguments=args,
+                      fingerprint=fingerprint(tool, 1, args), operation_id=uid("op-"), requested_by=requested_by,
+                      preview={"operation": tool, "object": "x", "target": "y", "amount_minor": amount_minor,
+                               "currency": "EUR"})
+        return RequestApprovalV1(**{**values, **changes})
+
+    async def create(self, tool: str = "submit_order", **kwargs: Any) -> dict:
+        reply = await self.send(subjects.APPROVAL_CMD_REQUEST, self.request_cmd(tool, **kwargs))
+        assert reply.ok, reply
+        return reply.data
+
+    async def decide(self, record: dict, action: str, who: Actor, *, fingerprint: str | None = None,
+                     comment: str | None = None) -> ReplyV1:
+        cmd = DecideV1(pending_id=record["pending_id"], action=action, actor=who, comment=comment,
+                       fingerprint=record["fingerprint"] if fingerprint is None else fingerprint)
+        return await self.send(subjects.APPROVAL_CMD_DECIDE, cmd)
+
+    async def edit(self, record: dict, arguments: dict, who: Actor, *, fingerprint: str | None = None) -> ReplyV1:
+        cmd = EditApprovalV1(pending_id=record["pending_id"], arguments=arguments, actor=who,
+                             fingerprint=record["fingerprint"] if fingerprint is None else fingerprint)
+        return await self.send(subjects.APPROVAL_CMD_EDIT, cmd)
+
+    async def get(self, pending_id: str, who: Actor) -> ReplyV1:
+        return await self.send(subjects.APPROVAL_QUERY_GET, GetApprovalV1(pending_id=pending_id, actor=who),
+                               durable=False)
+
+
+@pytest.fixture
+def approvals(broker) -> Approvals:
+    return Approvals(broker)
+
+
+def at(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+@pytest.fixture(scope="module")
+async def fake_erp(nats_url):
+    """Answers ``cmd.erp.prepare`` like the ERP: a preview, or ``draft_changed`` for draft "D-GONE"."""
+    broker = create_broker(nats_url, "fake-erp")
+    bus = ServiceBus(broker, "erp")
+    seen: list[PrepareOperationV1] = []
+
+    @bus.command(subjects.ERP_CMD_PREPARE, PrepareOperationV1)
+    async def prepare(cmd: PrepareOperationV1) -> ReplyV1:
+        seen.append(cmd)
+        if cmd.arguments.get("draft_id") == "D-GONE":
+            return ReplyV1.failure("draft_changed", "the draft has a newer revision", 409)
+        preview = PreviewV1(operation="Submit order", object=f"Draft {cmd.arguments.get('draft_id')}",
+                            target="Customer", amount_minor=100 * cmd.arguments.get("revision", 1), currency="EUR")
+        return ReplyV1.success(PreparedOperationV1(operation_id=cmd.operation_id, tool=cmd.tool,
+                                                   fingerprint=cmd.fingerprint, preview=preview))
+
+    await broker.start()
+    yield seen
+    await broker.stop()

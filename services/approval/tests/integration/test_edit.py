@@ -1,0 +1,81 @@
+"""Edits: a new pending version (new pending_id, operation_id, fingerprint, preview, ttl) supersedes the old."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_contracts.fingerprint import fingerprint
+
+from .conftest import actor, at
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service", "fake_erp")]
+BOB = actor("bob", "approver")
+
+
+async def test_an_edit_creates_a_new_version_and_supersedes_the_old_one(approvals, events, fake_erp) -> None:
+    old = await approvals.create("submit_order", arguments={"draft_id": "D-1", "revision": 1})
+    await asyncio.sleep(0.01)
+    reply = await approvals.edit(old, {"draft_id": "D-1", "revision": 2}, BOB)
+    assert reply.ok, reply
+    new = reply.data
+    assert (new["status"], new["supersedes"], new["call_id"], new["session_id"], new["requested_by"]) == (
+        "pending", old["pending_id"], old["call_id"], old["session_id"], old["requested_by"])
+    assert new["arguments"] == {"draft_id": "D-1", "revision": 2}
+    assert new["fingerprint"] == fingerprint("submit_order", 1, new["arguments"]) != old["fingerprint"]
+    assert new["pending_id"] != old["pending_id"] and new["operation_id"] != old["operation_id"]
+    assert new["preview"]["amount_minor"] == 200  # the ERP's fresh preview
+    assert at(new["expires_at"]) > at(old["expires_at"])  # a fresh ttl
+    prepared = fake_erp[-1]
+    assert (prepared.operation_id, prepared.fingerprint, prepared.requested_by, prepared.stock_check) == (
+        new["operation_id"], new["fingerprint"], old["requested_by"], "exact")
+
+    ended = (await approvals.get(old["pending_id"], BOB)).data
+    assert (ended["status"], ended["superseded_by"], ended["decided_by"]) == ("superseded", new["pending_id"], "bob")
+
+    await events.wait(lambda: events.of(new["pending_id"], "requested"))
+    mine = [(subject, body) for _, subject, body in events.items
+            if old["pending_id"] in (body.get("pending_id"), body.get("record", {}).get("pending_id"),
+                                     body.get("record", {}).get("supersedes"))]
+    assert [(subject, body.get("status")) for subject, body in mine] == [  # in this order
+        (subjects.APPROVAL_EVT_REQUESTED, None), (subjects.APPROVAL_EVT_RESOLVED, "superseded"),
+        (subjects.APPROVAL_EVT_REQUESTED, None)]
+    assert mine[1][1]["superseded_by"] == new["pending_id"]
+    assert mine[2][1]["record"]["pending_id"] == new["pending_id"]
+
+    # The same person repeating the same edit gets the version already made; anything else is refused.
+    assert (await approvals.edit(old, {"draft_id": "D-1", "revision": 2}, BOB)).data == new
+    other = await approvals.edit(old, {"draft_id": "D-1", "revision": 3}, BOB)
+    assert (other.error.code, other.error.status) == ("superseded", 409)
+    late = await approvals.edit(old, {"draft_id": "D-1", "revision": 2}, actor("eve", "approver"))
+    assert late.error.code == "superseded"
+    assert (await approvals.decide(old, "approve", BOB)).error.code == "superseded"
+
+    approved = await approvals.decide(new, "approve", actor("carol", "manager"))
+    assert approved.ok and approved.data["status"] == "approved"
+    (_, body), = await events.wait(lambda: events.of(new["pending_id"]))
+    grant = GrantV1.model_validate(body["grant"])
+    assert (grant.operation_id, grant.fingerprint, grant.stock_check) == (
+        new["operation_id"], new["fingerprint"], "exact")
+
+
+async def test_edits_that_must_fail_change_nothing(approvals, events) -> None:
+    old = await approvals.create("submit_order")
+    invalid = await approvals.edit(old, {"draft_id": "D-1", "revision": "2"}, BOB)
+    assert (invalid.error.code, invalid.error.status) == ("invalid_arguments", 422)
+    assert invalid.error.details["errors"][0]["loc"] == ["revision"]
+    unknown_field = await approvals.edit(old, {"draft_id": "D-1", "revision": 2, "qty": 1}, BOB)
+    assert unknown_field.error.code == "invalid_arguments"
+    rejected = await approvals.edit(old, {"draft_id": "D-GONE", "revision": 2}, BOB)
+    assert (rejected.error.code, rejected.error.status) == ("draft_changed", 409)
+    stale = await approvals.edit(old, {"draft_id": "D-1", "revision": 2}, BOB, fingerprint="sha256:" + "2" * 64)
+    assert (stale.error.code, stale.error.status) == ("stale_fingerprint", 409)
+    forbidden = await approvals.edit(old, {"draft_id": "D-1", "revision": 2}, actor("rita", "requester"))
+    assert (forbidden.error.code, forbidden.error.status) == ("forbidden", 403)
+
+    assert (await approvals.get(old["pending_id"], BOB)).data["status"] == "pending"
+    await asyncio.sleep(0.3)
+    assert not events.of(old["pending_id"])

@@ -1,0 +1,72 @@
+"""``approval.decide.after_db_commit``: the replica dies after storing a decision, before publishing or
+answering. Nothing is lost: the next replica's relay publishes the decision from the outbox, and the
+person's retry gets the recorded result without a second event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+import pytest
+
+from erpilot_approval.app import build
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import DecideV1
+from erpilot_contracts.subjects import ping_subject
+from erpilot_platform.broker import ServiceUnavailable, request
+from erpilot_platform.runtime import PingV1
+
+from .conftest import actor
+
+pytestmark = pytest.mark.integration
+
+
+async def wait_until_answering(broker, proc: asyncio.subprocess.Process, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.returncode is None, f"the service exited with {proc.returncode}"
+        try:
+            if (await request(broker, ping_subject("approval"), PingV1(), durable=False, timeout=1)).ok:
+                return
+        except ServiceUnavailable:
+            await asyncio.sleep(0.2)
+    raise AssertionError("the approval service did not start")
+
+
+async def test_a_crash_after_the_decision_commit_loses_nothing(settings_for, broker, approvals, events,
+                                                             tmp_path) -> None:
+    settings = settings_for()
+    env = {**os.environ, "ERPILOT_DATABASE_URL": settings.database_url, "ERPILOT_NATS_URL": settings.nats_url,
+           "ERPILOT_POLICY": str(settings.policy), "ERPILOT_GRANT_SIGNING_KEY": settings.grant_signing_key,
+           "ERPILOT_DATA_DIR": str(tmp_path), "ERPILOT_FAILPOINTS": "approval.decide.after_db_commit=crash"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from erpilot_approval.app import main; main()", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        await wait_until_answering(broker, proc)
+        record = await approvals.create("submit_order")
+        bob = actor("bob", "approver")
+        with pytest.raises(ServiceUnavailable):  # no answer: the replica died after its commit
+            cmd = DecideV1(pending_id=record["pending_id"], action="approve", fingerprint=record["fingerprint"],
+                           actor=bob)
+            await request(broker, subjects.APPROVAL_CMD_DECIDE, cmd, durable=True, timeout=3)
+        assert await asyncio.wait_for(proc.wait(), 10) == 137
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+    app = build(settings_for())
+    await app.start()
+    try:
+        (_, body), = await events.wait(lambda: events.of(record["pending_id"]), timeout=10)
+        assert (body["status"], body["decided_by"]) == ("approved", "bob") and body["grant"]
+        retry = await approvals.decide(record, "approve", bob)  # the person retries after the error
+        assert retry.ok and (retry.data["status"], retry.data["decided_at"]) == ("approved", body["decided_at"])
+        await asyncio.sleep(0.3)
+        assert len(events.of(record["pending_id"])) == 1
+    finally:
+        await app.stop()

@@ -1,0 +1,192 @@
+"""The decision body is strict (SPEC §5): only ``{"action": <one of three exact strings>, "fingerprint":
+<string>, "comment"?: <string>}`` reaches the approval service, and only the fingerprint it holds decides.
+
+The gateway runs in-process with its approval service replaced by a fake that records every command and,
+like the real one, answers 409 ``stale_fingerprint`` to any other fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import jwt
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from erpilot_contracts import subjects
+from erpilot_gateway.app import create_app
+from erpilot_gateway.problems import Problem
+from erpilot_gateway.settings import GatewaySettings
+
+pytestmark = pytest.mark.unit
+
+SECRET = "gateway-test-secret-" + "x" * 32
+FINGERPRINT = "sha256:" + "ab" * 32
+ACTIONS = ("approve", "reject", "cancel")
+STATUS = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
+PATH = "/v1/approvals/pa_1/decision"
+
+
+class FakeApprovalService:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+
+    async def command(self, subject: str, payload: Any) -> dict:
+        self.sent.append((subject, payload))
+        if payload.fingerprint != FINGERPRINT:
+            raise Problem(409, "stale_fingerprint", "the fingerprint differs from the approval's")
+        if payload.actor.sub == "requester-manager":
+            raise Problem(403, "separation_of_duties", "the requester may not approve their own request")
+        if subject == subjects.APPROVAL_CMD_EDIT:
+            return {"pending_id": "pa_2", "supersedes": payload.pending_id, "arguments": payload.arguments}
+        return {"pending_id": payload.pending_id, "status": STATUS[payload.action], "comment": payload.comment}
+
+    async def query(self, subject: str, payload: Any) -> dict:
+        raise AssertionError("no query expected")
+
+
+def token(sub: str = "bob", roles: tuple[str, ...] = ("approver",)) -> str:
+    return jwt.encode({"sub": sub, "roles": list(roles), "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256")
+
+
+FAKE = FakeApprovalService()
+APP = create_app(GatewaySettings(auth_secret=SECRET), broker=object())
+APP.state.services = FAKE
+CLIENT = TestClient(APP)  # no lifespan: nothing connects to NATS
+HEADERS = {"Authorization": f"Bearer {token()}", "Content-Type": "application/json"}
+
+
+def post(raw: bytes, headers: dict[str, str] | None = None, path: str = PATH):
+    before = len(FAKE.sent)
+    response = CLIENT.post(path, content=raw, headers=headers or HEADERS)
+    return response, FAKE.sent[before:]
+
+
+def well_formed(body: Any) -> bool:
+    """The oracle, written independently of the models: is this exactly a decision body?"""
+    if type(body) is not dict or not {"action", "fingerprint"} <= body.keys() <= {"action", "fingerprint", "comment"}:
+        return False
+    if type(body["action"]) is not str or body["action"] not in ACTIONS:
+        return False
+    if type(body["fingerprint"]) is not str or not 1 <= len(body["fingerprint"]) <= 200:
+        return False
+    return "comment" not in body or (type(body["comment"]) is str and len(body["comment"]) <= 2000)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+lookalikes = st.sampled_from([
+    *ACTIONS, "Approve", "APPROVE", "approve ", " approve", "approve\n", "approved", "approv", "reject\x00",
+    "true", "false", "1", "yes", "", "аpprove",  # the last one starts with a Cyrillic а
+])
+field_values = lookalikes | st.just(FINGERPRINT) | json_values
+bodies = st.one_of(
+    st.fixed_dictionaries(  # mostly well-formed, with any of the fields replaced, dropped or added
+        {"action": st.sampled_from(ACTIONS) | field_values, "fingerprint": st.just(FINGERPRINT) | field_values},
+        optional={"comment": st.text(max_size=20) | field_values, "extra": json_values,
+                  "Action": st.sampled_from(ACTIONS), "pending_id": st.text(max_size=5)},
+    ),
+    st.dictionaries(st.sampled_from(["action", "fingerprint", "comment"]), field_values, max_size=3),
+    json_values,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies)
+@example({"action": "approve", "fingerprint": FINGERPRINT})
+@example({"action": True, "fingerprint": FINGERPRINT})
+@example({"action": "false", "fingerprint": FINGERPRINT})
+@example({"action": "approve", "fingerprint": FINGERPRINT, "comment": None})
+@example({"action": "approve"})
+def test_only_an_exact_body_with_the_right_fingerprint_decides(body: Any) -> None:
+    response, sent = post(json.dumps(body).encode())
+    if not well_formed(body):
+        assert response.status_code == 422, (body, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["code"] == "invalid_body"
+        assert sent == []  # refused at the door: the approval service never heard of it
+        return
+    (subject, cmd), = sent
+    assert subject == subjects.APPROVAL_CMD_DECIDE
+    assert (cmd.action, cmd.fingerprint, cmd.comment) == (body["action"], body["fingerprint"], body.get("comment"))
+    assert (cmd.pending_id, cmd.actor.sub, cmd.actor.roles) == ("pa_1", "bob", ["approver"])
+    if body["fingerprint"] == FINGERPRINT:
+        assert response.status_code == 200 and response.json()["status"] == STATUS[body["action"]]
+    else:
+        assert (response.status_code, response.json()["code"]) == (409, "stale_fingerprint")
+
+
+GOOD = '"action": "approve", "fingerprint": "' + FINGERPRINT + '"'
+
+
+@pytest.mark.parametrize(("raw", "content_type"), [
+    ('{"action": "reject", ' + GOOD + "}", "application/json"),  # duplicate key: which one counts?
+    ("{" + GOOD + ', "fingerprint": "' + FINGERPRINT + '"}', "application/json"),
+    ("{" + GOOD + ', "comment": NaN}', "application/json"),
+    ("{" + GOOD + ', "comment": Infinity}', "application/json"),
+    ("{" + GOOD + ",}", "application/json"),
+    ("{" + GOOD + "} trailing", "application/json"),
+    ("{" + GOOD + "}", "text/plain"),
+    ("action=approve&fingerprint=" + FINGERPRINT, "application/x-www-form-urlencoded"),
+    ("", "application/json"),
+    ("null", "application/json"),
+    ("[" + "{" + GOOD + "}]", "application/json"),
+    ('"approve"', "application/json"),
+])
+def test_malformed_json_is_refused_before_anything_is_sent(raw: str, content_type: str) -> None:
+    response, sent = post(raw.encode(), {**HEADERS, "Content-Type": content_type})
+    assert (response.status_code, response.json()["code"], sent) == (422, "invalid_body", [])
+
+
+def test_invalid_utf8_is_refused() -> None:
+    response, sent = post(b'{"action": "approve\xff", "fingerprint": "x"}')
+    assert (response.status_code, sent) == (422, [])
+
+
+def test_authentication_comes_first_and_a_charset_is_fine() -> None:
+    response, sent = post(b"not json", {"Content-Type": "application/json"})
+    assert (response.status_code, response.json()["code"], sent) == (401, "unauthorized", [])
+    ok, sent = post(("{" + GOOD + "}").encode(), {**HEADERS, "Content-Type": "application/json; charset=utf-8"})
+    assert ok.status_code == 200 and len(sent) == 1
+
+
+def test_refusals_of_the_approval_service_are_problem_json() -> None:
+    headers = {**HEADERS, "Authorization": f"Bearer {token('requester-manager', ('manager',))}"}
+    response, _ = post(("{" + GOOD + "}").encode(), headers)
+    assert (response.status_code, response.json()["code"]) == (403, "separation_of_duties")
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+@pytest.mark.parametrize("body", [
+    {"fingerprint": FINGERPRINT},
+    {"fingerprint": FINGERPRINT, "arguments": []},
+    {"fingerprint": FINGERPRINT, "arguments": {}, "extra": 1},
+    {"fingerprint": 1, "arguments": {}},
+    {"arguments": {}},
+])
+def test_the_edit_body_is_strict_too(body: dict) -> None:
+    response, sent = post(json.dumps(body).encode(), path="/v1/approvals/pa_1/edit")
+    assert (response.status_code, sent) == (422, [])
+
+
+def test_an_edit_is_sent_with_its_arguments() -> None:
+    body = {"fingerprint": FINGERPRINT, "arguments": {"draft_id": "D-1", "revision": 2}}
+    response, sent = post(json.dumps(body).encode(), path="/v1/approvals/pa_1/edit")
+    assert response.status_code == 201 and response.json()["supersedes"] == "pa_1"
+    (subject, cmd), = sent
+    assert (subject, cmd.arguments, cmd.fingerprint) == (subjects.APPROVAL_CMD_EDIT, body["arguments"], FINGERPRINT)
+
+
+def test_the_openapi_document_shows_the_bodies() -> None:
+    schema = CLIENT.get("/openapi.json").json()
+    decision = schema["paths"]["/v1/approvals/{pending_id}/decision"]["post"]["requestBody"]
+    properties = decision["content"]["application/json"]["schema"]["properties"]
+    assert properties["action"]["enum"] == list(ACTIONS)
+    assert decision["content"]["application/json"]["schema"]["additionalProperties"] is False
