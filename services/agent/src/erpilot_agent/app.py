@@ -8,8 +8,12 @@ from pathlib import Path
 
 from erpilot_agent.adapters import repository
 from erpilot_agent.adapters.downstream import Downstream
+from erpilot_agent.adapters.models import Model, build_model, openai_tools
+from erpilot_agent.adapters.runs import SqlRunStore
 from erpilot_agent.entrypoints import nats as nats_entry
 from erpilot_agent.service_layer.reconciler import run_reconciler
+from erpilot_agent.service_layer.run_tools import PipelineTools
+from erpilot_agent.service_layer.runs import RunService, run_resumer
 from erpilot_agent.service_layer.tool_calls import ToolCallService
 from erpilot_agent.settings import AgentSettings
 from erpilot_platform.broker import ServiceBus, create_broker
@@ -21,14 +25,23 @@ SERVICE = "agent"
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-def build(settings: AgentSettings) -> ServiceApp:
-    """Compose the agent: endpoints, tool-call pipeline, outbox relay and reconciler. Nothing connects yet."""
+def build(settings: AgentSettings, *, model: Model | None = None) -> ServiceApp:
+    """Compose the agent: endpoints, tool-call pipeline, model runs, outbox relay, reconciler and run
+    resumer. Nothing connects yet. ``model`` replaces the one ``ERPILOT_MODEL`` names (tests)."""
     engine = create_engine(settings.database_url, application_name="erpilot-agent")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE)
     tool_calls = ToolCallService(engine, Downstream(broker), public_url=settings.public_url)
+    runs = RunService(
+        SqlRunStore(engine), PipelineTools(tool_calls),
+        model or build_model(settings.model, timeout=settings.model_timeout_seconds,
+                             max_retries=settings.model_max_retries),
+        tool_specs=openai_tools(), budget_tokens=settings.context_budget_tokens,
+        tool_bytes=settings.context_tool_bytes, max_steps=settings.max_steps,
+        max_concurrent_runs=settings.max_concurrent_runs)
+    tool_calls.on_finished = runs.on_call_finished
     register_ping(bus, engine)
-    nats_entry.register(bus, engine, tool_calls)
+    nats_entry.register(bus, engine, tool_calls, runs)
 
     async def relay() -> None:
         await repository.outbox.run(engine, broker)
@@ -36,7 +49,10 @@ def build(settings: AgentSettings) -> ServiceApp:
     async def reconciler() -> None:
         await run_reconciler(tool_calls, older_than=timedelta(seconds=settings.reconcile_after_seconds))
 
-    return ServiceApp(SERVICE, broker, engine, background=[relay, reconciler])
+    async def resumer() -> None:
+        await run_resumer(runs, stale_seconds=settings.resume_runs_after_seconds)
+
+    return ServiceApp(SERVICE, broker, engine, background=[relay, reconciler, resumer])
 
 
 def main() -> None:

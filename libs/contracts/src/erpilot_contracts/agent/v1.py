@@ -52,9 +52,13 @@ class ToolCallViewV1(Message):
 
 
 class PostMessageV1(Message):
+    """A user message that starts a run. Idempotent by ``message_id`` within the session: a redelivery
+    (or a client retry with the same id) answers with the run it started; another text is a conflict."""
+
     session_id: str
     owner: str
     text: str
+    message_id: str | None = Field(None, max_length=100, description="Chosen by the gateway or the client.")
 
 
 class GetSessionV1(Message):

@@ -14,6 +14,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     func,
 )
 
@@ -60,17 +61,21 @@ runs = Table(
     Column("run_id", String(64), primary_key=True),
     Column("session_id", String(64), ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False, index=True),
     Column("status", String(20), nullable=False),  # running | waiting | finished | failed
+    # The id of the user message that started the run: a redelivered post_message finds its run.
+    Column("message_id", String(100), nullable=True),
     Column("error", JSON, nullable=True),
     Column("steps", Integer, nullable=False, server_default="0"),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("session_id", "message_id", name="runs_session_message"),
 )
+Index("runs_unfinished", runs.c.status, postgresql_where=runs.c.status.in_(["running", "waiting"]))
 
 tool_calls = Table(
     "tool_calls", metadata,
     Column("call_id", String(100), primary_key=True),
     Column("session_id", String(64), ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False, index=True),
-    Column("run_id", String(64), nullable=True),
+    Column("run_id", String(64), nullable=True, index=True),
     Column("source", String(20), nullable=False),  # "model" | "external"
     Column("tool", String(64), nullable=False),
     Column("request_hash", String(80), nullable=False),

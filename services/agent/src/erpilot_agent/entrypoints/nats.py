@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import uuid
+
 from erpilot_agent.service_layer import sessions
+from erpilot_agent.service_layer.runs import RunService
 from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
 from erpilot_contracts import subjects
-from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, StartToolCallV1
+from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, PostMessageV1, StartToolCallV1
 from erpilot_contracts.approval.v1 import ApprovalRequestedV1, ApprovalResolvedV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.broker import ServiceBus
 
 
-def register(bus: ServiceBus, engine, tool_calls: ToolCallService) -> None:
+def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunService) -> None:
     @bus.command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, description="Create a session for its owner.")
     async def create_session(cmd: CreateSessionV1) -> ReplyV1:
         return await sessions.create_session(engine, cmd.session_id, cmd.owner, cmd.title)
@@ -24,6 +27,12 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService) -> None:
         except CallRejected as rejected:
             return rejected.reply
         return ReplyV1.success(view)
+
+    @bus.command(subjects.AGENT_CMD_POST_MESSAGE, PostMessageV1,
+                 description="A user message: starts a run of the model (idempotent by message_id).")
+    async def post_message(cmd: PostMessageV1) -> ReplyV1:
+        return await runs.post_message(session_id=cmd.session_id, owner=cmd.owner, text=cmd.text,
+                                       message_id=cmd.message_id or f"msg_{uuid.uuid4().hex}")
 
     @bus.event(subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, description="A pending approval exists.")
     async def approval_requested(evt: ApprovalRequestedV1) -> None:

@@ -124,7 +124,14 @@ class ToolCallService:
         cmd = ExecuteToolV1(session_id=row.session_id, call_id=row.call_id, operation_id=row.operation_id,
                             tool=row.tool, arguments=row.arguments, requested_by=await self._owner(row))
         kind = get_tool(row.tool).kind
-        result = await (self.downstream.read(cmd) if kind is ToolKind.READ else self.downstream.draft(cmd))
+        try:
+            result = await (self.downstream.read(cmd) if kind is ToolKind.READ else self.downstream.draft(cmd))
+        except DownstreamError as exc:  # the ERP answered with an error that is not a business outcome
+            if exc.error.status >= 500:
+                raise  # the ERP's own failure, not the call's: retried, then dead-lettered, as before
+            error = {"code": exc.error.code, "message": exc.error.message}
+            await self._transition(row.call_id, lambda c: c.finish("failed", error=error))
+            return
         if result.outcome == "succeeded":
             await self._transition(row.call_id, lambda c: c.finish("succeeded", result=result.result))
         else:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
 from erpilot_contracts import subjects
@@ -38,10 +40,22 @@ async def get_session(request: Request, session_id: str, user: CurrentUser) -> d
     return await _services(request).query(subjects.AGENT_QUERY_SESSION, query)
 
 
+_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
 @router.post("/{session_id}/messages", status_code=202)
-async def post_message(request: Request, session_id: str, body: PostMessageBody, user: CurrentUser) -> dict:
-    """Give the agent a message; it runs the model (answers 202 with the run id)."""
-    cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text)
+async def post_message(request: Request, session_id: str, body: PostMessageBody, user: CurrentUser,
+                       idempotency_key: Annotated[str | None, Header()] = None) -> dict:
+    """Give the agent a message; it runs the model (answers 202 with the run id).
+
+    409 ``run_in_progress`` while the previous message's run is still running or waiting for an
+    approval. An optional ``Idempotency-Key`` header makes a retry return the same run (the same key
+    with another text: 409 ``idempotency_conflict``); without it every request is a new message.
+    """
+    if idempotency_key is not None and not _IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+        raise Problem(422, "invalid_idempotency_key", "Idempotency-Key must be 1-100 of A-Z a-z 0-9 _ . : -")
+    message_id = idempotency_key or f"msg_{uuid.uuid4().hex}"
+    cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id)
     data = await _services(request).command(subjects.AGENT_CMD_POST_MESSAGE, cmd)
     return {"run_id": data["run_id"]}
 
@@ -95,6 +109,3 @@ def tool_call_response(view: dict) -> JSONResponse:
         keys = ("call_id", "status", "pending_id", "fingerprint", "expires_at", "approval_url", "preview")
         return JSONResponse({k: view.get(k) for k in keys}, status_code=202)
     return JSONResponse({"call_id": view["call_id"], "status": view["status"]}, status_code=202)
-
-
-

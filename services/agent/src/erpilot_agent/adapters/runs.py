@@ -1,0 +1,249 @@
+"""Runs and the model's history in PostgreSQL (the ``RunStore`` of ``service_layer.run_ports``).
+
+Every write locks the session row first (the same lock ``append_event`` takes), so history positions
+and event ``seq`` numbers are allocated in one order. The right to *drive* a session's run is a
+session-level advisory lock held on a dedicated connection: it is released when the driver lets go,
+and by PostgreSQL itself when the process dies, so a crashed driver never blocks its successor.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import and_, exists, func, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from erpilot_agent.adapters import repository
+from erpilot_agent.adapters.tables import history, runs, sessions, tool_calls
+from erpilot_agent.domain.history import Entry, tool_message, user_message
+from erpilot_agent.domain.runs import StoredEntry
+from erpilot_agent.service_layer.run_ports import ACTIVE, RunRecord, RunRejected, RunSnapshot, ToolResult
+from erpilot_contracts.base import ReplyV1
+
+log = logging.getLogger(__name__)
+LOCK_NAMESPACE = 7_311_002  # first key of pg_advisory_lock(int, int); the second is hashtext(session_id)
+# A waiting run may go on once none of its calls is still with a person or a commit.
+_BLOCKING_CALL_STATES = ("awaiting_approval", "approved", "executing")
+
+
+class SqlRunStore:
+    def __init__(self, engine: AsyncEngine):
+        self.engine = engine
+
+    # --- starting a run ------------------------------------------------------------------------
+    async def start_run(self, *, session_id: str, owner: str, message_id: str, text: str) -> tuple[str, bool]:
+        async with self.engine.begin() as conn:
+            session = await repository.get_session(conn, session_id, lock=True)
+            if session is None or session.owner != owner:
+                raise RunRejected(ReplyV1.failure("not_found", f"session {session_id} not found", 404))
+            earlier = (await conn.execute(select(runs).where(
+                runs.c.session_id == session_id, runs.c.message_id == message_id))).first()
+            if earlier is not None:
+                if await self._message_text(conn, session_id, earlier.run_id) != text:
+                    raise RunRejected(ReplyV1.failure(
+                        "idempotency_conflict", f"message {message_id} was posted with another text", 409))
+                return earlier.run_id, False
+            if session.active_run_id is not None:
+                active = (await conn.execute(select(runs.c.status).where(
+                    runs.c.run_id == session.active_run_id))).scalar()
+                if active in ACTIVE:
+                    raise RunRejected(ReplyV1.failure(
+                        "run_in_progress", "the agent is still working on the previous message", 409,
+                        run_id=session.active_run_id, run_status=active))
+            run_id = f"run_{uuid.uuid4().hex}"
+            await conn.execute(runs.insert().values(run_id=run_id, session_id=session_id, status="running",
+                                                    message_id=message_id))
+            await conn.execute(update(sessions).where(sessions.c.session_id == session_id)
+                               .values(active_run_id=run_id))
+            await _append_history(conn, session_id, run_id, [user_message(text)])
+            await repository.append_events(conn, session_id, [
+                ("message", {"role": "user", "text": text, "run_id": run_id}),
+                ("run_started", {"run_id": run_id}),
+            ])
+        repository.outbox.wake()
+        return run_id, True
+
+    @staticmethod
+    async def _message_text(conn: AsyncConnection, session_id: str, run_id: str) -> str | None:
+        rows = (await conn.execute(select(history.c.entry).where(
+            history.c.session_id == session_id, history.c.run_id == run_id).order_by(history.c.position))).scalars()
+        return next((entry.get("content") for entry in rows if entry.get("role") == "user"), None)
+
+    # --- the driver's lock -----------------------------------------------------------------------
+    @asynccontextmanager
+    async def lock(self, session_id: str) -> AsyncIterator[bool]:
+        keys = {"ns": LOCK_NAMESPACE, "sid": session_id}
+        async with self.engine.connect() as conn:
+            held = bool(await conn.scalar(text("SELECT pg_try_advisory_lock(:ns, hashtext(:sid))"), keys))
+            await conn.commit()  # a session-level lock outlives the transaction; do not sit idle in one
+            try:
+                yield held
+            finally:
+                if held:
+                    try:
+                        await conn.execute(text("SELECT pg_advisory_unlock(:ns, hashtext(:sid))"), keys)
+                        await conn.commit()
+                    except BaseException:
+                        # Never return a connection that may still hold the lock to the pool.
+                        await conn.invalidate()
+                        raise
+
+    # --- reading -------------------------------------------------------------------------------
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        async with self.engine.connect() as conn:
+            return await _run_record(conn, run_id)
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        async with self.engine.connect() as conn:
+            record = await _run_record(conn, run_id)
+            if record is None:
+                return None
+            rows = (await conn.execute(select(history.c.run_id, history.c.entry).where(
+                history.c.session_id == record.session_id).order_by(history.c.position))).all()
+        return RunSnapshot(record, [StoredEntry(row.run_id, row.entry) for row in rows])
+
+    async def resumable(self, run_id: str) -> bool:
+        async with self.engine.connect() as conn:
+            found = await conn.scalar(select(runs.c.run_id).where(
+                runs.c.run_id == run_id, runs.c.status == "waiting", ~_blocked(runs.c.run_id)))
+        return found is not None
+
+    async def runs_to_resume(self, *, stale_seconds: float) -> list[str]:
+        cutoff = repository.now() - timedelta(seconds=stale_seconds)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(runs.c.run_id).where(
+                (and_(runs.c.status == "running", runs.c.updated_at < cutoff))
+                | (and_(runs.c.status == "waiting", ~_blocked(runs.c.run_id)))
+            ).order_by(runs.c.updated_at).limit(100))).scalars().all()
+        return list(rows)
+
+    async def run_of_call(self, call_id: str) -> str | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(tool_calls.c.run_id, tool_calls.c.source).where(
+                tool_calls.c.call_id == call_id))).first()
+        return row.run_id if row is not None and row.source == "model" else None
+
+    # --- writing -------------------------------------------------------------------------------
+    async def record_reply(self, run_id: str, entry: Entry) -> None:
+        final = not entry.get("tool_calls")
+        async with self.engine.begin() as conn:
+            run = await _lock_active_run(conn, run_id)
+            if run is None:
+                return
+            await _append_history(conn, run.session_id, run_id, [entry])
+            events: list[tuple[str, dict[str, Any]]] = []
+            if (entry.get("content") or "").strip():
+                events.append(("message", {"role": "assistant", "text": entry["content"], "run_id": run_id}))
+            await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+                steps=runs.c.steps + 1, status="running", updated_at=repository.now()))
+            if final:
+                events.append(("run_finished", {"run_id": run_id}))
+                await _close(conn, run.session_id, run_id, "finished", None)
+            await repository.append_events(conn, run.session_id, events)
+        repository.outbox.wake()
+
+    async def record_results(self, run_id: str, results: list[ToolResult], *, waiting: bool) -> None:
+        async with self.engine.begin() as conn:
+            run = await _lock_active_run(conn, run_id)
+            if run is None:
+                return
+            answered = await _answered(conn, run.session_id)  # a result is stored once, whoever got here first
+            fresh = [result for result in results if result.call_id not in answered]
+            await _append_history(conn, run.session_id, run_id,
+                                  [tool_message(result.call_id, result.content) for result in fresh])
+            events: list[tuple[str, dict[str, Any]]] = []
+            for result in fresh:
+                if result.rejected is not None:
+                    tool, arguments = result.rejected
+                    outcome = "not_executed" if result.content.get("status") == "not_executed" else "failed"
+                    error = result.content.get("error") or {"code": result.content.get("reason"),
+                                                            "message": result.content.get("message")}
+                    events += [
+                        ("tool_started", {"call_id": result.call_id, "tool": tool, "arguments": arguments}),
+                        ("tool_finished", {"call_id": result.call_id, "outcome": outcome,
+                                           "error": {"code": error.get("code"), "message": error.get("message")}}),
+                    ]
+            await repository.append_events(conn, run.session_id, events)
+            await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+                status="waiting" if waiting else "running", updated_at=repository.now()))
+        repository.outbox.wake()
+
+    async def finish(self, run_id: str) -> None:
+        await self._end(run_id, "finished", None)
+
+    async def fail(self, run_id: str, code: str, message: str) -> None:
+        await self._end(run_id, "failed", {"code": code, "message": message})
+
+    async def _end(self, run_id: str, status: str, error: dict[str, str] | None) -> None:
+        async with self.engine.begin() as conn:
+            run = await _lock_active_run(conn, run_id)
+            if run is None:
+                return
+            await _close(conn, run.session_id, run_id, status, error)
+            data: dict[str, Any] = {"run_id": run_id}
+            if error is not None:
+                data["error"] = error
+            await repository.append_event(conn, run.session_id, "run_finished" if error is None else "run_failed",
+                                          data)
+        repository.outbox.wake()
+
+    async def touch(self, run_id: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE))
+                               .values(updated_at=repository.now()))
+
+
+def _blocked(run_id_column: Any) -> Any:
+    return exists().where(tool_calls.c.run_id == run_id_column, tool_calls.c.status.in_(_BLOCKING_CALL_STATES))
+
+
+async def _run_record(conn: AsyncConnection, run_id: str) -> RunRecord | None:
+    row = (await conn.execute(
+        select(runs.c.run_id, runs.c.session_id, runs.c.status, runs.c.steps, sessions.c.owner)
+        .join(sessions, sessions.c.session_id == runs.c.session_id).where(runs.c.run_id == run_id)
+    )).first()
+    if row is None:
+        return None
+    return RunRecord(row.run_id, row.session_id, row.owner, row.status, row.steps)
+
+
+async def _lock_active_run(conn: AsyncConnection, run_id: str) -> Any:
+    """Lock the run's session row (history and event order), then return the run if it is still active."""
+    session_id = await conn.scalar(select(runs.c.session_id).where(runs.c.run_id == run_id))
+    if session_id is None:
+        return None
+    await repository.get_session(conn, session_id, lock=True)
+    run = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).first()
+    if run is None or run.status not in ACTIVE:
+        log.info("run %s is %s; nothing recorded", run_id, run.status if run else "gone")
+        return None
+    return run
+
+
+async def _answered(conn: AsyncConnection, session_id: str) -> set[str]:
+    rows = (await conn.execute(select(history.c.entry).where(history.c.session_id == session_id))).scalars()
+    return {entry.get("tool_call_id") for entry in rows if entry.get("role") == "tool"}
+
+
+async def _append_history(conn: AsyncConnection, session_id: str, run_id: str, entries: list[Entry]) -> None:
+    """Append entries at the next positions (the caller holds the session row lock)."""
+    if not entries:
+        return
+    last = await conn.scalar(select(func.coalesce(func.max(history.c.position), 0))
+                             .where(history.c.session_id == session_id))
+    await conn.execute(history.insert(), [
+        {"session_id": session_id, "position": last + offset, "run_id": run_id, "entry": entry}
+        for offset, entry in enumerate(entries, start=1)
+    ])
+
+
+async def _close(conn: AsyncConnection, session_id: str, run_id: str, status: str, error: dict | None) -> None:
+    await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+        status=status, error=error, updated_at=repository.now()))
+    await conn.execute(update(sessions).where(sessions.c.session_id == session_id,
+                                              sessions.c.active_run_id == run_id).values(active_run_id=None))

@@ -1,0 +1,35 @@
+"""The run driver's access to the tool-call pipeline (the ``Tools`` port of ``run_ports``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from erpilot_agent.adapters import calls
+from erpilot_agent.adapters.tables import tool_calls
+from erpilot_agent.domain.tool_calls import CallState
+from erpilot_agent.service_layer.run_ports import CallStatus
+from erpilot_agent.service_layer.tool_calls import ToolCallService
+
+
+class PipelineTools:
+    def __init__(self, service: ToolCallService):
+        self.service = service
+
+    async def start(self, *, session_id: str, owner: str, run_id: str, call_id: str, tool: str,
+                    arguments: Any) -> None:
+        await self.service.start(session_id=session_id, owner=owner, tool=tool, raw_arguments=arguments,
+                                 call_id=call_id, source="model", run_id=run_id)
+
+    async def status(self, call_ids: list[str]) -> dict[str, CallStatus]:
+        if not call_ids:
+            return {}
+        async with self.service.engine.connect() as conn:
+            rows = (await conn.execute(select(tool_calls).where(tool_calls.c.call_id.in_(call_ids)))).all()
+        found = {}
+        for row in rows:
+            call = calls.to_domain(row)
+            content = call.model_content() if call.state is CallState.FINISHED else None
+            found[row.call_id] = CallStatus(row.status, content)
+        return found

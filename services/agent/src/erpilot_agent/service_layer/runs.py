@@ -1,0 +1,274 @@
+"""Runs: a user message starts one; the model loop drives it to an answer, through tool calls and
+durable waits for approvals.
+
+Driving a run (``drive``) happens under a per-session lock, so one process at a time moves it, and
+each step starts from what is stored:
+
+1. build the context fresh from the whole session history (``domain.context_view``);
+2. ask the model; store its message *with the call ids* before anything runs;
+3. run the calls (in parallel) through the tool-call pipeline; a call the agent refuses (unknown tool,
+   invalid arguments, policy) becomes an error result for the model, never a crash;
+4. store the results: all there → next step; a write waits for a person → the run is ``waiting``
+   and the driver lets go. When that call finishes (``on_call_finished``, in whichever replica sees
+   it), the run is driven again.
+
+A crash anywhere leaves a run that ``resume_stale`` picks up: the stored history says what is next,
+and a stored call id is never issued as a new call (the pipeline is idempotent by ``call_id``).
+Model failures end the run with ``run_failed`` (``model_error``, ``model_timeout``,
+``context_overflow``, ``max_steps``) — only ever between steps, never with a call half done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from erpilot_agent.domain.context_view import ContextOverflow, build_context
+from erpilot_agent.domain.history import MalformedHistory, system_message
+from erpilot_agent.domain.prompt import SYSTEM_PROMPT
+from erpilot_agent.domain.runs import (
+    MAX_STEPS,
+    ArgumentsNotJson,
+    AskModel,
+    CallRequest,
+    Finish,
+    ModelError,
+    RunCalls,
+    assistant_turn,
+    next_action,
+    parse_arguments,
+    rejected_content,
+)
+from erpilot_agent.domain.tool_calls import CallState
+from erpilot_agent.service_layer.run_ports import ACTIVE, RunRejected, RunSnapshot, RunStore, ToolResult, Tools
+from erpilot_agent.service_layer.tool_calls import CallRejected
+from erpilot_contracts.base import ReplyV1
+from erpilot_platform.logs import bind, unbind
+
+log = logging.getLogger(__name__)
+
+# Calls the driver may (re)start: nothing is waiting on a person or a commit yet. Approved and
+# executing calls belong to the approval handler and the reconciler.
+STARTABLE = frozenset({CallState.RECEIVED.value, CallState.RUNNING.value, CallState.PREPARING.value})
+
+
+class RunService:
+    def __init__(self, store: RunStore, tools: Tools, model: Any, *, tool_specs: list[dict[str, Any]],
+                 budget_tokens: int, tool_bytes: int, max_steps: int = MAX_STEPS,
+                 system_prompt: str = SYSTEM_PROMPT, max_concurrent_runs: int = 8):
+        self.store = store
+        self.tools = tools
+        self.model = model
+        self.tool_specs = tool_specs
+        self.budget_tokens = budget_tokens
+        self.tool_bytes = tool_bytes
+        self.max_steps = max_steps
+        self.system_prompt = system_prompt
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._again: set[str] = set()
+        # A driven run holds a database connection (its lock) and may wait on the model: bound how
+        # many this process drives at once, so the pool always has connections for everything else.
+        self._slots = asyncio.Semaphore(max_concurrent_runs)
+
+    # --- entry points ------------------------------------------------------------------------
+    async def post_message(self, *, session_id: str, owner: str, message_id: str, text: str) -> ReplyV1:
+        """Start a run for the message (idempotent by ``message_id``) and drive it in the background."""
+        try:
+            run_id, _created = await self.store.start_run(session_id=session_id, owner=owner,
+                                                          message_id=message_id, text=text)
+        except RunRejected as rejected:
+            return rejected.reply
+        self.schedule(run_id)
+        return ReplyV1.success({"run_id": run_id})
+
+    async def on_call_finished(self, call_id: str) -> None:
+        """A tool call finished: if a model run waits for it, drive that run on."""
+        try:
+            run_id = await self.store.run_of_call(call_id)
+        except Exception:  # the resumer finds the run anyway; never fail the call's own transition
+            log.warning("could not look up the run of call %s", call_id, exc_info=True)
+            return
+        if run_id is not None:
+            self.schedule(run_id)
+
+    async def resume_stale(self, *, stale_seconds: float) -> int:
+        """Drive runs nobody is driving: left ``running`` by a crash, or waiting on calls that finished."""
+        run_ids = await self.store.runs_to_resume(stale_seconds=stale_seconds)
+        for run_id in run_ids:
+            self.schedule(run_id)
+        return len(run_ids)
+
+    # --- scheduling ----------------------------------------------------------------------------
+    def schedule(self, run_id: str) -> None:
+        """Drive the run in the background; if it is already being driven here, drive it once more after."""
+        task = self._tasks.get(run_id)
+        if task is not None and not task.done():
+            self._again.add(run_id)
+            return
+        self._tasks[run_id] = asyncio.create_task(self._drive_task(run_id), name=f"run:{run_id}")
+
+    async def _drive_task(self, run_id: str) -> None:
+        try:
+            while True:
+                self._again.discard(run_id)
+                try:
+                    await self.drive(run_id)
+                except Exception:  # e.g. the database is away: the resumer tries again later
+                    log.warning("run %s could not be driven now", run_id, exc_info=True)
+                    return
+                if run_id not in self._again:
+                    return
+        finally:
+            self._tasks.pop(run_id, None)
+
+    async def wait_idle(self) -> None:
+        """Wait until no run is being driven by this process (tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def cancel_all(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- driving -------------------------------------------------------------------------------
+    async def drive(self, run_id: str) -> None:
+        """Move the run as far as it goes now. Safe to call any time, from any replica, any number of times."""
+        token = bind(run_id=run_id)
+        try:
+            async with self._slots:
+                await self._drive(run_id)
+        finally:
+            unbind(token)
+
+    async def _drive(self, run_id: str) -> None:
+        while True:
+            run = await self.store.get_run(run_id)
+            if run is None or run.status not in ACTIVE:
+                return
+            async with self.store.lock(run.session_id) as held:
+                if not held:
+                    return  # another driver has it; it re-checks after letting go
+                try:
+                    await self._steps(run_id)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # Downstream away, database hiccup, or a bug: nothing is half done (every step
+                    # starts from what is stored), so a later attempt continues from here.
+                    log.warning("run %s could not advance now; it will be resumed", run_id, exc_info=True)
+                    await self._touch(run_id)
+                    return
+            # A call may have finished while we held the lock (its hook could not take it).
+            if not await self.store.resumable(run_id):
+                return
+
+    async def _touch(self, run_id: str) -> None:
+        try:
+            await self.store.touch(run_id)
+        except Exception:
+            log.debug("could not touch run %s", run_id, exc_info=True)
+
+    async def _steps(self, run_id: str) -> None:
+        # Each model request is a step and max_steps bounds them; the factor leaves room for the
+        # tool rounds between them (the guard only stops a bug from spinning).
+        for _ in range(4 * self.max_steps + 4):
+            snapshot = await self.store.load(run_id)
+            if snapshot is None or snapshot.run.status not in ACTIVE:
+                return
+            action = next_action(snapshot.history, run_id)
+            if isinstance(action, Finish):
+                await self.store.finish(run_id)
+                return
+            if isinstance(action, RunCalls):
+                if not await self._run_calls(snapshot, action.calls):
+                    return  # waiting for a person
+                continue
+            assert isinstance(action, AskModel)
+            if not await self._ask_model(snapshot):
+                return
+        raise RuntimeError(f"run {run_id} made no progress")
+
+    async def _ask_model(self, snapshot: RunSnapshot) -> bool:
+        """One model request; True if it asked for tool calls (the run goes on)."""
+        run = snapshot.run
+        if run.steps >= self.max_steps:
+            await self.store.fail(run.run_id, "max_steps",
+                                  f"the model made {run.steps} requests without a final answer")
+            return False
+        entries = [system_message(self.system_prompt), *(item.entry for item in snapshot.history)]
+        try:
+            messages = build_context(entries, budget_tokens=self.budget_tokens, tool_bytes=self.tool_bytes)
+        except ContextOverflow as exc:
+            await self.store.fail(run.run_id, "context_overflow", str(exc))
+            return False
+        except MalformedHistory as exc:
+            await self.store.fail(run.run_id, "internal_error", f"the stored history is malformed: {exc}")
+            return False
+        try:
+            reply = await self.model.complete(messages, self.tool_specs)
+            entry = assistant_turn(reply, run.run_id, snapshot.history)
+        except ModelError as exc:
+            log.warning("model failed in run %s: %s", run.run_id, exc)
+            await self.store.fail(run.run_id, exc.code, exc.message)
+            return False
+        await self.store.record_reply(run.run_id, entry)
+        return bool(entry.get("tool_calls"))
+
+    async def _run_calls(self, snapshot: RunSnapshot, calls: list[CallRequest]) -> bool:
+        """Start what has not started, collect what finished; True when every call has a result."""
+        run = snapshot.run
+        ids = [call.call_id for call in calls]
+        status = await self.tools.status(ids)
+        to_start = [call for call in calls if call.call_id not in status or status[call.call_id].state in STARTABLE]
+        outcomes = await asyncio.gather(*(self._start(run, call) for call in to_start), return_exceptions=True)
+        results: dict[str, ToolResult] = {}
+        failures = []
+        for outcome in outcomes:
+            if isinstance(outcome, ToolResult):
+                results[outcome.call_id] = outcome
+            elif isinstance(outcome, BaseException):
+                failures.append(outcome)
+        status = await self.tools.status([call_id for call_id in ids if call_id not in results])
+        for call_id, call_status in status.items():
+            if call_status.state == CallState.FINISHED.value and call_status.content is not None:
+                results[call_id] = ToolResult(call_id, call_status.content)
+        complete = len(results) == len(ids)
+        waiting = not complete and not failures
+        if results or waiting:
+            await self.store.record_results(run.run_id, [results[i] for i in ids if i in results], waiting=waiting)
+        if failures:
+            raise failures[0]
+        return complete
+
+    async def _start(self, run: Any, call: CallRequest) -> ToolResult | None:
+        try:
+            arguments = parse_arguments(call.arguments_text)
+        except ArgumentsNotJson as exc:
+            return ToolResult(call.call_id, rejected_content("invalid_arguments", str(exc)),
+                              rejected=(call.name, call.arguments_text))
+        try:
+            await self.tools.start(session_id=run.session_id, owner=run.owner, run_id=run.run_id,
+                                   call_id=call.call_id, tool=call.name, arguments=arguments)
+        except CallRejected as rejected:
+            error = rejected.reply.error
+            return ToolResult(call.call_id, rejected_content(error.code, error.message, error.details),
+                              rejected=(call.name, arguments))
+        return None
+
+
+async def run_resumer(service: RunService, *, stale_seconds: float, interval: float = 1.0) -> None:
+    """Background loop: resume runs that nobody drives (crash, lost hook). Stops their tasks on exit."""
+    try:
+        while True:
+            try:
+                await service.resume_stale(stale_seconds=stale_seconds)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("run resumer pass failed", exc_info=True)
+            await asyncio.sleep(interval)
+    finally:
+        await service.cancel_all()

@@ -1,0 +1,434 @@
+"""The model loop of a run, driven with in-memory ports and a scripted model (no I/O).
+
+The fakes mirror the contracts of ``service_layer.run_ports``; the SQL store is exercised end to end
+in tests/e2e/test_model_runs.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from erpilot_agent.adapters.models import RulesModel, openai_tools
+from erpilot_agent.domain.history import Entry, tool_message, user_message
+from erpilot_agent.domain.runs import ModelError, ModelReply, ModelToolCall, StoredEntry
+from erpilot_agent.service_layer.run_ports import (
+    ACTIVE,
+    CallStatus,
+    RunRecord,
+    RunRejected,
+    RunSnapshot,
+    ToolResult,
+)
+from erpilot_agent.service_layer.runs import RunService
+from erpilot_agent.service_layer.tool_calls import CallRejected
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.tools.v1 import TOOLS, InvalidArguments, UnknownTool, normalise
+
+pytestmark = pytest.mark.unit
+
+SESSION = "ses_1"
+OWNER = "alice"
+PRODUCT = {"sku": "SKU-PEN-BLUE", "name": "Ballpoint pen blue, box of 50", "status": "active",
+           "price_minor": 1450, "currency": "EUR", "on_hand": 85}
+
+
+class FakeTools:
+    """Reads and drafts finish at once with ``results[tool]``; writes wait until ``finish_write``."""
+
+    def __init__(self, results: dict[str, dict] | None = None, *, denied: frozenset[str] = frozenset()):
+        self.results = results or {}
+        self.denied = denied
+        self.calls: dict[str, dict[str, Any]] = {}  # call_id -> {tool, arguments, state, content, run_id}
+        self.starts: list[str] = []  # every start() that recorded or advanced a call
+        self.fail_next_start = 0
+        self.on_finished: Callable[[str], Any] | None = None
+
+    async def start(self, *, session_id: str, owner: str, run_id: str, call_id: str, tool: str,
+                    arguments: Any) -> None:
+        if self.fail_next_start:
+            self.fail_next_start -= 1
+            raise ConnectionError("ERP away")
+        if call_id in self.calls:
+            self.starts.append(call_id)
+            return
+        try:
+            normalised = normalise(tool, arguments)
+        except UnknownTool:
+            raise CallRejected(ReplyV1.failure("unknown_tool", f"unknown tool {tool!r}", 422)) from None
+        except InvalidArguments as exc:
+            raise CallRejected(ReplyV1.failure("invalid_arguments", "bad arguments", 422,
+                                               errors=exc.errors)) from None
+        if tool in self.denied:
+            raise CallRejected(ReplyV1.failure("policy_denied", f"the policy denies {tool}", 403))
+        self.starts.append(call_id)
+        record = {"tool": tool, "arguments": normalised, "run_id": run_id}
+        if TOOLS[tool].kind.value == "write":
+            record.update(state="awaiting_approval", content=None)
+        else:
+            result = self.results.get(tool, {"ok": True})
+            record.update(state="finished", content={"status": "succeeded", "result": result})
+        self.calls[call_id] = record
+
+    async def status(self, call_ids: list[str]) -> dict[str, CallStatus]:
+        return {i: CallStatus(self.calls[i]["state"], self.calls[i]["content"]) for i in call_ids if i in self.calls}
+
+    async def finish_write(self, call_id: str, content: dict) -> None:
+        self.calls[call_id].update(state="finished", content=content)
+        if self.on_finished:
+            await self.on_finished(call_id)
+
+
+class MemoryStore:
+    def __init__(self, tools: FakeTools):
+        self.tools = tools
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.history: list[StoredEntry] = []
+        self.events: list[tuple[str, dict]] = []
+        self.locked: set[str] = set()
+        self.active: str | None = None
+        self._n = 0
+
+    async def start_run(self, *, session_id: str, owner: str, message_id: str, text: str) -> tuple[str, bool]:
+        for run_id, run in self.runs.items():
+            if run["message_id"] == message_id:
+                return run_id, False
+        if self.active and self.runs[self.active]["status"] in ACTIVE:
+            raise RunRejected(ReplyV1.failure("run_in_progress", "busy", 409))
+        self._n += 1
+        run_id = f"run_{self._n}"
+        self.runs[run_id] = {"status": "running", "steps": 0, "message_id": message_id, "error": None}
+        self.active = run_id
+        self.history.append(StoredEntry(run_id, user_message(text)))
+        self.events += [("message", {"role": "user", "text": text}), ("run_started", {"run_id": run_id})]
+        return run_id, True
+
+    @asynccontextmanager
+    async def lock(self, session_id: str) -> AsyncIterator[bool]:
+        if session_id in self.locked:
+            yield False
+            return
+        self.locked.add(session_id)
+        try:
+            yield True
+        finally:
+            self.locked.discard(session_id)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        run = self.runs.get(run_id)
+        return RunRecord(run_id, SESSION, OWNER, run["status"], run["steps"]) if run else None
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        record = await self.get_run(run_id)
+        return RunSnapshot(record, list(self.history)) if record else None
+
+    async def record_reply(self, run_id: str, entry: Entry) -> None:
+        run = self.runs[run_id]
+        assert run["status"] in ACTIVE
+        self.history.append(StoredEntry(run_id, json.loads(json.dumps(entry))))
+        run["steps"] += 1
+        run["status"] = "running"
+        if entry.get("content"):
+            self.events.append(("message", {"role": "assistant", "text": entry["content"]}))
+        if not entry.get("tool_calls"):
+            await self.finish(run_id)
+
+    async def record_results(self, run_id: str, results: list[ToolResult], *, waiting: bool) -> None:
+        answered = {item.entry.get("tool_call_id") for item in self.history}
+        for result in results:
+            if result.call_id not in answered:
+                self.history.append(StoredEntry(run_id, tool_message(result.call_id, result.content)))
+                if result.rejected:
+                    self.events.append(("tool_finished", {"call_id": result.call_id, **result.content}))
+        self.runs[run_id]["status"] = "waiting" if waiting else "running"
+
+    async def finish(self, run_id: str) -> None:
+        self.runs[run_id]["status"] = "finished"
+        self.events.append(("run_finished", {"run_id": run_id}))
+
+    async def fail(self, run_id: str, code: str, message: str) -> None:
+        self.runs[run_id].update(status="failed", error={"code": code, "message": message})
+        self.events.append(("run_failed", {"run_id": run_id, "error": {"code": code, "message": message}}))
+
+    async def touch(self, run_id: str) -> None:
+        pass
+
+    async def resumable(self, run_id: str) -> bool:
+        blocked = any(c["run_id"] == run_id and c["state"] in ("awaiting_approval", "approved", "executing")
+                      for c in self.tools.calls.values())
+        return self.runs[run_id]["status"] == "waiting" and not blocked
+
+    async def runs_to_resume(self, *, stale_seconds: float) -> list[str]:
+        return [r for r, run in self.runs.items() if run["status"] == "running" or await self.resumable(r)]
+
+    async def run_of_call(self, call_id: str) -> str | None:
+        call = self.tools.calls.get(call_id)
+        return call["run_id"] if call else None
+
+
+class ScriptedModel:
+    """Answers with the next scripted reply (a ModelReply, a ModelError to raise, or a callable)."""
+
+    name = "scripted"
+
+    def __init__(self, *replies: Any):
+        self.replies = list(replies)
+        self.requests: list[list[Entry]] = []
+        self.tools_seen: list[list[dict]] = []
+
+    async def complete(self, messages: list[Entry], tools: list[dict]) -> ModelReply:
+        self.requests.append(json.loads(json.dumps(messages)))
+        self.tools_seen.append(tools)
+        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        if callable(reply):
+            reply = reply(messages)
+        if isinstance(reply, BaseException):
+            raise reply
+        await asyncio.sleep(0)
+        return reply
+
+
+def text(answer: str) -> ModelReply:
+    return ModelReply(answer)
+
+
+def calls(*items: tuple[str, str, Any]) -> ModelReply:
+    return ModelReply(None, [ModelToolCall(call_id, name, arguments) for call_id, name, arguments in items])
+
+
+def fails(code: str = "model_error") -> ModelError:
+    return ModelError(code, "scripted failure")
+
+
+# --- the harness ------------------------------------------------------------------------------
+
+class Harness:
+    def __init__(self, model: Any, *, tools: FakeTools | None = None, budget_tokens: int = 32000,
+                 max_steps: int = 12):
+        self.tools = tools or FakeTools({"get_product": PRODUCT, "search_products": {"items": [PRODUCT]}})
+        self.store = MemoryStore(self.tools)
+        self.model = model
+        self.service = RunService(self.store, self.tools, model, tool_specs=openai_tools(),
+                                  budget_tokens=budget_tokens, tool_bytes=4096, max_steps=max_steps,
+                                  system_prompt="SYSTEM PROMPT")
+        self.tools.on_finished = self.service.on_call_finished
+
+    async def post(self, text_: str, message_id: str = "m1") -> ReplyV1:
+        reply = await self.service.post_message(session_id=SESSION, owner=OWNER, message_id=message_id, text=text_)
+        await self.service.wait_idle()
+        return reply
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        return self.store.runs[run_id]
+
+    def entries(self) -> list[Entry]:
+        return [item.entry for item in self.store.history]
+
+    def event_types(self) -> list[str]:
+        return [type_ for type_, _ in self.store.events]
+
+
+def tool_results(messages: list[Entry]) -> dict[str, dict]:
+    return {m["tool_call_id"]: json.loads(m["content"]) for m in messages if m["role"] == "tool"}
+
+
+# --- tests ------------------------------------------------------------------------------------
+
+async def test_a_text_answer_finishes_the_run_and_the_model_saw_prompt_and_message_verbatim():
+    model = ScriptedModel(text("Hello!"))
+    h = Harness(model)
+
+    reply = await h.post("  Grüß dich — «hi»\n")
+
+    run_id = reply.data["run_id"]
+    assert h.run(run_id)["status"] == "finished" and h.run(run_id)["steps"] == 1
+    [request] = model.requests
+    assert request == [{"role": "system", "content": "SYSTEM PROMPT"},
+                       {"role": "user", "content": "  Grüß dich — «hi»\n"}]
+    assert [t["function"]["name"] for t in model.tools_seen[0]] == list(TOOLS)
+    assert h.entries()[-1] == {"role": "assistant", "content": "Hello!"}
+    assert h.event_types() == ["message", "run_started", "message", "run_finished"]
+
+
+async def test_the_assistant_message_with_call_ids_is_stored_before_the_call_runs():
+    seen_history: list[list[Entry]] = []
+    h = Harness(ScriptedModel(calls(("c1", "get_product", '{"sku": "SKU-PEN-BLUE"}')), text("Pen: 14.50 EUR")))
+    original_start = h.tools.start
+
+    async def spying_start(**kwargs):
+        seen_history.append(h.entries())
+        await original_start(**kwargs)
+
+    h.tools.start = spying_start
+    run_id = (await h.post("price of the pen?")).data["run_id"]
+
+    call_id = f"{run_id}:c1"
+    assert seen_history[0][-1]["tool_calls"][0]["id"] == call_id
+    assert h.tools.calls[call_id]["arguments"] == {"sku": "SKU-PEN-BLUE"}
+    second = h.model.requests[1]
+    assert second[-2]["tool_calls"][0]["id"] == call_id
+    assert tool_results(second) == {call_id: {"status": "succeeded", "result": PRODUCT}}
+    assert h.run(run_id)["status"] == "finished"
+
+
+async def test_parallel_tool_calls_all_run_and_all_results_go_back_together():
+    h = Harness(ScriptedModel(
+        calls(("a", "get_product", {"sku": "SKU-PEN-BLUE"}), ("b", "search_products", {"query": "pen"})),
+        text("done")))
+
+    run_id = (await h.post("look up two things")).data["run_id"]
+
+    assert sorted(h.tools.starts) == [f"{run_id}:a", f"{run_id}:b"]
+    second = h.model.requests[1]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
+    assert [m["tool_call_id"] for m in second[3:]] == [f"{run_id}:a", f"{run_id}:b"]
+    assert h.run(run_id)["status"] == "finished"
+
+
+async def test_bad_calls_from_the_model_become_error_results_and_the_run_goes_on():
+    h = Harness(ScriptedModel(
+        calls(("x1", "get_product", "{not json"), ("x2", "drop_tables", {}),
+              ("x3", "get_product", {"sku": 42}), ("x4", "adjust_stock", {"sku": "S", "delta": 1, "reason": "r"})),
+        text("I could not do that.")),
+        tools=FakeTools(denied=frozenset({"adjust_stock"})))
+
+    run_id = (await h.post("do odd things")).data["run_id"]
+
+    results = tool_results(h.model.requests[1])
+    assert results[f"{run_id}:x1"]["error"]["code"] == "invalid_arguments"
+    assert results[f"{run_id}:x2"] == {"status": "failed",
+                                       "error": {"code": "unknown_tool", "message": "unknown tool 'drop_tables'"}}
+    assert results[f"{run_id}:x3"]["error"]["code"] == "invalid_arguments"
+    assert results[f"{run_id}:x3"]["error"]["errors"][0]["loc"] == ["sku"]
+    assert results[f"{run_id}:x4"]["status"] == "not_executed" and results[f"{run_id}:x4"]["reason"] == "policy_denied"
+    assert h.tools.starts == []  # nothing was recorded or executed
+    assert h.run(run_id)["status"] == "finished"
+
+
+async def test_a_write_makes_the_run_wait_durably_and_its_result_resumes_it():
+    h = Harness(ScriptedModel(calls(("w", "submit_order", {"draft_id": "D-1", "revision": 2})),
+                              text("Order O-9 placed.")))
+
+    run_id = (await h.post("submit")).data["run_id"]
+    call_id = f"{run_id}:w"
+    assert h.run(run_id)["status"] == "waiting"
+    assert len(h.model.requests) == 1
+
+    await h.service.drive(run_id)  # e.g. the resumer, or another replica: nothing to do yet
+    assert len(h.model.requests) == 1 and h.tools.starts == [call_id]
+    rejected = await h.post("another message", message_id="m2")
+    assert rejected.error.code == "run_in_progress"
+
+    order = {"order_id": "O-9", "status": "placed"}
+    await h.tools.finish_write(call_id, {"status": "succeeded", "result": order})
+    await h.service.wait_idle()
+
+    assert h.run(run_id)["status"] == "finished"
+    assert tool_results(h.model.requests[1]) == {call_id: {"status": "succeeded", "result": order}}
+    assert h.tools.starts == [call_id]
+
+
+async def test_a_rejected_write_gives_the_model_not_executed_with_the_comment():
+    h = Harness(ScriptedModel(calls(("w", "cancel_order", {"order_id": "O-1"})), text("Not cancelled.")))
+    run_id = (await h.post("cancel order O-1")).data["run_id"]
+
+    content = {"status": "not_executed", "reason": "rejected", "comment": "customer called back"}
+    await h.tools.finish_write(f"{run_id}:w", content)
+    await h.service.wait_idle()
+
+    assert tool_results(h.model.requests[1])[f"{run_id}:w"] == content
+    assert h.run(run_id)["status"] == "finished"
+
+
+async def test_a_redelivered_message_does_not_start_a_second_run():
+    h = Harness(ScriptedModel(text("hi")))
+    first = await h.post("hello", message_id="m-same")
+    again = await h.post("hello", message_id="m-same")
+
+    assert first.data == again.data
+    assert len(h.store.runs) == 1 and len(h.model.requests) == 1
+
+
+@pytest.mark.parametrize("code", ["model_error", "model_timeout"])
+async def test_a_model_failure_fails_the_run_with_its_code_and_runs_nothing(code):
+    h = Harness(ScriptedModel(fails(code)))
+    run_id = (await h.post("hello")).data["run_id"]
+
+    assert h.run(run_id)["status"] == "failed" and h.run(run_id)["error"]["code"] == code
+    assert h.event_types()[-1] == "run_failed" and h.tools.starts == []
+    assert (await h.post("again", message_id="m2")).ok  # the session is free again
+
+
+async def test_an_empty_model_answer_is_a_model_error():
+    h = Harness(ScriptedModel(ModelReply("  ")))
+    run_id = (await h.post("hello")).data["run_id"]
+    assert h.run(run_id)["error"]["code"] == "model_error"
+
+
+async def test_a_model_that_never_stops_calling_tools_fails_with_max_steps():
+    h = Harness(ScriptedModel(calls(("loop", "get_product", {"sku": "SKU-PEN-BLUE"}))), max_steps=3)
+    run_id = (await h.post("loop forever")).data["run_id"]
+
+    assert h.run(run_id)["status"] == "failed" and h.run(run_id)["error"]["code"] == "max_steps"
+    assert len(h.model.requests) == 3
+    # The model reused its id every time; each call still got its own global id.
+    assert len(set(h.tools.starts)) == 3
+
+
+async def test_a_history_over_budget_fails_with_context_overflow_before_asking_the_model():
+    h = Harness(ScriptedModel(text("never")), budget_tokens=10)
+    run_id = (await h.post("a message that cannot be dropped " * 4)).data["run_id"]
+
+    assert h.run(run_id)["error"]["code"] == "context_overflow"
+    assert h.model.requests == []
+    assert h.entries()[0]["content"].startswith("a message that cannot be dropped")
+
+
+async def test_after_a_crash_between_storing_the_calls_and_running_them_each_call_runs_once():
+    h = Harness(ScriptedModel(calls(("a", "get_product", {"sku": "SKU-PEN-BLUE"}),
+                                    ("b", "get_product", {"sku": "SKU-PAPER-A4"})), text("done")))
+    h.tools.fail_next_start = 2  # the ERP is away: both starts fail, the run stays "running"
+    run_id = (await h.post("two reads")).data["run_id"]
+    assert h.run(run_id)["status"] == "running" and h.tools.calls == {}
+    assert len(h.model.requests) == 1
+
+    assert await h.service.resume_stale(stale_seconds=0) == 1
+    await h.service.wait_idle()
+
+    assert sorted(h.tools.starts) == [f"{run_id}:a", f"{run_id}:b"]
+    assert len(h.model.requests) == 2  # the model was not asked again for the same step
+    assert h.run(run_id)["status"] == "finished"
+
+
+async def test_resuming_a_finished_or_locked_run_does_nothing():
+    h = Harness(ScriptedModel(text("hi")))
+    run_id = (await h.post("hello")).data["run_id"]
+    await h.service.drive(run_id)
+    assert len(h.model.requests) == 1
+
+    h2 = Harness(ScriptedModel(text("hi")))
+    h2.store.locked.add(SESSION)  # another replica drives this session
+    run2 = (await h2.post("hello")).data["run_id"]
+    assert h2.model.requests == [] and h2.run(run2)["status"] == "running"
+
+
+async def test_the_rules_model_answers_find_product_with_the_product():
+    h = Harness(RulesModel())
+    run_id = (await h.post("find product pen")).data["run_id"]
+
+    call_id = f"{run_id}:rules-1"
+    assert h.tools.calls[call_id]["arguments"] == {"query": "pen"}
+    assert h.run(run_id)["status"] == "finished"
+    assert "SKU-PEN-BLUE" in h.entries()[-1]["content"]
+
+
+async def test_the_rules_model_ids_stay_unique_across_runs_of_a_session():
+    h = Harness(RulesModel())
+    first = (await h.post("show product SKU-PEN-BLUE", message_id="m1")).data["run_id"]
+    second = (await h.post("show product SKU-PEN-BLUE", message_id="m2")).data["run_id"]
+
+    assert set(h.tools.calls) == {f"{first}:rules-1", f"{second}:rules-2"}

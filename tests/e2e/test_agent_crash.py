@@ -1,0 +1,113 @@
+"""The agent crashes around the commit of an approved write (SPEC §7 failpoints) in the middle of a
+model run; after a restart the run finishes with exactly one ERP effect and nobody is asked again.
+
+The stack runs alone (own NATS and database, rules model) so the armed agent is the only agent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from erpilot.stack import Stack
+from tests.e2e.conftest import Api, wait_for
+from tests.e2e.test_model_runs import assistant_texts, isolated_stack, run_events, start_run
+
+pytestmark = pytest.mark.e2e
+
+SKU = "SKU-STAPLER"
+
+
+@pytest.fixture(scope="module")
+def crash_stack(database_url, tmp_path_factory) -> Iterator[Stack]:
+    with isolated_stack(database_url, tmp_path_factory.mktemp("crash-stack"),
+                        {"ERPILOT_RECONCILE_AFTER_SECONDS": "1", "ERPILOT_RESUME_RUNS_AFTER_SECONDS": "1"}) as stack:
+        yield stack
+
+
+def restart_agent(stack: Stack, failpoints: str | None) -> None:
+    """(Re)start the agent with these failpoints armed (None: disarmed) and wait until it answers."""
+    child = stack.supervisor.children["agent"]
+    if failpoints:
+        child.env["ERPILOT_FAILPOINTS"] = failpoints
+    else:
+        child.env.pop("ERPILOT_FAILPOINTS", None)
+    stack.supervisor.restart("agent")
+    stack.wait_ready()
+
+
+def on_hand(api: Api, session_id: str) -> int:
+    response = api.call(session_id, "get_product", {"sku": SKU})
+    assert response.status_code == 200, response.text
+    return response.json()["result"]["on_hand"]
+
+
+@pytest.mark.parametrize("failpoint", ["agent.commit.before_send", "agent.commit.after_send"])
+def test_a_crash_around_the_commit_ends_in_exactly_one_effect(crash_stack: Stack, failpoint: str):
+    requester = Api(crash_stack.base_url, f"req-{time.monotonic_ns()}", "requester")
+    approver = Api(crash_stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
+    restart_agent(crash_stack, f"{failpoint}=crash")
+    session_id = requester.new_session()
+    before = on_hand(requester, session_id)
+
+    draft_run = start_run(requester, session_id, f"draft for C-1004: {SKU} x1")
+    drafted = [e for e in run_events(requester, session_id, draft_run) if e["type"] == "tool_finished"]
+    assert drafted and drafted[-1]["data"]["outcome"] == "succeeded", drafted
+    submit_run = start_run(requester, session_id, "submit")
+    events = run_events(requester, session_id, submit_run, end=("approval_pending", "run_failed"))
+    [pending] = [e["data"] for e in events if e["type"] == "approval_pending"]
+
+    decision = approver.post(f"/v1/approvals/{pending['pending_id']}/decision",
+                             {"action": "approve", "fingerprint": pending["fingerprint"]})
+    assert decision.status_code == 200, decision.text
+
+    agent = crash_stack.supervisor.children["agent"]
+    assert wait_for(lambda: agent.process.poll() is not None, timeout=30)
+    assert agent.process.returncode == 137  # it died at the failpoint, not of something else
+    restart_agent(crash_stack, None)
+
+    events = run_events(requester, session_id, submit_run, timeout=45)
+    call_id = pending["call_id"]
+    finished = [e["data"] for e in events if e["type"] == "tool_finished" and e["data"]["call_id"] == call_id]
+    assert len(finished) == 1 and finished[0]["outcome"] == "succeeded", finished
+    order = finished[0]["result"]
+    assert events[-1]["type"] == "run_finished" and events[-1]["data"]["run_id"] == submit_run
+    assert order["order_id"] in assistant_texts(events)[-1]
+    assert [e["type"] for e in events].count("approval_pending") == 1  # nobody was asked twice
+
+    assert on_hand(requester, session_id) == before - 1  # exactly one effect
+    view = requester.get(f"/v1/sessions/{session_id}/tool-calls/{call_id}").json()
+    assert view["status"] == "finished" and view["outcome"] == "succeeded"
+    operation = requester.get(f"/v1/operations/{view['operation_id']}")
+    assert operation.status_code == 200, operation.text
+    assert operation.json()["status"] == "committed"
+    session = requester.get(f"/v1/sessions/{session_id}").json()
+    assert session["run_status"] == "finished" and session["active_run_id"] is None
+
+
+def test_a_crash_mid_run_is_resumed_after_restart(crash_stack: Stack):
+    """The agent is killed while a run waits for its approval; the new process finishes the run."""
+    requester = Api(crash_stack.base_url, f"req-{time.monotonic_ns()}", "requester")
+    approver = Api(crash_stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
+    restart_agent(crash_stack, None)
+    session_id = requester.new_session()
+    before = on_hand(requester, session_id)
+    draft_run = start_run(requester, session_id, f"draft for C-1005: {SKU} x2")
+    run_events(requester, session_id, draft_run)
+    submit_run = start_run(requester, session_id, "submit")
+    events = run_events(requester, session_id, submit_run, end=("approval_pending", "run_failed"))
+    [pending] = [e["data"] for e in events if e["type"] == "approval_pending"]
+
+    crash_stack.supervisor.kill("agent")  # SIGKILL: no cleanup at all
+    decision = approver.post(f"/v1/approvals/{pending['pending_id']}/decision",
+                             {"action": "approve", "fingerprint": pending["fingerprint"]})
+    assert decision.status_code == 200, decision.text
+    restart_agent(crash_stack, None)
+
+    events = run_events(requester, session_id, submit_run, timeout=45)
+    assert events[-1]["type"] == "run_finished"
+    assert [e["data"]["outcome"] for e in events
+            if e["type"] == "tool_finished" and e["data"]["call_id"] == pending["call_id"]] == ["succeeded"]
+    assert on_hand(requester, session_id) == before - 2
