@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from erpilot.stack import Stack
-from tests.e2e.conftest import Api, wait_for
-from tests.e2e.test_model_runs import assistant_texts, isolated_stack, run_events, start_run
+from tests.e2e.conftest import Api, isolated_stack, wait_for
+from tests.e2e.test_model_runs import assistant_texts, run_events, start_run
 
 pytestmark = pytest.mark.e2e
 

@@ -9,68 +9,24 @@ Two models:
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import re
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from erpilot.stack import Stack, free_port, migrate_all, seed
-from erpilot_platform.embedded import EmbeddedNats
-from erpilot_platform.testing.backends import with_database
-from tests.e2e.conftest import SECRET, Api, wait_for
+from erpilot.stack import Stack
+from tests.e2e.conftest import Api, isolated_stack, wait_for
 
 pytestmark = pytest.mark.e2e
 
 
 # --- helpers shared with test_agent_crash.py --------------------------------------------------
-
-def _admin_sql(url: str, sql: str) -> None:
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(re.sub(r"^postgres(ql)?\+\w+://", "postgresql://", url))
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    with ThreadPoolExecutor(1) as pool:  # a fresh event loop, whatever the caller runs in
-        pool.submit(asyncio.run, run()).result()
-
-
-@contextmanager
-def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str]) -> Iterator[Stack]:
-    """A whole stack with its own NATS server and database (on the session's PostgreSQL server)."""
-    nats = EmbeddedNats(data_dir / "nats-home")
-    name = f"erpilot_iso_{secrets.token_hex(4)}"
-    _admin_sql(database_url, f'create database "{name}"')
-    url = with_database(database_url, name)
-    stack = None
-    try:
-        migrate_all(url)
-        seed(url)
-        stack = Stack(nats.start(), url, data_dir, http_port=free_port(),
-                      env={"ERPILOT_AUTH_SECRET": SECRET, **env})
-        stack.start()
-        stack.wait_ready()
-        yield stack
-    finally:
-        if stack is not None:
-            stack.stop()
-        nats.stop()
-        _admin_sql(database_url, f'drop database if exists "{name}" with (force)')
-
 
 def post_message(api: Api, session_id: str, text: str, **headers: str) -> Any:
     return api.client.post(f"/v1/sessions/{session_id}/messages", json={"text": text}, headers=headers)

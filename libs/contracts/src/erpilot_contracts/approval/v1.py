@@ -116,6 +116,8 @@ class ToolPolicyV1(Message):
     action: Literal["allow", "require_approval", "deny"]
     roles: list[str]
     ttl_seconds: int
+    stock_check: Literal["exact", "sufficient"] | None = Field(
+        None, description="submit_order only: how prepare and commit re-check stock.")
 
 
 class PolicyViewV1(Message):

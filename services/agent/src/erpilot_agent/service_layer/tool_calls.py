@@ -25,6 +25,7 @@ from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import InvalidArguments, ToolKind, UnknownTool, get_tool, normalise
+from erpilot_platform.broker import TransientError
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.logs import bind, unbind
 
@@ -141,11 +142,12 @@ class ToolCallService:
     async def _prepare_and_request(self, row: Any) -> None:
         owner = await self._owner(row)
         spec = get_tool(row.tool)
-        print_ = fingerprint(row.tool, spec.schema_version, row.arguments)
+        operation_fingerprint = fingerprint(row.tool, spec.schema_version, row.arguments)
+        policy = await self.downstream.policy(row.tool)
         reply = await self.downstream.prepare(PrepareOperationV1(
             operation_id=row.operation_id, session_id=row.session_id, call_id=row.call_id, tool=row.tool,
-            tool_schema_version=spec.schema_version, arguments=row.arguments, fingerprint=print_,
-            requested_by=owner))
+            tool_schema_version=spec.schema_version, arguments=row.arguments, fingerprint=operation_fingerprint,
+            requested_by=owner, stock_check=policy.stock_check))
         if not reply.ok:
             error = {"code": reply.error.code, "message": reply.error.message}
             outcome = "business_rejected" if reply.error.status < 500 else "failed"
@@ -153,7 +155,7 @@ class ToolCallService:
             return
         record = await self.downstream.request_approval(RequestApprovalV1(
             call_id=row.call_id, session_id=row.session_id, tool=row.tool, tool_schema_version=spec.schema_version,
-            arguments=row.arguments, fingerprint=print_, operation_id=row.operation_id,
+            arguments=row.arguments, fingerprint=operation_fingerprint, operation_id=row.operation_id,
             preview=reply.data["preview"], requested_by=owner))
         await self.on_approval_requested(record)
 
@@ -199,12 +201,29 @@ class ToolCallService:
                                    decided_by: str | None, comment: str | None, grant: GrantV1 | None) -> None:
         if status == "superseded":
             return  # handled with the new version's approval-requested event (it carries the new pending)
+        await self._require_known_pending(call_id, pending_id)
         extra = {"grant": grant.model_dump(mode="json")} if grant else {}
         changed = await self._transition(
             call_id, lambda c: c.resolve(pending_id, status, decided_by=decided_by, comment=comment),
             only_if_current=pending_id, **extra)
         if changed and status == "approved":
             await self.advance(call_id)
+
+    async def _require_known_pending(self, call_id: str, pending_id: str) -> None:
+        """Retry later when a decision arrives before we learned of its approval.
+
+        ``requested`` and ``resolved`` events come through separate consumers, so a fast decision on
+        an edited (new) version can overtake the event that introduces it; dropping it would lose the
+        decision. A finished or unknown call has nothing to wait for.
+        """
+        async with self.engine.connect() as conn:
+            row = await repository.get_tool_call(conn, call_id)
+        if row is None:
+            return
+        call = calls.to_domain(row)
+        known = pending_id in call.resolutions or (call.pending is not None and call.pending.pending_id == pending_id)
+        if not known and call.state is not CallState.FINISHED:
+            raise TransientError(f"approval {pending_id} of call {call_id} is not known here yet")
 
     # --- reconciliation ----------------------------------------------------------------------
     async def reconcile(self, row: Any) -> None:

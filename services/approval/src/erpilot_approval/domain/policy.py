@@ -85,6 +85,7 @@ class Policy:
                 action=self.for_tool(name).action,
                 roles=list(self.for_tool(name).roles),
                 ttl_seconds=int(self.for_tool(name).ttl.total_seconds()),
+                stock_check=self.for_tool(name).stock_check,
             )
             for name in names
         ]

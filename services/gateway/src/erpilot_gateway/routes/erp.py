@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from fastapi import APIRouter, Request
 
 from erpilot_contracts import subjects
@@ -45,7 +47,8 @@ async def patch_product(request: Request, sku: str, body: ProductPatchBody, user
     """Back-office change of price or status (makes waiting quotes of that product stale)."""
     if body.price_minor is None and body.status is None:
         raise Problem(422, "invalid_body", "give price_minor, status or both")
-    cmd = UpdateProductV1(sku=sku, price_minor=body.price_minor, status=body.status, updated_by=user.sub)
+    cmd = UpdateProductV1(sku=sku, price_minor=body.price_minor, status=body.status, updated_by=user.sub,
+                          request_id=f"http-{uuid.uuid4().hex}")
     return await request.app.state.services.command(subjects.ERP_CMD_UPDATE_PRODUCT, cmd)
 
 
