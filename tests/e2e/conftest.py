@@ -3,13 +3,10 @@ tests talk to them only through HTTP and NATS."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,25 +17,22 @@ import pytest
 from erpilot.stack import Stack, free_port, migrate_all, seed
 from erpilot.tokens import make_token
 from erpilot_platform.embedded import EmbeddedNats
-from erpilot_platform.testing.backends import with_database
+from erpilot_platform.testing.backends import execute_sql, with_database
 
 SECRET = "e2e-secret-" + "x" * 32
 
 
 @pytest.fixture(scope="session")
-def stack(database_url, nats_url, tmp_path_factory):
-    """One stack for the e2e session; tests isolate themselves with fresh sessions and ids."""
+def stack(database_url, tmp_path_factory):
+    """One stack for the e2e and browser sessions, with its own NATS server and database.
+
+    Integration tests run services in-process on the session's NATS server and database; their
+    durable consumers, unacknowledged messages and background loops must never meet this stack's
+    services, so it gets servers of its own. Tests isolate themselves with fresh sessions and ids.
+    """
     data_dir = tmp_path_factory.mktemp("stack")
-    running = Stack(nats_url, database_url, data_dir, http_port=free_port(), env={
-        "ERPILOT_AUTH_SECRET": SECRET,
-        "ERPILOT_POLICY": str(_write_policy(data_dir)),
-    })
-    running.start()
-    try:
-        running.wait_ready()
+    with isolated_stack(database_url, data_dir, {"ERPILOT_POLICY": str(_write_policy(data_dir))}) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def _write_policy(data_dir) -> Any:
@@ -47,26 +41,12 @@ def _write_policy(data_dir) -> Any:
     return path
 
 
-def _admin_sql(url: str, sql: str) -> None:
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(re.sub(r"^postgres(ql)?\+\w+://", "postgresql://", url))
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    with ThreadPoolExecutor(1) as pool:  # a fresh event loop, whatever the caller runs in
-        pool.submit(asyncio.run, run()).result()
-
-
 @contextmanager
 def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str]) -> Iterator[Stack]:
     """A whole stack with its own NATS server and database (on the session's PostgreSQL server)."""
-    nats = EmbeddedNats(data_dir / "nats-home")
+    nats = EmbeddedNats(data_dir / "nats-home")  # always embedded: only this stack may consume from it
     name = f"erpilot_iso_{secrets.token_hex(4)}"
-    _admin_sql(database_url, f'create database "{name}"')
+    execute_sql(database_url, f'create database "{name}"')
     url = with_database(database_url, name)
     stack = None
     try:
@@ -81,7 +61,7 @@ def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str]) -> It
         if stack is not None:
             stack.stop()
         nats.stop()
-        _admin_sql(database_url, f'drop database if exists "{name}" with (force)')
+        execute_sql(database_url, f'drop database if exists "{name}" with (force)')
 
 
 def token(sub: str, *roles: str) -> str:

@@ -142,18 +142,23 @@ def test_erpilot_up_leaves_no_stray_process(tmp_path, sig):
     env["ERPILOT_DATA_DIR"] = str(data_dir)
     up = subprocess.Popen([sys.executable, "-m", "erpilot", "up", "--port", str(free_port())], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = up.stdout.readline()
-        lines.append(line)
-        if "Press Ctrl-C" in line or not line:
-            break
-    assert "Erpilot is running." in "".join(lines), "".join(lines)
-    children = _descendants(up.pid)
-    assert len(children) >= 6, "NATS, PostgreSQL and four services should be running"
+    try:
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            lines.append(line)
+            if "Press Ctrl-C" in line or not line:
+                break
+        assert "Erpilot is running." in "".join(lines), "".join(lines)
+        children = _descendants(up.pid)
+        assert len(children) >= 6, "NATS, PostgreSQL and four services should be running"
 
-    up.send_signal(sig)
-    up.wait(timeout=60)
+        up.send_signal(sig)
+        up.wait(timeout=60)
+    finally:
+        if up.poll() is None:  # the test failed early: never leave a stack running
+            up.kill()
+            up.wait()
 
     wait_for(lambda: not [pid for pid in children if _alive(pid)], timeout=30)

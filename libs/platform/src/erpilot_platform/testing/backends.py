@@ -97,8 +97,8 @@ def _nats(tmp_dir: Path, backend: Backend) -> str:
 def _database(tmp_dir: Path, backend: Backend) -> str:
     if url := os.environ.get("ERPILOT_TEST_DATABASE_URL"):
         name = f"erpilot_test_{secrets.token_hex(4)}"
-        _execute(url, f'create database "{name}"')
-        backend._cleanups.append(lambda: _execute(url, f'drop database if exists "{name}" with (force)'))
+        execute_sql(url, f'create database "{name}"')
+        backend._cleanups.append(lambda: execute_sql(url, f'drop database if exists "{name}" with (force)'))
         return with_database(url, name)
     if _docker():
         try:
@@ -150,7 +150,8 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-def _execute(url: str, sql: str) -> None:
+def execute_sql(url: str, sql: str) -> None:
+    """Run one statement (e.g. CREATE DATABASE) from sync code, even inside a running event loop."""
     import asyncpg
 
     async def run() -> None:
