@@ -84,20 +84,27 @@ def test_a_command_sent_while_the_agent_is_down_is_handled_when_it_returns(own_s
     assert view["outcome"] == "succeeded" and view["result"]["sku"] == "SKU-PAPER-A4"
 
 
-async def test_a_poison_message_is_answered_dead_lettered_and_does_not_block(stack, broker):
-    garbage = await broker.request(b"{not json", "erpilot.v1.cmd.agent.tool_call", stream="ERPILOT_COMMANDS",
-                                   timeout=10)
-    wrong_shape = await broker.request({"tool": 42}, "erpilot.v1.cmd.agent.tool_call", stream="ERPILOT_COMMANDS",
+async def test_a_poison_message_is_answered_dead_lettered_and_does_not_block(stack):
+    from faststream.nats import NatsBroker
+
+    broker = NatsBroker(stack.nats_url)
+    await broker.connect()
+    try:
+        garbage = await broker.request(b"{not json", "erpilot.v1.cmd.agent.tool_call", stream="ERPILOT_COMMANDS",
                                        timeout=10)
+        wrong_shape = await broker.request({"tool": 42}, "erpilot.v1.cmd.agent.tool_call",
+                                           stream="ERPILOT_COMMANDS", timeout=10)
+        js = broker.config.connection_state.stream
+        dead = await js.get_last_msg("ERPILOT_DEAD_LETTERS", "erpilot.v1.dlq.agent.cmd.agent.tool_call")
+    finally:
+        await broker.stop()
 
     for reply in (garbage, wrong_shape):
         body = json.loads(reply.body)
         assert body["ok"] is False and body["error"]["code"] == "invalid_message"
+    assert dead.headers["Erpilot-Reason"].startswith("invalid message")
     user = Api(stack.base_url, "after-poison", "requester")
     assert user.call(user.new_session(), "get_product", {"sku": "SKU-PAPER-A4"}).status_code == 200
-    js = broker.config.connection_state.stream
-    dead = await js.get_last_msg("ERPILOT_DEAD_LETTERS", "erpilot.v1.dlq.agent.cmd.agent.tool_call")
-    assert dead.headers["Erpilot-Reason"].startswith("invalid message")
 
 
 def test_a_missing_secret_stops_start_up_with_a_clear_message(database_url, nats_url):
