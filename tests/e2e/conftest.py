@@ -42,7 +42,8 @@ def _write_policy(data_dir) -> Any:
 
 
 @contextmanager
-def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str]) -> Iterator[Stack]:
+def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
+                   replicas: dict[str, int] | None = None) -> Iterator[Stack]:
     """A whole stack with its own NATS server and database (on the session's PostgreSQL server)."""
     nats = EmbeddedNats(data_dir / "nats-home")  # always embedded: only this stack may consume from it
     name = f"erpilot_iso_{secrets.token_hex(4)}"
@@ -53,7 +54,7 @@ def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str]) -> It
         migrate_all(url)
         seed(url)
         stack = Stack(nats.start(), url, data_dir, http_port=free_port(),
-                      env={"ERPILOT_AUTH_SECRET": SECRET, **env})
+                      env={"ERPILOT_AUTH_SECRET": SECRET, **env}, replicas=replicas or {})
         stack.start()
         stack.wait_ready()
         yield stack
