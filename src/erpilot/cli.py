@@ -1,4 +1,4 @@
-"""The `erpilot` command (SPEC §7): up, serve, migrate, seed, token."""
+"""The `erpilot` command (SPEC §7): up, serve, migrate, seed, token, nats-config."""
 
 from __future__ import annotations
 
@@ -46,6 +46,15 @@ def cmd_serve(args: argparse.Namespace) -> None:
 def cmd_migrate(_: argparse.Namespace) -> None:
     stack.migrate_all(_require("ERPILOT_DATABASE_URL"))
     print("migrated: erp, approval, agent")
+    nats_url = os.environ.get("ERPILOT_NATS_URL")
+    if nats_url:  # streams belong to operations: declared here with the admin NATS user (if any)
+        import asyncio
+
+        from erpilot.nats_security import declare_streams
+
+        how = asyncio.run(declare_streams(nats_url, user=os.environ.get("ERPILOT_NATS_USER"),
+                                          password=os.environ.get("ERPILOT_NATS_PASSWORD")))
+        print(f"declared JetStream streams ({how})")
 
 
 def cmd_seed(_: argparse.Namespace) -> None:
@@ -69,7 +78,35 @@ def cmd_token(args: argparse.Namespace) -> None:
 def cmd_up(args: argparse.Namespace) -> None:
     from erpilot.up import run_up
 
-    sys.exit(run_up(_data_dir(), http_port=args.port, secure=False))
+    sys.exit(run_up(_data_dir(), http_port=args.port, secure=args.secure))
+
+
+def cmd_nats_config(args: argparse.Namespace) -> None:
+    """Print or write the least-privilege NATS users (passwords as $ERPILOT_NATS_<USER>_PASSWORD)."""
+    from erpilot.nats_security import render
+
+    text = render()
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_docs(args: argparse.Namespace) -> None:
+    """Print, write (--out) or serve (--serve PORT) the AsyncAPI document of the NATS interface."""
+    from erpilot import asyncapi
+
+    if args.serve:
+        from faststream.specification.asyncapi.site import serve_app
+
+        print(f"AsyncAPI document on http://127.0.0.1:{args.serve} (Ctrl-C stops)")
+        serve_app(asyncapi.specification(), "127.0.0.1", args.serve)
+    elif args.out:
+        Path(args.out).write_text(asyncapi.render())
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(asyncapi.render())
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -84,17 +121,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="run the whole stack on this machine (embedded NATS and PostgreSQL by default)")
     up.add_argument("--port", type=int, default=int(os.environ.get("ERPILOT_HTTP_PORT", "8000")))
+    up.add_argument("--secure", action="store_true",
+                    help="one least-privilege NATS user per service (as deployed), not an open NATS")
     up.set_defaults(func=cmd_up)
     serve = sub.add_parser("serve", help="run one service (any number of replicas may run)")
     serve.add_argument("service", choices=sorted(SERVE_TARGETS))
     serve.set_defaults(func=cmd_serve)
     sub.add_parser("migrate", help="migrate every service's schema").set_defaults(func=cmd_migrate)
     sub.add_parser("seed", help="load the demo catalog (idempotent)").set_defaults(func=cmd_seed)
+    nats_config = sub.add_parser("nats-config", help="the NATS users and permissions of a deployment")
+    nats_config.add_argument("--out", help="write to this file (default: standard output)")
+    nats_config.set_defaults(func=cmd_nats_config)
     token = sub.add_parser("token", help="print a JWT")
     token.add_argument("--sub", required=True)
     token.add_argument("--role", action="append", choices=tokens.ALL_ROLES)
     token.add_argument("--hours", type=float, default=12.0)
     token.set_defaults(func=cmd_token)
+    docs = sub.add_parser("docs", help="the AsyncAPI document of every NATS endpoint (docs/asyncapi/erpilot.json)")
+    docs.add_argument("--out", help="write to this file (default: standard output)")
+    docs.add_argument("--serve", type=int, metavar="PORT", help="serve it as a web page on this port")
+    docs.set_defaults(func=cmd_docs)
     bench = sub.add_parser("bench", help="approval cycles per second end to end, with stage percentiles")
     bench.add_argument("--concurrency", type=int, action="append", help="repeatable; default 1 and 32")
     bench.add_argument("--cycles", type=int, default=64, help="cycles per concurrency level")

@@ -58,6 +58,8 @@ class Stack:
     data_dir: Path
     http_port: int = 8000
     env: dict[str, str] = field(default_factory=dict)
+    # Per-service additions to ``env`` (e.g. each service's own NATS user under `erpilot up --secure`).
+    service_envs: dict[str, dict[str, str]] = field(default_factory=dict)
     replicas: dict[str, int] = field(default_factory=dict)
     supervisor: Supervisor | None = None
 
@@ -84,7 +86,7 @@ class Stack:
     def start_service(self, service: str, index: int = 0) -> None:
         name = service if index == 0 else f"{service}-{index + 1}"
         argv = [sys.executable, "-m", "erpilot", "serve", service]
-        self.supervisor.start(name, argv, env=self.service_env())
+        self.supervisor.start(name, argv, env={**self.service_env(), **self.service_envs.get(service, {})})
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Poll /readyz until every service answers; fail early if a service died."""

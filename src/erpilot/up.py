@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
 
-from erpilot import stack, tokens
+from erpilot import nats_security, stack, tokens
 from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
 
 
@@ -16,11 +17,27 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
     database_url = os.environ.get("ERPILOT_DATABASE_URL")
     nats = postgres = None
     running: stack.Stack | None = None
+    service_envs: dict[str, dict[str, str]] = {}
+    nats_note = ""
     try:
+        passwords = None
+        if secure:  # one least-privilege NATS user per service (src/erpilot/nats_security.py)
+            if nats_url:  # a server configured with `erpilot nats-config`: passwords from the environment
+                passwords = nats_security.passwords_from_env()
+                nats_note = "  (one least-privilege user per service)"
+            else:
+                passwords = nats_security.load_or_create_passwords(data_dir)
+                nats_note = ("  (one least-privilege user per service; passwords in "
+                             f"{data_dir / nats_security.PASSWORDS_FILE})")
+            service_envs = nats_security.service_credentials(passwords)
         if not nats_url:
             print("starting embedded NATS (JetStream) ...", flush=True)
-            nats = EmbeddedNats(data_dir, port=int(os.environ.get("ERPILOT_NATS_PORT", "0")) or None)
+            nats = EmbeddedNats(data_dir, port=int(os.environ.get("ERPILOT_NATS_PORT", "0")) or None,
+                                **_secure_nats_options(passwords))
             nats_url = nats.start()
+        if passwords is not None:
+            asyncio.run(nats_security.declare_streams(nats_url, user=nats_security.ADMIN,
+                                                      password=passwords[nats_security.ADMIN]))
         if not database_url:
             print("starting embedded PostgreSQL ...", flush=True)
             postgres = EmbeddedPostgres(data_dir)
@@ -32,7 +49,7 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
             print("loaded the demo catalog", flush=True)
         secret = os.environ.get("ERPILOT_AUTH_SECRET") or tokens.dev_auth_secret(data_dir)
         running = stack.Stack(nats_url, database_url, data_dir, http_port=http_port, env={
-            "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": secret})
+            "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": secret}, service_envs=service_envs)
         running.start()
         running.supervisor.handle_signals()
         running.wait_ready()
@@ -41,7 +58,7 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
 Erpilot is running.
   console:   {running.base_url}/?token={token}
   API:       {running.base_url}  (OpenAPI at {running.base_url}/openapi.json)
-  NATS:      {nats_url}
+  NATS:      {nats_url}{nats_note}
   database:  {database_url}
   dev token (every role): {token}
   logs:      {data_dir / 'logs'}
@@ -61,3 +78,9 @@ Press Ctrl-C to stop.""", flush=True)
         if nats is not None:
             nats.stop()
         print("stopped.", flush=True)
+
+
+def _secure_nats_options(passwords: dict[str, str] | None) -> dict:
+    if passwords is None:
+        return {}
+    return {"jetstream_domain": nats_security.JS_DOMAIN, "extra_config": nats_security.render(passwords=passwords)}

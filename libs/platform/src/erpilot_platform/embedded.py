@@ -75,10 +75,15 @@ def _spawn(argv: list[str], log_path: Path, death_sig: int, **kwargs) -> subproc
 class EmbeddedNats:
     """nats-server with JetStream under data_dir/nats, logging to data_dir/logs/nats.log."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, *, sync_always: bool = True) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, *, sync_always: bool = True,
+                 jetstream_domain: str | None = None, extra_config: str = "") -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.sync_always = sync_always
+        # extra_config: appended to the server configuration (e.g. an `authorization` block, which
+        # may hold passwords: the file is written 0600); it must not contain a `jetstream` block.
+        self.jetstream_domain = jetstream_domain
+        self.extra_config = extra_config
         self.log_path = self.data_dir / "logs" / "nats.log"
         self.url: str | None = None
         self.monitor_url: str | None = None
@@ -94,8 +99,13 @@ class EmbeddedNats:
         for stale in run_dir.glob("*.ports"):  # left by a server that was SIGKILLed
             stale.unlink()
         # The CLI has no flag for sync_interval; fsync every write so an OS crash loses no acked message.
+        jetstream = "  sync_interval: always\n" if self.sync_always else ""
+        if self.jetstream_domain:
+            jetstream += f"  domain: {self.jetstream_domain}\n"
         conf = self.data_dir / "nats.conf"
-        conf.write_text("jetstream {\n  sync_interval: always\n}\n" if self.sync_always else "")
+        conf.unlink(missing_ok=True)
+        with open(os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write((f"jetstream {{\n{jetstream}}}\n" if jetstream else "") + self.extra_config)
         argv = [
             _nats_server_binary(), "-c", conf, "-js", "-a", "127.0.0.1",
             "-p", self.port or -1, "-m", -1,  # -1: the server picks a free port, no bind race

@@ -1,0 +1,341 @@
+"""Least-privilege NATS users for a deployment, generated from the contracts.
+
+SPEC §8: "the agent and the model cannot produce a decision (NATS subject permissions in the
+deployed configuration enforce it too)". One NATS user per service plus ``admin`` (operations: it
+declares the JetStream streams at ``erpilot migrate`` / ``erpilot up --secure`` time). Every subject
+comes from ``erpilot_contracts.subjects`` and every durable consumer name from ``ServiceBus``, so the
+configuration cannot drift from the contracts; ``TRAFFIC`` records who sends what (the unit tests
+check it against the subscribers the real service apps register, the e2e test runs the whole
+approval flow on it).
+
+How JetStream maps onto subject permissions:
+
+- Publishing into a stream is a publish on the subject (the PubAck comes back to the client's inbox).
+- A durable pull consumer needs ``$JS.API.CONSUMER.INFO|MSG.NEXT.<stream>.<durable>`` and
+  ``$JS.API.CONSUMER.CREATE.<stream>.<durable>.<filter>``: the filter subject is part of the API
+  subject, so a service can create only its own consumers and only with its own filter (the server
+  refuses a body whose filter differs). Acks, naks and in-progress go to ``$JS.ACK.<stream>.<durable>.>``.
+- A JetStream request carries its reply inbox in a ``reply_to`` header, so the services that answer
+  commands publish to the callers' inboxes; core queries are answered through ``allow_responses``.
+- Stream configuration belongs to ``admin``. Every service still runs ``ensure_streams`` at start-up,
+  which sends ``STREAM.UPDATE``; the account maps ``$JS.API.STREAM.UPDATE.*`` onto
+  ``$JS.API.STREAM.CREATE.*``, which succeeds only when the configuration is already exactly the one
+  in the contracts and can never change an existing stream. ``admin`` updates streams through the
+  JetStream domain API (``$JS.<domain>.API.>``), which the mapping does not touch; services may not
+  publish there (permissions are checked on the mapped subject). Nobody but ``admin`` may delete or
+  purge a stream or a consumer.
+- Each user subscribes only to its own inbox prefix (``_INBOX`` for everyone while ``create_broker``
+  gives every service the default prefix: see ``inboxes_isolated``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from erpilot_contracts import subjects as s
+from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM, EVENTS_STREAM, PREFIX, SESSIONS_STREAM
+
+SERVICES = ("gateway", "agent", "approval", "erp")
+ADMIN = "admin"
+USERS = (*SERVICES, ADMIN)
+JS_DOMAIN = "erpilot"  # the main configuration must set `jetstream { domain: erpilot }`
+DEFAULT_INBOX = "_INBOX"
+PASSWORDS_FILE = "nats-passwords.json"
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one service sends and receives over NATS (from its entrypoints, adapters and outbox)."""
+
+    sends_commands: tuple[str, ...] = ()    # JetStream requests into ERPILOT_COMMANDS
+    sends_queries: tuple[str, ...] = ()     # core request/reply
+    publishes_events: tuple[str, ...] = ()  # outbox relay into ERPILOT_EVENTS / ERPILOT_SESSIONS
+    consumes_commands: tuple[str, ...] = ()  # durable consumers on ERPILOT_COMMANDS
+    consumes_events: tuple[str, ...] = ()    # durable consumers on ERPILOT_EVENTS
+    answers_queries: tuple[str, ...] = ()    # core subscriptions with a queue group
+    reads_session_events: bool = False       # ordered (ephemeral) consumers on ERPILOT_SESSIONS (SSE)
+    runs_service_app: bool = True            # ServiceApp.start: ensure_streams, dead letters
+
+
+TRAFFIC: dict[str, Traffic] = {
+    "gateway": Traffic(
+        sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
+                        s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT, s.ERP_CMD_UPDATE_PRODUCT),
+        sends_queries=(s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL, s.APPROVAL_QUERY_POLICY,
+                       s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.ERP_QUERY_VIEW, s.ERP_QUERY_OPERATION,
+                       s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
+        reads_session_events=True,
+        runs_service_app=False,
+    ),
+    "agent": Traffic(
+        sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.APPROVAL_CMD_REQUEST),
+        sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION),
+        publishes_events=(s.session_events_subject("*"),),
+        consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE),
+        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED),
+        answers_queries=(s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL, s.ping_subject("agent")),
+    ),
+    "approval": Traffic(
+        sends_commands=(s.ERP_CMD_PREPARE,),
+        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED),
+        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT),
+        answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
+                         s.ping_subject("approval")),
+    ),
+    "erp": Traffic(
+        publishes_events=(s.ERP_EVT_OPERATION_FINISHED,),
+        consumes_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.ERP_CMD_UPDATE_PRODUCT),
+        answers_queries=(s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION, s.ERP_QUERY_VIEW, s.ping_subject("erp")),
+    ),
+}
+
+# Reserved whatever the allow lists say: a later, broader allow cannot undo these (deny wins in NATS).
+DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT)  # only the gateway sends decisions in
+DESTRUCTIVE_JS_API = ("$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>",
+                      "$JS.API.CONSUMER.DELETE.>")
+STREAM_UPDATE_MAPPING = {"$JS.API.STREAM.UPDATE.*": "$JS.API.STREAM.CREATE.{{wildcard(1)}}"}
+
+
+@dataclass(frozen=True)
+class Permissions:
+    publish_allow: tuple[str, ...]
+    publish_deny: tuple[str, ...] = ()
+    subscribe_allow: tuple[str, ...] = ()
+    allow_responses: bool = False
+
+    def may_publish(self, subject: str) -> bool:
+        """NATS semantics for a literal subject: allowed by some pattern and denied by none."""
+        return (any(covers(p, subject) for p in self.publish_allow)
+                and not any(covers(p, subject) for p in self.publish_deny))
+
+    def may_subscribe(self, subject: str) -> bool:
+        """A subscription (wildcards allowed) must lie inside one allowed pattern."""
+        return any(covers(p, subject) for p in self.subscribe_allow)
+
+
+@dataclass(frozen=True)
+class Consumer:
+    service: str
+    stream: str
+    subject: str
+    durable: str
+
+
+def covers(pattern: str, subject: str) -> bool:
+    """Whether every subject matched by ``subject`` is matched by ``pattern`` (``*``, ``>`` wildcards)."""
+    p, t = pattern.split("."), subject.split(".")
+    for i, token in enumerate(p):
+        if token == ">":
+            return len(t) > i
+        if i >= len(t) or t[i] == ">" or (token != "*" and token != t[i]):
+            return False
+    return len(p) == len(t)
+
+
+def durable_name(service: str, subject: str) -> str:
+    """The durable consumer name ``ServiceBus`` gives ``service``'s consumer of ``subject``."""
+    from erpilot_platform.broker import ServiceBus
+
+    return ServiceBus(None, service)._durable_name(subject)  # type: ignore[arg-type]
+
+
+def consumers(service: str) -> list[Consumer]:
+    traffic = TRAFFIC[service]
+    return ([Consumer(service, COMMANDS_STREAM.name, subj, durable_name(service, subj))
+             for subj in traffic.consumes_commands]
+            + [Consumer(service, EVENTS_STREAM.name, subj, durable_name(service, subj))
+               for subj in traffic.consumes_events])
+
+
+def service_inboxes() -> dict[str, str]:
+    """The inbox prefix each service really uses, read from ``create_broker`` (requests, PubAcks) and
+    ``ServiceBus`` (pull consumers) so it cannot drift: where the two differ, their common part."""
+    from erpilot_contracts.base import Message
+    from erpilot_platform.broker import ServiceBus, create_broker
+
+    async def nothing(_: Message) -> None:
+        return None
+
+    found = {}
+    for service in SERVICES:
+        broker = create_broker("nats://127.0.0.1:4222", service)  # nothing connects
+        ServiceBus(broker, service).command(f"{PREFIX}.cmd.{service}.inbox_probe", Message)(nothing)
+        prefixes = [getattr(broker, "_connection_kwargs", {}).get("inbox_prefix")]
+        prefixes += [getattr(sub, "extra_options", {}).get("inbox_prefix") for sub in broker.subscribers]
+        tokens = [(p.decode() if isinstance(p, bytes) else p or DEFAULT_INBOX).rstrip(".").split(".")
+                  for p in prefixes]
+        common = []
+        for column in zip(*tokens, strict=False):
+            if len(set(column)) > 1:
+                break
+            common.append(column[0])
+        found[service] = ".".join(common) or DEFAULT_INBOX
+    return found
+
+
+def inboxes_isolated(inboxes: Mapping[str, str] | None = None) -> bool:
+    """True when no service can subscribe to (or publish into) another service's inboxes."""
+    inboxes = inboxes or service_inboxes()
+    prefixes = list(inboxes.values())
+    return all(not covers(f"{a}.>", f"{b}.x") for i, a in enumerate(prefixes)
+               for j, b in enumerate(prefixes) if i != j)
+
+
+def callers(service: str) -> list[str]:
+    """The services that send ``service`` commands (and wait for the answer in their inbox)."""
+    mine = set(TRAFFIC[service].consumes_commands)
+    return [other for other in SERVICES if other != service and mine & set(TRAFFIC[other].sends_commands)]
+
+
+def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) -> Permissions:
+    inboxes = inboxes or service_inboxes()
+    traffic = TRAFFIC[service]
+    publish: list[str] = [*traffic.sends_commands, *traffic.sends_queries, *traffic.publishes_events]
+    subscribe: list[str] = [*traffic.answers_queries, f"{inboxes[service]}.>"]
+    publish += [f"{inboxes[caller]}.>" for caller in callers(service)]  # answers to JetStream requests
+    if traffic.runs_service_app:
+        publish.append(s.dead_letter_subject(service, ">"))
+        for stream in ALL_STREAMS:  # ensure_streams: read, and "update" (mapped to an idempotent create)
+            publish += [f"$JS.API.STREAM.INFO.{stream.name}", f"$JS.API.STREAM.CREATE.{stream.name}"]
+    for consumer in consumers(service):
+        api = "$JS.API.CONSUMER"
+        publish += [f"{api}.INFO.{consumer.stream}.{consumer.durable}",
+                    f"{api}.CREATE.{consumer.stream}.{consumer.durable}.{consumer.subject}",
+                    f"{api}.MSG.NEXT.{consumer.stream}.{consumer.durable}",
+                    f"$JS.ACK.{consumer.stream}.{consumer.durable}.>"]
+    if traffic.reads_session_events:  # nats-py ordered consumer: finds the stream, creates ephemerals
+        publish += ["$JS.API.STREAM.NAMES", f"$JS.API.CONSUMER.CREATE.{SESSIONS_STREAM.name}",
+                    f"$JS.FC.{SESSIONS_STREAM.name}.>"]
+    deny = [f"{PREFIX}.evt.{other}.>" for other in SERVICES if other != service]
+    if service != "gateway":
+        deny += DECISION_SUBJECTS
+    if service != "agent":
+        deny.append(s.session_events_subject("*"))
+    deny += DESTRUCTIVE_JS_API
+    return Permissions(tuple(dict.fromkeys(publish)), tuple(deny), tuple(dict.fromkeys(subscribe)),
+                       allow_responses=bool(traffic.answers_queries))
+
+
+def admin_permissions() -> Permissions:
+    """Operations: the JetStream API (plain and through the domain, which bypasses the update mapping)."""
+    return Permissions(("$JS.API.>", f"$JS.{JS_DOMAIN}.API.>"), (), (f"{DEFAULT_INBOX}.>",))
+
+
+def build_users(inboxes: Mapping[str, str] | None = None) -> dict[str, Permissions]:
+    inboxes = inboxes or service_inboxes()
+    return {**{service: service_permissions(service, inboxes) for service in SERVICES}, ADMIN: admin_permissions()}
+
+
+def password_variable(user: str) -> str:
+    return f"ERPILOT_NATS_{user.upper()}_PASSWORD"
+
+
+def render(users: Mapping[str, Permissions] | None = None, passwords: Mapping[str, str] | None = None) -> str:
+    """The nats-server configuration snippet: the update mapping and ``authorization { users }``.
+
+    With ``passwords`` the passwords are written literally (keep the file private); without, each is
+    an environment reference ``$ERPILOT_NATS_<USER>_PASSWORD`` resolved by nats-server at start-up.
+    """
+    users = users or build_users()
+    q = json.dumps
+    lines = [
+        "# Generated by `erpilot nats-config` from erpilot_contracts.subjects: do not edit by hand.",
+        "# Least privilege per service (SPEC §8). Requires `jetstream { domain: " + JS_DOMAIN + " }`.",
+        "",
+        "# Services re-declare streams at start-up; their STREAM.UPDATE becomes a CREATE, which only",
+        "# succeeds when the stream already has exactly the configuration in the contracts.",
+        "mappings = {",
+        *(f"  {q(src)}: {q(dst)}" for src, dst in STREAM_UPDATE_MAPPING.items()),
+        "}",
+        "",
+        "authorization {",
+        "  users = [",
+    ]
+    for user, perms in users.items():
+        password = q(passwords[user]) if passwords is not None else f"${password_variable(user)}"
+        lines += [
+            "    {",
+            f"      user: {q(user)}",
+            f"      password: {password}",
+            "      permissions: {",
+            "        publish: {",
+            *_list("allow", perms.publish_allow),
+            *(_list("deny", perms.publish_deny) if perms.publish_deny else []),
+            "        }",
+            "        subscribe: {",
+            *_list("allow", perms.subscribe_allow),
+            "        }",
+            *(["        allow_responses: true"] if perms.allow_responses else []),
+            "      }",
+            "    }",
+        ]
+    lines += ["  ]", "}", ""]
+    return "\n".join(lines)
+
+
+def _list(key: str, items: tuple[str, ...]) -> list[str]:
+    return [f"          {key}: [", *(f"            {json.dumps(item)}" for item in items), "          ]"]
+
+
+def load_or_create_passwords(data_dir: Path) -> dict[str, str]:
+    """Random passwords for every user, kept in ``data_dir/nats-passwords.json`` (mode 0600)."""
+    path = Path(data_dir) / PASSWORDS_FILE
+    if path.exists():
+        path.chmod(0o600)
+        stored = json.loads(path.read_text())
+        if set(stored) >= set(USERS):
+            return {user: stored[user] for user in USERS}
+        path.unlink()
+    passwords = {user: secrets.token_urlsafe(24) for user in USERS}
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(passwords, f, indent=2)
+    return passwords
+
+
+def passwords_from_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Passwords of an externally run server configured with ``erpilot nats-config`` (raises if missing)."""
+    missing = [password_variable(user) for user in USERS if not environ.get(password_variable(user))]
+    if missing:
+        raise RuntimeError("set " + ", ".join(missing))
+    return {user: environ[password_variable(user)] for user in USERS}
+
+
+def service_credentials(passwords: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Per-service environment: its own ERPILOT_NATS_USER / ERPILOT_NATS_PASSWORD."""
+    return {service: {"ERPILOT_NATS_USER": service, "ERPILOT_NATS_PASSWORD": passwords[service]}
+            for service in SERVICES}
+
+
+async def declare_streams(nats_url: str, *, user: str | None = None, password: str | None = None) -> str:
+    """Create or update every stream as ``admin``: through the JetStream domain API when the server has
+    the domain (so a changed stream configuration is applied), else the plain API. Returns which."""
+    import nats.errors
+    import nats.js.errors
+    from faststream.nats import NatsBroker
+    from faststream.security import SASLPlaintext
+
+    from erpilot_platform.broker import ensure_streams
+
+    servers = [url.strip() for url in nats_url.split(",")]
+    security = SASLPlaintext(username=user, password=password) if user else None
+    for js_options in ({"domain": JS_DOMAIN}, {}):
+        broker = NatsBroker(servers, security=security, js_options=js_options, connect_timeout=5,
+                            max_reconnect_attempts=5)
+        await broker.connect()
+        try:
+            if js_options:
+                try:
+                    await broker.config.connection_state.stream.account_info()
+                except (nats.errors.NoRespondersError, nats.errors.TimeoutError,
+                        nats.js.errors.ServiceUnavailableError):
+                    continue  # no such domain on this server
+            await ensure_streams(broker)
+            return f"domain {JS_DOMAIN}" if js_options else "default API"
+        finally:
+            await broker.stop()
+    raise AssertionError("unreachable")

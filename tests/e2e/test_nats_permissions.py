@@ -1,0 +1,228 @@
+"""Least-privilege NATS (SPEC §8: "the agent and the model cannot produce a decision (NATS subject
+permissions in the deployed configuration enforce it too)").
+
+A NATS server of this module alone runs the configuration `erpilot up --secure` and the deployment
+use (src/erpilot/nats_security.py); every service connects with its own user. The agent's
+credentials are refused when they try to send a decision, publish an approval event, change or delete
+a stream, or use another service's consumer; the whole approve flow still works, and no service
+hits a single permission violation on the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import stat
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import nats
+import nats.errors
+import nats.js.errors
+import pytest
+from nats.js.api import StreamConfig
+
+from erpilot import nats_security
+from erpilot.nats_security import ADMIN, DEFAULT_INBOX, JS_DOMAIN, durable_name
+from erpilot.stack import Stack, free_port, migrate_all, seed
+from erpilot_contracts import subjects
+from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
+from erpilot_platform.embedded import EmbeddedNats
+from erpilot_platform.testing.backends import execute_sql, with_database
+from tests.e2e.conftest import SECRET, Api
+from tests.e2e.test_write_flow import call_events, decide, draft, finished, request_write
+
+pytestmark = pytest.mark.e2e
+
+PROBE = "permission-probe"  # the connection name of this test's own clients, told apart in the server log
+VIOLATION = re.compile(r'"(?P<client>[^"]*)" - "\$G/user:(?P<user>[^"]+)" - (?P<kind>Publish|Subscription) '
+                       r'Violation - Subject "(?P<subject>[^"]+)"')
+
+
+@dataclass
+class Secure:
+    server: EmbeddedNats
+    passwords: dict[str, str]
+    stack: Stack
+
+
+@pytest.fixture(scope="module")
+def secure(database_url, tmp_path_factory) -> Iterator[Secure]:
+    """A stack on its own NATS server with the deployed permissions, and its own database."""
+    data_dir = tmp_path_factory.mktemp("secure-stack")
+    passwords = nats_security.load_or_create_passwords(data_dir)
+    server = EmbeddedNats(data_dir / "nats-home", jetstream_domain=JS_DOMAIN,
+                          extra_config=nats_security.render(passwords=passwords))
+    name = f"erpilot_sec_{secrets.token_hex(4)}"
+    execute_sql(database_url, f'create database "{name}"')
+    url = with_database(database_url, name)
+    stack = None
+    try:
+        server.start()
+        # Operations declare the streams (as `erpilot migrate` does); the services may only read them.
+        how = asyncio.run(nats_security.declare_streams(server.url, user=ADMIN, password=passwords[ADMIN]))
+        assert how == f"domain {JS_DOMAIN}"
+        migrate_all(url)
+        seed(url)
+        stack = Stack(server.url, url, data_dir, http_port=free_port(), env={"ERPILOT_AUTH_SECRET": SECRET},
+                      service_envs=nats_security.service_credentials(passwords))
+        stack.start()
+        stack.wait_ready()
+        yield Secure(server, passwords, stack)
+    finally:
+        if stack is not None:
+            stack.stop()
+        server.stop()
+        execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+
+
+async def connect(server: EmbeddedNats, user: str, password: str, errors: list[str]) -> nats.NATS:
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc).lower())
+
+    return await nats.connect(server.url, user=user, password=password, name=PROBE, error_cb=on_error,
+                              max_reconnect_attempts=0,
+                              inbox_prefix=nats_security.service_inboxes().get(user, DEFAULT_INBOX))
+
+
+async def refused(errors: list[str], what: str, subject: str) -> bool:
+    """Whether the server reported a permissions violation for ``what`` ("publish to"/"subscription to")."""
+    needle = f'permissions violation for {what} "{subject.lower()}"'
+    for _ in range(50):
+        if any(needle in error for error in errors):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+def violations(server: EmbeddedNats) -> list[dict]:
+    return [m.groupdict() for m in VIOLATION.finditer(server.log_path.read_text(errors="replace"))]
+
+
+def test_the_secrets_are_private(secure):
+    for path in (secure.stack.data_dir / nats_security.PASSWORDS_FILE, secure.server.data_dir / "nats.conf"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_the_approve_flow_works_with_every_service_on_least_privilege(secure):
+    requester = Api(secure.stack.base_url, f"req-{time.monotonic_ns()}", "requester")
+    approver = Api(secure.stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
+    session_id = requester.new_session()
+    revision = draft(requester, session_id, [("SKU-PAPER-A3", 1)])
+
+    pending = request_write(requester, session_id, "submit_order",
+                            {"draft_id": revision["draft_id"], "revision": revision["revision"]})
+    response = decide(approver, pending, "approve")
+
+    assert response.status_code == 200, response.text
+    view = finished(requester, session_id, pending["call_id"])
+    assert view["outcome"] == "succeeded" and view["result"]["status"] == "placed"
+    types = [e["type"] for e in call_events(requester, session_id, pending["call_id"])]  # SSE: gateway's consumer
+    assert types == ["tool_started", "approval_pending", "approval_resolved", "tool_executing", "tool_finished"]
+
+    # An edit (gateway → approval → ERP prepare) and the remaining reads and back-office paths.
+    order = view["result"]
+    cancel = request_write(requester, session_id, "cancel_order", {"order_id": order["order_id"], "reason": "dup"})
+    edited = approver.post(f"/v1/approvals/{cancel['pending_id']}/edit", {
+        "fingerprint": cancel["fingerprint"], "arguments": {"order_id": order["order_id"], "reason": "duplicate"}})
+    assert edited.status_code == 201, edited.text
+    assert decide(approver, edited.json(), "approve").status_code == 200
+    assert finished(requester, session_id, cancel["call_id"])["result"]["status"] == "cancelled"
+    admin = Api(secure.stack.base_url, f"admin-{time.monotonic_ns()}", "admin", "requester")
+    assert requester.call(session_id, "get_product", {"sku": "SKU-PAPER-A3"}).json()["outcome"] == "succeeded"
+    assert admin.get(f"/v1/operations/{edited.json()['operation_id']}").json()["status"] == "committed"
+    assert admin.client.patch("/v1/erp/products/SKU-PAPER-A3", json={"status": "active"}).status_code == 200
+    assert approver.get("/v1/approvals").status_code == 200 and requester.get("/v1/tools").status_code == 200
+
+    services = [v for v in violations(secure.server) if PROBE not in v["client"]]
+    assert services == [], "a service needs a permission it was not given"
+
+
+async def test_the_agent_cannot_send_a_decision_or_an_approval_event(secure):
+    server, passwords = secure.server, secure.passwords
+    errors: list[str] = []
+    agent = await connect(server, "agent", passwords["agent"], errors)
+    admin = await connect(server, ADMIN, passwords[ADMIN], [])
+    marker = f"forged-{uuid.uuid4().hex}".encode()
+    try:
+        js = agent.jetstream(timeout=1.5)
+        for subject, stream in ((subjects.APPROVAL_CMD_DECIDE, COMMANDS_STREAM.name),
+                                (subjects.APPROVAL_CMD_EDIT, COMMANDS_STREAM.name),
+                                (subjects.APPROVAL_EVT_RESOLVED, EVENTS_STREAM.name),
+                                (subjects.APPROVAL_EVT_REQUESTED, EVENTS_STREAM.name)):
+            with pytest.raises(nats.errors.TimeoutError):  # no PubAck: the server dropped it
+                await js.publish(subject, marker, stream=stream)
+            await agent.publish(subject, marker)  # core NATS: refused just the same
+            await agent.flush()
+            assert await refused(errors, "publish to", subject), errors
+            try:
+                last = await admin.jetstream().get_last_msg(stream, subject)
+                assert marker not in last.data
+            except nats.js.errors.NotFoundError:
+                pass
+    finally:
+        await agent.close()
+        await admin.close()
+
+
+async def test_the_agent_cannot_change_streams_or_use_other_services_consumers(secure):
+    server, passwords = secure.server, secure.passwords
+    errors: list[str] = []
+    agent = await connect(server, "agent", passwords["agent"], errors)
+    admin = await connect(server, ADMIN, passwords[ADMIN], [])
+    try:
+        js = agent.jetstream(timeout=1.5)
+        before = (await admin.jetstream().stream_info(COMMANDS_STREAM.name)).config
+
+        with pytest.raises(nats.errors.TimeoutError):
+            await js.delete_stream(COMMANDS_STREAM.name)
+        assert await refused(errors, "publish to", f"$JS.API.STREAM.DELETE.{COMMANDS_STREAM.name}")
+        # An update could add sources with subject transforms (forging commands through another
+        # stream) or shorten retention; the account turns it into a create that must match exactly.
+        with pytest.raises(nats.js.errors.BadRequestError):
+            await js.update_stream(StreamConfig(name=COMMANDS_STREAM.name, subjects=list(COMMANDS_STREAM.subjects),
+                                                max_age=1.0))
+        after = (await admin.jetstream().stream_info(COMMANDS_STREAM.name)).config
+        assert (after.max_age, after.subjects, after.sources) == (before.max_age, before.subjects, before.sources)
+
+        decide_consumer = durable_name("approval", subjects.APPROVAL_CMD_DECIDE)
+        for api in (f"$JS.API.CONSUMER.INFO.{COMMANDS_STREAM.name}.{decide_consumer}",
+                    f"$JS.API.CONSUMER.MSG.NEXT.{COMMANDS_STREAM.name}.{decide_consumer}",
+                    # its own consumer's name with the decisions as filter
+                    f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}."
+                    f"{durable_name('agent', subjects.AGENT_CMD_TOOL_CALL)}.{subjects.APPROVAL_CMD_DECIDE}"):
+            with pytest.raises(nats.errors.TimeoutError):
+                await agent.request(api, b"{}", timeout=1.0)
+            assert await refused(errors, "publish to", api), errors
+
+        await agent.subscribe("erpilot.v1.query.approval.>", queue="approval")  # answer approval's queries
+        await agent.flush()
+        assert await refused(errors, "subscription to", "erpilot.v1.query.approval.>"), errors
+    finally:
+        await agent.close()
+        await admin.close()
+
+
+@pytest.mark.xfail(not nats_security.inboxes_isolated(), strict=True, reason=(
+    "every service uses the default _INBOX prefix, so any service may subscribe to _INBOX.> and see "
+    "(and publish into) the inboxes where other services' pull consumers receive their messages; "
+    "per-service prefixes close it: inbox_prefix=f'_INBOX.{service}' in create_broker and "
+    "inbox_prefix=f'_INBOX.{service}.'.encode() on ServiceBus's pull subscribers"))
+async def test_the_agent_cannot_read_other_services_inboxes(secure):
+    server, passwords = secure.server, secure.passwords
+    received: list[str] = []
+    agent = await connect(server, "agent", passwords["agent"], [])
+
+    async def spy(msg) -> None:
+        received.append(msg.subject)
+
+    try:
+        await agent.subscribe(f"{DEFAULT_INBOX}.>", cb=spy)
+        await asyncio.sleep(3)  # the ERP's and approval's pull consumers poll their inboxes every second
+    finally:
+        await agent.close()
+    assert received == []
+

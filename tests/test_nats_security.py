@@ -1,0 +1,169 @@
+"""The least-privilege NATS configuration generator (src/erpilot/nats_security.py): the decision rules
+of SPEC §8 hold in what it generates, it agrees with what the services really subscribe to, and the
+committed deployment file is what it generates."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from erpilot import nats_security as ns
+from erpilot_contracts import subjects
+from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+USERS = ns.build_users()
+ISOLATED = {service: f"_INBOX.{service}" for service in ns.SERVICES}
+
+
+def test_subject_matching_follows_nats_wildcards():
+    assert ns.covers("a.*.c", "a.b.c") and ns.covers("a.>", "a.b.c") and ns.covers("a.>", "a.*")
+    assert not ns.covers("a.>", "a") and not ns.covers("a.*", "a.b.c") and not ns.covers("a.*", "a.>")
+    assert not ns.covers("a.b", "a.*") and ns.covers("a.*", "a.*")
+
+
+@pytest.mark.parametrize("subject", [subjects.APPROVAL_EVT_REQUESTED, subjects.APPROVAL_EVT_RESOLVED,
+                                     "erpilot.v1.evt.approval.granted_in_some_future_version"])
+def test_only_the_approval_service_publishes_approval_events(subject):
+    publishers = [user for user, perms in USERS.items() if perms.may_publish(subject)]
+    assert publishers == (["approval"] if subject.endswith(("requested", "resolved")) else [])
+    for user in ("gateway", "agent", "erp"):  # a deny that no later allow can undo
+        assert any(ns.covers(deny, "erpilot.v1.evt.approval.>") for deny in USERS[user].publish_deny), user
+
+
+@pytest.mark.parametrize("subject", [subjects.APPROVAL_CMD_DECIDE, subjects.APPROVAL_CMD_EDIT])
+def test_only_the_gateway_sends_decisions(subject):
+    assert [user for user, perms in USERS.items() if perms.may_publish(subject)] == ["gateway"]
+    for user in ("agent", "approval", "erp"):
+        assert subject in USERS[user].publish_deny, user
+
+
+def test_the_admin_publishes_nothing_but_the_jetstream_api():
+    assert all(p.startswith("$JS.") for p in USERS[ns.ADMIN].publish_allow)
+
+
+@pytest.mark.parametrize("service", ns.SERVICES)
+def test_no_service_may_destroy_or_reconfigure_a_stream_or_touch_others_consumers(service):
+    perms = USERS[service]
+    for stream in ALL_STREAMS:
+        for verb in ("DELETE", "PURGE", "UPDATE", "MSG.DELETE"):
+            assert not perms.may_publish(f"$JS.API.STREAM.{verb}.{stream.name}"), verb
+    # Every service update is mapped onto a create, which cannot change an existing stream.
+    assert ns.STREAM_UPDATE_MAPPING == {"$JS.API.STREAM.UPDATE.*": "$JS.API.STREAM.CREATE.{{wildcard(1)}}"}
+    for other in ns.SERVICES:
+        if other == service:
+            continue
+        for consumer in ns.consumers(other):
+            for api in (f"$JS.API.CONSUMER.INFO.{consumer.stream}.{consumer.durable}",
+                        f"$JS.API.CONSUMER.MSG.NEXT.{consumer.stream}.{consumer.durable}",
+                        f"$JS.API.CONSUMER.CREATE.{consumer.stream}.{consumer.durable}.{consumer.subject}",
+                        f"$JS.API.CONSUMER.DELETE.{consumer.stream}.{consumer.durable}",
+                        f"$JS.ACK.{consumer.stream}.{consumer.durable}.1.2.3.4.5"):
+                assert not perms.may_publish(api), (service, api)
+        for query in ns.TRAFFIC[other].answers_queries:  # nobody else may answer another's queries
+            assert not perms.may_subscribe(query), (service, query)
+
+
+def test_a_service_creates_its_consumers_only_with_their_own_filter():
+    agent = USERS["agent"]
+    durable = ns.durable_name("agent", subjects.AGENT_CMD_TOOL_CALL)
+    assert agent.may_publish(f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}.{durable}.{subjects.AGENT_CMD_TOOL_CALL}")
+    assert not agent.may_publish(f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}.{durable}")
+    assert not agent.may_publish(
+        f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}.{durable}.{subjects.APPROVAL_CMD_DECIDE}")
+    assert not agent.may_publish(f"$JS.API.CONSUMER.DURABLE.CREATE.{COMMANDS_STREAM.name}.{durable}")
+
+
+def test_with_per_service_inboxes_no_service_reaches_another_services_inbox():
+    users = ns.build_users(ISOLATED)
+    assert ns.inboxes_isolated(ISOLATED) and not ns.inboxes_isolated({s: "_INBOX" for s in ns.SERVICES})
+    agent = users["agent"]
+    assert not agent.may_subscribe("_INBOX.>") and not agent.may_subscribe("_INBOX.approval.x")
+    assert not agent.may_publish("_INBOX.approval.x.y") and not agent.may_publish("_INBOX.erp.x")
+    assert agent.may_publish("_INBOX.gateway.x")  # it answers the gateway's commands
+    assert users["erp"].may_publish("_INBOX.approval.x") and not users["gateway"].may_publish("_INBOX.agent.x")
+
+
+def _app_subscriptions(service: str, monkeypatch, tmp_path) -> set[tuple]:
+    monkeypatch.setenv("ERPILOT_DATABASE_URL", "postgresql://nobody@/nothing")  # nothing connects
+    monkeypatch.setenv("ERPILOT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ERPILOT_DEV_MODE", "1")
+    app_module = importlib.import_module(f"erpilot_{service}.app")
+    settings_module = importlib.import_module(f"erpilot_{service}.settings")
+    settings_class = next(getattr(settings_module, name) for name in dir(settings_module)
+                          if name.lower() == f"{service}settings")
+    app = app_module.build(settings_class())
+    found = set()
+    for sub in app.broker.subscribers:
+        stream = getattr(sub, "stream", None)
+        found.add((stream.name if stream else None, sub.subject.broker_address,
+                   getattr(sub.config, "durable_name", None) if stream else sub.queue))
+    return found
+
+
+@pytest.mark.parametrize("service", ["erp", "approval", "agent"])
+def test_the_permissions_follow_what_each_service_really_subscribes_to(service, monkeypatch, tmp_path):
+    expected = {(c.stream, c.subject, c.durable) for c in ns.consumers(service)}
+    expected |= {(None, subject, service) for subject in ns.TRAFFIC[service].answers_queries}
+    assert _app_subscriptions(service, monkeypatch, tmp_path) == expected
+
+
+def test_the_committed_deployment_configuration_is_current():
+    committed = (ROOT / "deploy" / "nats-auth.conf").read_text()
+    assert committed == ns.render(), "run `erpilot nats-config --out deploy/nats-auth.conf`"
+
+
+def test_nats_server_accepts_the_configuration(tmp_path):
+    from erpilot_platform.embedded import _nats_server_binary
+
+    conf = tmp_path / "nats.conf"
+    conf.write_text(f"jetstream {{ domain: {ns.JS_DOMAIN} }}\n" + ns.render())
+    env = {**os.environ, **{ns.password_variable(user): f"pw-{user}" for user in ns.USERS}}
+    result = subprocess.run([_nats_server_binary(), "-t", "-c", str(conf)], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_passwords_are_random_private_and_kept(tmp_path):
+    first = ns.load_or_create_passwords(tmp_path)
+    assert set(first) == set(ns.USERS) and len(set(first.values())) == len(ns.USERS)
+    assert stat.S_IMODE((tmp_path / ns.PASSWORDS_FILE).stat().st_mode) == 0o600
+    assert ns.load_or_create_passwords(tmp_path) == first
+    credentials = ns.service_credentials(first)
+    assert credentials["agent"] == {"ERPILOT_NATS_USER": "agent", "ERPILOT_NATS_PASSWORD": first["agent"]}
+    assert ns.ADMIN not in credentials
+
+
+def test_docker_compose_runs_nats_with_these_users_and_gives_each_service_its_own(tmp_path):
+    yaml = pytest.importorskip("yaml")
+    from erpilot_platform.embedded import _nats_server_binary
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    configs = {c["source"]: c["target"] for c in compose["services"]["nats"]["configs"]}
+    assert configs["nats_auth"] == "/etc/nats/nats-auth.conf"
+    assert compose["configs"]["nats_auth"]["file"] == "./deploy/nats-auth.conf"
+    main = compose["configs"]["nats_conf"]["content"]
+    assert f"domain: {ns.JS_DOMAIN}" in main and 'include "nats-auth.conf"' in main
+    (tmp_path / "nats.conf").write_text(main.replace("/data", str(tmp_path / "data")))
+    (tmp_path / "nats-auth.conf").write_text((ROOT / "deploy" / "nats-auth.conf").read_text())
+    env = {**os.environ, **{ns.password_variable(user): f"pw-{user}" for user in ns.USERS}}
+    result = subprocess.run([_nats_server_binary(), "-t", "-c", str(tmp_path / "nats.conf")],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr + result.stdout
+
+    nats_env = compose["services"]["nats"]["environment"]
+    for user in ns.USERS:
+        assert ns.password_variable(user) in nats_env
+    for service in ns.SERVICES:
+        environment = compose["services"][service]["environment"]
+        assert environment["ERPILOT_NATS_USER"] == service
+        assert environment["ERPILOT_NATS_PASSWORD"].startswith("${" + ns.password_variable(service) + ":")
+    migrate = compose["services"]["migrate"]["environment"]
+    assert migrate["ERPILOT_NATS_USER"] == ns.ADMIN
+    assert migrate["ERPILOT_NATS_PASSWORD"].startswith("${" + ns.password_variable(ns.ADMIN) + ":")
