@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from erpilot_platform.embedded import die_with_parent, log_tail
+from erpilot_platform.processes import die_with_parent, log_tail
 
 
 @dataclass

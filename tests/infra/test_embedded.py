@@ -16,7 +16,7 @@ import nats
 import pytest
 
 from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
-from erpilot_platform.embedded import _pg_bin_dir, _pg_system_user
+from erpilot_platform.embedded_pg import _pg_bin_dir, _pg_system_user
 from erpilot_platform.testing import postgres_scratch_dir
 
 pytestmark = pytest.mark.integration
