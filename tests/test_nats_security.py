@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from erpilot import nats_credentials as nc
 from erpilot import nats_security as ns
 from erpilot_contracts import subjects
 from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM
@@ -131,11 +132,11 @@ def test_nats_server_accepts_the_configuration(tmp_path):
 
 
 def test_passwords_are_random_private_and_kept(tmp_path):
-    first = ns.load_or_create_passwords(tmp_path)
+    first = nc.load_or_create_passwords(tmp_path)
     assert set(first) == set(ns.USERS) and len(set(first.values())) == len(ns.USERS)
-    assert stat.S_IMODE((tmp_path / ns.PASSWORDS_FILE).stat().st_mode) == 0o600
-    assert ns.load_or_create_passwords(tmp_path) == first
-    credentials = ns.service_credentials(first)
+    assert stat.S_IMODE((tmp_path / nc.PASSWORDS_FILE).stat().st_mode) == 0o600
+    assert nc.load_or_create_passwords(tmp_path) == first
+    credentials = nc.service_credentials(first)
     assert credentials["agent"] == {"ERPILOT_NATS_USER": "agent", "ERPILOT_NATS_PASSWORD": first["agent"]}
     assert ns.ADMIN not in credentials
 

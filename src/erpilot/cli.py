@@ -50,7 +50,7 @@ def cmd_migrate(_: argparse.Namespace) -> None:
     if nats_url:  # streams belong to operations: declared here with the admin NATS user (if any)
         import asyncio
 
-        from erpilot.nats_security import declare_streams
+        from erpilot.nats_credentials import declare_streams
 
         how = asyncio.run(declare_streams(nats_url, user=os.environ.get("ERPILOT_NATS_USER"),
                                           password=os.environ.get("ERPILOT_NATS_PASSWORD")))

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from erpilot import nats_security, stack, tokens
+from erpilot import nats_credentials, nats_security, stack, tokens
 from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
 
 
@@ -23,20 +23,20 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
         passwords = None
         if secure:  # one least-privilege NATS user per service (src/erpilot/nats_security.py)
             if nats_url:  # a server configured with `erpilot nats-config`: passwords from the environment
-                passwords = nats_security.passwords_from_env()
+                passwords = nats_credentials.passwords_from_env()
                 nats_note = "  (one least-privilege user per service)"
             else:
-                passwords = nats_security.load_or_create_passwords(data_dir)
+                passwords = nats_credentials.load_or_create_passwords(data_dir)
                 nats_note = ("  (one least-privilege user per service; passwords in "
-                             f"{data_dir / nats_security.PASSWORDS_FILE})")
-            service_envs = nats_security.service_credentials(passwords)
+                             f"{data_dir / nats_credentials.PASSWORDS_FILE})")
+            service_envs = nats_credentials.service_credentials(passwords)
         if not nats_url:
             print("starting embedded NATS (JetStream) ...", flush=True)
             nats = EmbeddedNats(data_dir, port=int(os.environ.get("ERPILOT_NATS_PORT", "0")) or None,
                                 **_secure_nats_options(passwords))
             nats_url = nats.start()
         if passwords is not None:
-            asyncio.run(nats_security.declare_streams(nats_url, user=nats_security.ADMIN,
+            asyncio.run(nats_credentials.declare_streams(nats_url, user=nats_security.ADMIN,
                                                       password=passwords[nats_security.ADMIN]))
         if not database_url:
             print("starting embedded PostgreSQL ...", flush=True)

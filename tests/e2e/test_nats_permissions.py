@@ -25,7 +25,7 @@ import nats.js.errors
 import pytest
 from nats.js.api import StreamConfig
 
-from erpilot import nats_security
+from erpilot import nats_credentials, nats_security
 from erpilot.nats_security import ADMIN, DEFAULT_INBOX, JS_DOMAIN, durable_name
 from erpilot.stack import Stack, free_port, migrate_all, seed
 from erpilot_contracts import subjects
@@ -53,7 +53,7 @@ class Secure:
 def secure(database_url, tmp_path_factory) -> Iterator[Secure]:
     """A stack on its own NATS server with the deployed permissions, and its own database."""
     data_dir = tmp_path_factory.mktemp("secure-stack")
-    passwords = nats_security.load_or_create_passwords(data_dir)
+    passwords = nats_credentials.load_or_create_passwords(data_dir)
     server = EmbeddedNats(data_dir / "nats-home", jetstream_domain=JS_DOMAIN,
                           extra_config=nats_security.render(passwords=passwords))
     name = f"erpilot_sec_{secrets.token_hex(4)}"
@@ -63,12 +63,12 @@ def secure(database_url, tmp_path_factory) -> Iterator[Secure]:
     try:
         server.start()
         # Operations declare the streams (as `erpilot migrate` does); the services may only read them.
-        how = asyncio.run(nats_security.declare_streams(server.url, user=ADMIN, password=passwords[ADMIN]))
+        how = asyncio.run(nats_credentials.declare_streams(server.url, user=ADMIN, password=passwords[ADMIN]))
         assert how == f"domain {JS_DOMAIN}"
         migrate_all(url)
         seed(url)
         stack = Stack(server.url, url, data_dir, http_port=free_port(), env={"ERPILOT_AUTH_SECRET": SECRET},
-                      service_envs=nats_security.service_credentials(passwords))
+                      service_envs=nats_credentials.service_credentials(passwords))
         stack.start()
         stack.wait_ready()
         yield Secure(server, passwords, stack)
@@ -103,7 +103,7 @@ def violations(server: EmbeddedNats) -> list[dict]:
 
 
 def test_the_secrets_are_private(secure):
-    for path in (secure.stack.data_dir / nats_security.PASSWORDS_FILE, secure.server.data_dir / "nats.conf"):
+    for path in (secure.stack.data_dir / nats_credentials.PASSWORDS_FILE, secure.server.data_dir / "nats.conf"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
 

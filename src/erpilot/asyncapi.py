@@ -1,0 +1,70 @@
+"""The AsyncAPI document of Erpilot's NATS interface (``erpilot docs``; committed as docs/asyncapi/erpilot.json).
+
+faststream writes it from each service's real endpoints: the services are composed with ``build()``
+(nothing connects), so every command, query and event subscription the ServiceBus registered appears
+with its contract model as the payload. Events leave through outboxes rather than faststream
+publishers, so they are declared below, each with its contract model.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from faststream.specification import AsyncAPI, Specification
+
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import ApprovalRequestedV1, ApprovalResolvedV1
+from erpilot_contracts.base import Message
+from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_contracts.sessions.v1 import SessionEventV1
+
+DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "asyncapi" / "erpilot.json"
+# The server named in the document (deployments point services at their own NATS).
+SERVER = "nats://127.0.0.1:4222"
+# What each service publishes from its transactional outbox: (subject, model, description).
+PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
+    "erp": [(subjects.ERP_EVT_OPERATION_FINISHED, OperationStatusV1,
+             "An operation was committed or rejected (its final status).")],
+    "approval": [
+        (subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, "A pending approval was stored."),
+        (subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1,
+         "An approval left pending: decided, expired or superseded; carries the grant when approved."),
+    ],
+    "agent": [(subjects.session_events_subject("*"), SessionEventV1,
+               "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway.")],
+}
+
+
+def specification() -> Specification:
+    """Compose every NATS service (without connecting) and describe their endpoints."""
+    from erpilot_agent.app import build as build_agent
+    from erpilot_agent.settings import AgentSettings
+    from erpilot_approval.app import build as build_approval
+    from erpilot_approval.settings import ApprovalSettings
+    from erpilot_erp.app import build as build_erp
+    from erpilot_erp.settings import ErpSettings
+
+    with tempfile.TemporaryDirectory() as data_dir:  # the dev grant keys build() may create
+        common: dict[str, Any] = dict(nats_url=SERVER, database_url="postgresql://erpilot@/erpilot",
+                                      data_dir=Path(data_dir))
+        apps = [build_erp(ErpSettings(**common)), build_approval(ApprovalSettings(**common, policy=None)),
+                build_agent(AgentSettings(**common, model="rules"))]
+    for app in apps:
+        for subject, model, description in PUBLISHED[app.name]:
+            app.broker.publisher(subject, schema=model, title=f"{app.name}:{subject}", description=description)
+    return AsyncAPI(*(app.broker for app in apps), title="Erpilot", version="1",
+                    description="Commands, queries and events between the Erpilot services (contracts v1).",
+                    ).to_specification()
+
+
+def document() -> dict[str, Any]:
+    """The AsyncAPI document as JSON data."""
+    return specification().to_jsonable()
+
+
+def render() -> str:
+    """The document as committed: sorted keys, so regenerating it only changes what changed."""
+    return json.dumps(document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,74 @@
+"""Credentials of the least-privilege NATS users (nats_security.py defines the users and their rights):
+passwords for `erpilot up --secure` or from the environment, per-service settings, and stream
+declaration as the admin user."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+
+from erpilot.nats_security import JS_DOMAIN, SERVICES, USERS, password_variable
+
+PASSWORDS_FILE = "nats-passwords.json"
+
+
+def load_or_create_passwords(data_dir: Path) -> dict[str, str]:
+    """Random passwords for every user, kept in ``data_dir/nats-passwords.json`` (mode 0600)."""
+    path = Path(data_dir) / PASSWORDS_FILE
+    if path.exists():
+        path.chmod(0o600)
+        stored = json.loads(path.read_text())
+        if set(stored) >= set(USERS):
+            return {user: stored[user] for user in USERS}
+        path.unlink()
+    passwords = {user: secrets.token_urlsafe(24) for user in USERS}
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(passwords, f, indent=2)
+    return passwords
+
+
+def passwords_from_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Passwords of an externally run server configured with ``erpilot nats-config`` (raises if missing)."""
+    missing = [password_variable(user) for user in USERS if not environ.get(password_variable(user))]
+    if missing:
+        raise RuntimeError("set " + ", ".join(missing))
+    return {user: environ[password_variable(user)] for user in USERS}
+
+
+def service_credentials(passwords: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Per-service environment: its own ERPILOT_NATS_USER / ERPILOT_NATS_PASSWORD."""
+    return {service: {"ERPILOT_NATS_USER": service, "ERPILOT_NATS_PASSWORD": passwords[service]}
+            for service in SERVICES}
+
+
+async def declare_streams(nats_url: str, *, user: str | None = None, password: str | None = None) -> str:
+    """Create or update every stream as ``admin``: through the JetStream domain API when the server has
+    the domain (so a changed stream configuration is applied), else the plain API. Returns which."""
+    import nats.errors
+    import nats.js.errors
+    from faststream.nats import NatsBroker
+    from faststream.security import SASLPlaintext
+
+    from erpilot_platform.broker import ensure_streams
+
+    servers = [url.strip() for url in nats_url.split(",")]
+    security = SASLPlaintext(username=user, password=password) if user else None
+    for js_options in ({"domain": JS_DOMAIN}, {}):
+        broker = NatsBroker(servers, security=security, js_options=js_options, connect_timeout=5,
+                            max_reconnect_attempts=5)
+        await broker.connect()
+        try:
+            if js_options:
+                try:
+                    await broker.config.connection_state.stream.account_info()
+                except (nats.errors.NoRespondersError, nats.errors.TimeoutError,
+                        nats.js.errors.ServiceUnavailableError):
+                    continue  # no such domain on this server
+            await ensure_streams(broker)
+            return f"domain {JS_DOMAIN}" if js_options else "default API"
+        finally:
+            await broker.stop()
+    raise AssertionError("unreachable")
