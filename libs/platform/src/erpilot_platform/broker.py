@@ -7,6 +7,13 @@ Error policy (see PITFALLS.md: faststream's default would TERM a message on any 
 - a transient failure (database or broker away, serialization conflict, downstream timeout) is NAKed
   with a growing delay, so it is retried;
 - any other exception is retried a few times, then dead-lettered and acknowledged.
+
+Every handler runs in a span ``"<service> handle <Model>"`` with the ids its message concerns (session,
+call, pending approval, operation) as attributes, and with those ids bound to every log line it writes.
+
+The AsyncAPI document (``erpilot docs``) shows each endpoint's contract model as its payload: the
+entry point declares the model, but receives the raw body unvalidated (``_UNCHECKED``, ``_raw_body``),
+because parsing stays here, under the error policy above.
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from functools import partial
+from typing import Annotated, Any, TypeVar
 
 import nats.errors
 from faststream import AckPolicy
@@ -26,12 +34,13 @@ from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.security import SASLPlaintext
 from nats.js.api import ConsumerConfig, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, WrapValidator
 
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM, EVENTS_STREAM, dead_letter_subject
 from erpilot_platform.db import is_transient
-from erpilot_platform.telemetry import consumer_redeliveries, tracer
+from erpilot_platform.logs import CONTEXT_KEYS, bind, unbind
+from erpilot_platform.telemetry import consumer_redeliveries, id_attributes, tracer
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
@@ -40,6 +49,8 @@ MAX_ATTEMPTS_FOR_BUGS = 5
 # that take longer keep their message with an in-progress heartbeat, so a short wait is safe.
 ACK_WAIT_SECONDS = 15.0
 HEARTBEAT_SECONDS = 5.0
+# Documents the model without validating: a malformed body must reach the error policy, not fail in faststream.
+_UNCHECKED = WrapValidator(lambda value, _: value)
 
 
 class TransientError(RuntimeError):
@@ -70,6 +81,8 @@ def create_broker(nats_url: str, service: str, *, user: str | None = None, passw
         graceful_timeout=15,
         middlewares=middlewares,
         log_level=logging.DEBUG,
+        # A plain logger: ``configure_logging`` sends it through the JSON formatter with everything else.
+        logger=logging.getLogger("faststream.access.nats"),
     )
 
 
@@ -116,6 +129,29 @@ def _parse(model: type[M], body: bytes) -> M:
     return model.model_validate_json(body)
 
 
+async def _raw_body(message: Any) -> bytes:
+    """faststream's decoder for our entries: the bytes as received (``_parse`` validates them)."""
+    return message.body
+
+
+def _documented(entry: Callable, model: type[Message], name: str) -> Callable:
+    """Name ``model`` as the payload of ``entry`` in the AsyncAPI document (it receives raw bytes)."""
+    entry.__annotations__["body"] = Annotated[model, _UNCHECKED]
+    entry.__name__ = name
+    return entry
+
+
+def message_ids(message: BaseModel) -> dict[str, str]:
+    """The ids a message concerns: its own fields first, then those of a nested record or grant."""
+    found: dict[str, str] = {}
+    for part in (message, *(value for value in vars(message).values() if isinstance(value, BaseModel))):
+        for key in CONTEXT_KEYS:
+            value = getattr(part, key, None)
+            if key not in found and isinstance(value, str):
+                found[key] = value
+    return found
+
+
 def _invalid_reply(exc: Exception) -> ReplyV1:
     if isinstance(exc, ValidationError):
         problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
@@ -152,10 +188,12 @@ class ServiceBus:
         attempt = _delivery_count(message)
         if attempt > 1:
             consumer_redeliveries.add(1, {"service": self.service, "subject": message.raw_message.subject})
+        ids = message_ids(parsed)
+        token = bind(**ids)
         heartbeat = asyncio.create_task(_keep_in_progress(message))
         try:
             with tracer.start_as_current_span(f"{self.service} handle {model.__name__}",
-                                              attributes={"erpilot.service": self.service}):
+                                              attributes={"erpilot.service": self.service, **id_attributes(**ids)}):
                 result = await handler(parsed)
         except NackMessage:
             raise
@@ -171,6 +209,7 @@ class ServiceBus:
                                    ).model_dump(mode="json")
         finally:
             heartbeat.cancel()
+            unbind(token)
         return _as_reply(result)
 
     def command(self, subject: str, model: type[M], *, max_workers: int = 8, description: str = ""):
@@ -181,10 +220,11 @@ class ServiceBus:
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
                 config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
-                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers,
+                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
-            async def entry(message: NatsMessage) -> dict | None:
+            @partial(_documented, model=model, name=handler.__name__)
+            async def entry(body: bytes, message: NatsMessage) -> dict | None:
                 return await self._run_durable(model, handler, message)
 
             return handler
@@ -198,10 +238,11 @@ class ServiceBus:
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
                 config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
-                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers,
+                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
-            async def entry(message: NatsMessage) -> None:
+            @partial(_documented, model=model, name=handler.__name__)
+            async def entry(body: bytes, message: NatsMessage) -> None:
                 await self._run_durable(model, handler, message)
 
             return handler
@@ -211,23 +252,29 @@ class ServiceBus:
         """A core request/reply endpoint with a queue group: no side effects, answered by one replica."""
         def register(handler: Callable[[M], Awaitable[ReplyV1]]):
             @self.broker.subscriber(
-                subject, queue=self.service,
+                subject, queue=self.service, decoder=_raw_body,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
-            async def entry(message: NatsMessage) -> dict:
+            @partial(_documented, model=model, name=handler.__name__)
+            async def entry(body: bytes, message: NatsMessage) -> dict:
                 try:
                     parsed = _parse(model, message.body)
                 except (ValidationError, ValueError) as exc:
                     return _invalid_reply(exc).model_dump(mode="json")
+                ids = message_ids(parsed)
+                token = bind(**ids)
                 try:
                     with tracer.start_as_current_span(f"{self.service} query {model.__name__}",
-                                                      attributes={"erpilot.service": self.service}):
+                                                      attributes={"erpilot.service": self.service,
+                                                                  **id_attributes(**ids)}):
                         return _as_reply(await handler(parsed))
                 except ServiceUnavailable as exc:
                     return ReplyV1.failure("service_unavailable", str(exc), 503).model_dump(mode="json")
                 except Exception:
                     log.exception("query failed on %s", subject)
                     return ReplyV1.failure("internal_error", "the query failed", 500).model_dump(mode="json")
+                finally:
+                    unbind(token)
 
             return handler
         return register

@@ -13,6 +13,8 @@ _log_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.Contex
     "erpilot_log_context", default=None
 )
 CONTEXT_KEYS = ("session_id", "call_id", "pending_id", "operation_id", "run_id")
+# What faststream's own log records carry (its access log context), kept when present.
+BROKER_KEYS = ("subject", "message_id")
 
 
 def bind(**ids: Any) -> contextvars.Token:
@@ -23,6 +25,7 @@ def bind(**ids: Any) -> contextvars.Token:
 
 
 def unbind(token: contextvars.Token) -> None:
+    """Restore the ids bound before the matching ``bind``."""
     _log_context.reset(token)
 
 
@@ -42,6 +45,9 @@ class JsonFormatter(logging.Formatter):
         line.update(_log_context.get() or {})
         for key in CONTEXT_KEYS:
             if hasattr(record, key):
+                line[key] = getattr(record, key)
+        for key in BROKER_KEYS:
+            if getattr(record, key, None):
                 line[key] = getattr(record, key)
         try:
             from opentelemetry import trace
@@ -65,3 +71,8 @@ def configure_logging(service: str, level: str = "INFO") -> None:
     root.setLevel(level.upper())
     for noisy in ("sqlalchemy.engine", "asyncio", "nats"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # faststream gives its loggers their own coloured text handlers; send them through ours instead.
+    for name in ("faststream", "faststream.access", "faststream.access.nats"):
+        own = logging.getLogger(name)
+        own.handlers[:] = []
+        own.propagate = True

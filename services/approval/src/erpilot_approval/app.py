@@ -10,6 +10,7 @@ from erpilot_approval.adapters.erp import ErpClient
 from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.service_layer.common import Deps
 from erpilot_approval.service_layer.expiry import ExpirySweeper
+from erpilot_approval.service_layer.gauges import refresh_pending_gauge
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_platform.broker import ServiceBus, create_broker
 from erpilot_platform.db import create_engine
@@ -41,7 +42,10 @@ def build(settings: ApprovalSettings) -> ServiceApp:
     async def expiry() -> None:
         await sweeper.run()
 
-    return ServiceApp(SERVICE, broker, engine, background=[relay, expiry])
+    async def pending_gauge() -> None:
+        await refresh_pending_gauge(engine)
+
+    return ServiceApp(SERVICE, broker, engine, background=[relay, expiry, pending_gauge])
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 from fastapi import FastAPI
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from erpilot_gateway import console, problems
 from erpilot_gateway.routes import approvals, erp, health, sessions, tools
@@ -15,6 +16,7 @@ from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.broker import create_broker
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.runtime import connect_with_retry
+from erpilot_platform.telemetry import shutdown_telemetry
 
 SERVICE = "gateway"
 
@@ -30,6 +32,7 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
         await connect_with_retry(broker)
         yield
         await broker.stop()
+        shutdown_telemetry()  # uvicorn ends the process with the signal it caught: exit hooks do not run
 
     app = FastAPI(title="Erpilot", version="1.0", lifespan=lifespan,
                   description="An AI agent works the ERP; people approve every write that matters.")
@@ -41,7 +44,15 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     for module in (health, tools, sessions, approvals, erp):
         app.include_router(module.router)
     app.include_router(console.router)  # web console and approval page (GET /, /resume/{id})
+    # An HTTP request starts the trace; the NATS middleware carries it to every service it reaches.
+    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz",
+                                       server_request_hook=_mark_gateway_span)
     return app
+
+
+def _mark_gateway_span(span, _scope) -> None:
+    if span.is_recording():
+        span.set_attribute("erpilot.service", SERVICE)
 
 
 def main() -> None:

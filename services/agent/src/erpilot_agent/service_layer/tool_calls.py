@@ -28,6 +28,7 @@ from erpilot_contracts.tools.v1 import InvalidArguments, ToolKind, UnknownTool, 
 from erpilot_platform.broker import TransientError
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.logs import bind, unbind
+from erpilot_platform.telemetry import step
 
 log = logging.getLogger(__name__)
 OnFinished = Callable[[str], Awaitable[None]]
@@ -140,6 +141,11 @@ class ToolCallService:
             await self._transition(row.call_id, lambda c: c.finish("business_rejected", error=error))
 
     async def _prepare_and_request(self, row: Any) -> None:
+        with step("agent", "request approval", session_id=row.session_id, call_id=row.call_id,
+                  operation_id=row.operation_id):
+            await self._prepare_and_request_approval(row)
+
+    async def _prepare_and_request_approval(self, row: Any) -> None:
         owner = await self._owner(row)
         spec = get_tool(row.tool)
         operation_fingerprint = fingerprint(row.tool, spec.schema_version, row.arguments)
@@ -160,6 +166,11 @@ class ToolCallService:
         await self.on_approval_requested(record)
 
     async def _commit(self, row: Any) -> None:
+        with step("agent", "commit", session_id=row.session_id, call_id=row.call_id, operation_id=row.operation_id,
+                  pending_id=(row.grant or {}).get("pending_id")):
+            await self._commit_with_grant(row)
+
+    async def _commit_with_grant(self, row: Any) -> None:
         call = calls.to_domain(row)
         if call.state is CallState.APPROVED:
             await self._transition(row.call_id, lambda c: c.begin_execution(), commit_sent=True)

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from erpilot_approval.adapters.tables import ROLES, approvals, decisions, role_predicate
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_platform.telemetry import trace_carrier
 
 _DOMAIN_FIELDS = tuple(f.name for f in fields(PendingApproval))
 _NEWEST_FIRST = (approvals.c.created_at.desc(), approvals.c.pending_id.desc())
@@ -44,12 +45,27 @@ async def get_by_operation(conn: AsyncConnection, operation_id: str) -> PendingA
     return to_domain(row) if row is not None else None
 
 
-async def insert_new(conn: AsyncConnection, approval: PendingApproval) -> bool:
-    """Insert unless an approval for its ``operation_id`` exists (then False: a concurrent twin won)."""
+async def insert_new(conn: AsyncConnection, approval: PendingApproval, *,
+                     trace_context: dict[str, str] | None = None) -> bool:
+    """Insert unless an approval for its ``operation_id`` exists (then False: a concurrent twin won).
+
+    ``trace_context``: the trace later steps continue (default: the current one).
+    """
     values = {name: getattr(approval, name) for name in _DOMAIN_FIELDS}
+    values["trace_context"] = trace_context if trace_context is not None else trace_carrier()
     stmt = (insert(approvals).values(**values)
             .on_conflict_do_nothing(index_elements=[approvals.c.operation_id]).returning(approvals.c.pending_id))
     return (await conn.execute(stmt)).first() is not None
+
+
+async def trace_context(conn: AsyncConnection, pending_id: str) -> dict[str, str] | None:
+    """The trace context stored with an approval (None for approvals stored before traces were)."""
+    return await conn.scalar(select(approvals.c.trace_context).where(approvals.c.pending_id == pending_id))
+
+
+async def count_pending(conn: AsyncConnection) -> int:
+    """How many approvals wait for a decision (served by the partial deadline index)."""
+    return await conn.scalar(select(func.count()).select_from(approvals).where(approvals.c.status == "pending"))
 
 
 async def save_outcome(conn: AsyncConnection, approval: PendingApproval, grant: GrantV1 | None = None) -> None:

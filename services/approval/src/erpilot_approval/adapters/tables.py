@@ -55,6 +55,8 @@ approvals = Table(
     Column("supersedes", String(100), nullable=True),
     Column("grant", JSON, nullable=True),
     Column("stock_check", String(20), nullable=True),
+    # The trace of the tool call that asked (W3C headers): decide and expiry continue it (ARCHITECTURE "Tracing").
+    Column("trace_context", JSON, nullable=True),
 )
 # The sweeper's "next deadline" and "what is due" lookups.
 Index("approvals_pending_deadline", approvals.c.expires_at, postgresql_where=approvals.c.status == "pending")

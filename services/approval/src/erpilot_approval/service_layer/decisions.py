@@ -8,11 +8,12 @@ from erpilot_approval.adapters import repository
 from erpilot_approval.domain import approvals as domain
 from erpilot_approval.domain.approvals import ApprovalError
 from erpilot_approval.service_layer.common import Deps, emit_resolved, expire_if_due, not_found, refused
-from erpilot_contracts.approval.v1 import DecideV1
+from erpilot_contracts.approval.v1 import ApprovalRecordV1, DecideV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.db import run_in_transaction
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import sign_grant
+from erpilot_platform.telemetry import decision_latency, step
 
 
 async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
@@ -44,9 +45,16 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
         await emit_resolved(conn, deps.outbox, decided, grant)
         return ReplyV1.success(decided.to_record()), "decided"
 
-    reply, change = await run_in_transaction(deps.engine, work)
+    async with deps.engine.connect() as conn:
+        origin = await repository.trace_context(conn, cmd.pending_id)
+    # In the tool call's trace (stored with the request), linked to this decision's own request.
+    with step("approval", "decide", resume=origin, pending_id=cmd.pending_id):
+        reply, change = await run_in_transaction(deps.engine, work)
     if change == "decided":
         failpoint("approval.decide.after_db_commit")  # stored, event queued, neither published nor answered
+        record = ApprovalRecordV1.model_validate(reply.data)
+        decision_latency.record((record.decided_at - record.created_at).total_seconds(),
+                                {"tool": record.tool, "status": record.status})
     if change is not None:
         deps.outbox.wake()
     return reply

@@ -96,7 +96,8 @@ class _Edit:
             new = new_pending(request, self.deps.policy, now, new_pending_id(), supersedes=old.pending_id)
         except ApprovalError as error:  # the policy in force changed since the first version
             return refused(error), False
-        if not await repository.insert_new(conn, new):
+        origin = await repository.trace_context(conn, old.pending_id)  # the new version continues the call's trace
+        if not await repository.insert_new(conn, new, trace_context=origin):
             return ReplyV1.failure("idempotency_conflict", f"operation {self.operation_id} exists already", 409), False
         ended = supersede(old, new.pending_id, now, decided_by=self.cmd.actor.sub)
         await repository.save_outcome(conn, ended)

@@ -17,6 +17,7 @@ from erpilot_approval.adapters import repository
 from erpilot_approval.service_layer.common import expire_if_due
 from erpilot_platform.db import run_in_transaction
 from erpilot_platform.outbox import Outbox
+from erpilot_platform.telemetry import step
 
 log = logging.getLogger(__name__)
 EPSILON_SECONDS = 0.001
@@ -34,8 +35,14 @@ class ExpirySweeper:
 
         async def work(conn: AsyncConnection) -> int:
             now = await repository.db_now(conn)
-            due = await repository.lock_due(conn, now, self.batch)
-            return sum([await expire_if_due(conn, self.outbox, approval, now) for approval in due])
+            expired = 0
+            for approval in await repository.lock_due(conn, now, self.batch):
+                origin = await repository.trace_context(conn, approval.pending_id)
+                with step("approval", "expire", resume=origin, pending_id=approval.pending_id,
+                          call_id=approval.call_id, session_id=approval.session_id,
+                          operation_id=approval.operation_id):
+                    expired += await expire_if_due(conn, self.outbox, approval, now)
+            return expired
 
         expired = await run_in_transaction(self.engine, work)
         if expired:

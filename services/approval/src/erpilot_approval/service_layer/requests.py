@@ -11,6 +11,7 @@ from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool, get_tool, normalise
 from erpilot_platform.db import run_in_transaction
+from erpilot_platform.telemetry import step
 
 
 def check_arguments(tool: str, schema_version: int, arguments: dict) -> ReplyV1 | None:
@@ -58,7 +59,9 @@ async def request_approval(deps: Deps, cmd: RequestApprovalV1) -> ReplyV1:
         await emit_requested(conn, deps.outbox, pending)
         return ReplyV1.success(pending.to_record()), True
 
-    reply, created = await run_in_transaction(deps.engine, work)
+    with step("approval", "request", session_id=cmd.session_id, call_id=cmd.call_id,
+              operation_id=cmd.operation_id):  # the approval stores this trace: decide and expiry continue it
+        reply, created = await run_in_transaction(deps.engine, work)
     if created:
         deps.outbox.wake()
     return reply

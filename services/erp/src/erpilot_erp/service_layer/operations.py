@@ -46,6 +46,7 @@ from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import verify_grant
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.outbox import Outbox
+from erpilot_platform.telemetry import commit_outcomes, step
 
 log = logging.getLogger(__name__)
 _NESTED_VERSIONS = {"preview": {"schema_version": True, "effects": {"__all__": {"schema_version"}}}}
@@ -93,7 +94,8 @@ class OperationService:
             return await once(conn, self.inbox, f"prepare:{cmd.operation_id}", asked,
                               lambda: self._prepare(conn, cmd))
 
-        reply = await run_in_transaction(self.engine, work)
+        with step("erp", "prepare", session_id=cmd.session_id, call_id=cmd.call_id, operation_id=cmd.operation_id):
+            reply = await run_in_transaction(self.engine, work)
         failpoint("erp.prepare.after_db_commit")
         return reply
 
@@ -116,27 +118,29 @@ class OperationService:
     # --- commit -------------------------------------------------------------------------------------
     async def commit(self, cmd: CommitOperationV1) -> ReplyV1:
         grant = cmd.grant
-        if not verify_grant(grant, self.verify_key):
-            return invalid_grant("its signature does not verify")
-        if grant.operation_id != cmd.operation_id:
-            return invalid_grant("it was issued for another operation")
-        reply = await run_in_transaction(self.engine, lambda conn: self._commit(conn, cmd))
+        with step("erp", "commit", operation_id=cmd.operation_id, pending_id=grant.pending_id):
+            if not verify_grant(grant, self.verify_key):
+                return _counted(invalid_grant("its signature does not verify"))
+            if grant.operation_id != cmd.operation_id:
+                return _counted(invalid_grant("it was issued for another operation"))
+            reply, replayed = await run_in_transaction(self.engine, lambda conn: self._commit(conn, cmd))
         failpoint("erp.commit.after_db_commit")
         self.outbox.wake()
-        return reply
+        return reply if replayed else _counted(reply)
 
-    async def _commit(self, conn: AsyncConnection, cmd: CommitOperationV1) -> ReplyV1:
+    async def _commit(self, conn: AsyncConnection, cmd: CommitOperationV1) -> tuple[ReplyV1, bool]:
+        """The answer, and whether it only repeats an outcome recorded earlier."""
         grant = cmd.grant
         op = await repository.operation(conn, cmd.operation_id, lock=True)
         if op is None:
-            return ReplyV1.failure("not_found", f"operation {cmd.operation_id} was never prepared", 404)
+            return ReplyV1.failure("not_found", f"operation {cmd.operation_id} was never prepared", 404), False
         if grant.fingerprint != op.fingerprint:
             return ReplyV1.failure("operation_conflict",
-                                   f"operation {cmd.operation_id} was prepared with another fingerprint", 409)
+                                   f"operation {cmd.operation_id} was prepared with another fingerprint", 409), False
         if op.status != "prepared":  # already finished: the recorded outcome, no second effect
-            return ReplyV1.success(operation_status(op))
+            return ReplyV1.success(operation_status(op)), True
         if not await repository.consume_grant(conn, grant.pending_id, op.operation_id):
-            return invalid_grant(f"grant {grant.pending_id} was already used")
+            return invalid_grant(f"grant {grant.pending_id} was already used"), False
         state = await repository.write_state(conn, op.tool, op.arguments, op.session_id, facts=op.facts, lock=True)
         kind = domain.NEW_ID_KIND.get(op.tool)
         new_id = await repository.next_id(conn, *NEW_IDS[kind]) if kind else None
@@ -154,4 +158,14 @@ class OperationService:
         status = operation_status(row)
         await self.outbox.add(conn, subjects.ERP_EVT_OPERATION_FINISHED, status,
                               msg_id=f"erp.operation_finished.{op.operation_id}")
-        return ReplyV1.success(status)
+        return ReplyV1.success(status), False
+
+
+def _counted(reply: ReplyV1) -> ReplyV1:
+    """Count a commit's new outcome: committed, rejected (by business code) or refused (by error code)."""
+    if reply.ok:
+        status, code = reply.data["status"], (reply.data.get("error") or {}).get("code", "")
+    else:
+        status, code = "refused", reply.error.code
+    commit_outcomes.add(1, {"status": status, "code": code})
+    return reply
