@@ -73,6 +73,9 @@ def create_broker(nats_url: str, service: str, *, user: str | None = None, passw
     middlewares = (NatsTelemetryMiddleware(), *middlewares)
     return NatsBroker(
         [url.strip() for url in nats_url.split(",")],
+        # Replies, PubAcks and pull-consumer deliveries come to this service's own inboxes, so NATS
+        # permissions can stop any other service from reading (or forging) them.
+        inbox_prefix=f"_INBOX.{service}",
         name=f"erpilot-{service}",
         security=SASLPlaintext(username=user, password=password) if user else None,
         max_reconnect_attempts=-1,
@@ -219,6 +222,7 @@ class ServiceBus:
                 subject, stream=JStream(COMMANDS_STREAM.name, declare=False),
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
+                inbox_prefix=f"_INBOX.{self.service}.".encode(),
                 config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
                 ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
@@ -237,6 +241,7 @@ class ServiceBus:
                 subject, stream=JStream(EVENTS_STREAM.name, declare=False),
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
+                inbox_prefix=f"_INBOX.{self.service}.".encode(),
                 config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
                 ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
