@@ -135,7 +135,7 @@ def covers(pattern: str, subject: str) -> bool:
 
 def durable_name(service: str, subject: str) -> str:
     """The durable consumer name ``ServiceBus`` gives ``service``'s consumer of ``subject``."""
-    from erpilot_platform.broker import ServiceBus
+    from erpilot_platform.endpoints import ServiceBus
 
     return ServiceBus(None, service)._durable_name(subject)  # type: ignore[arg-type]
 
@@ -152,7 +152,8 @@ def service_inboxes() -> dict[str, str]:
     """The inbox prefix each service really uses, read from ``create_broker`` (requests, PubAcks) and
     ``ServiceBus`` (pull consumers) so it cannot drift: where the two differ, their common part."""
     from erpilot_contracts.base import Message
-    from erpilot_platform.broker import ServiceBus, create_broker
+    from erpilot_platform.broker import create_broker
+    from erpilot_platform.endpoints import ServiceBus
 
     async def nothing(_: Message) -> None:
         return None

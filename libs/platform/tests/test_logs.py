@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from erpilot_contracts.approval.v1 import Actor, DecideV1, GrantV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import CommitOperationV1
-from erpilot_platform.broker import ServiceBus, message_ids
+from erpilot_platform.endpoints import ServiceBus, message_ids
 from erpilot_platform.logs import JsonFormatter, bind, configure_logging, unbind
 
 pytestmark = pytest.mark.unit

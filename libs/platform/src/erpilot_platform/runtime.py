@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import ping_subject
-from erpilot_platform.broker import ServiceBus, ensure_streams
+from erpilot_platform.broker import ensure_streams
+from erpilot_platform.endpoints import ServiceBus
 
 log = logging.getLogger(__name__)
 Background = Callable[[], Awaitable[None]]

@@ -16,8 +16,9 @@ from erpilot_agent.service_layer.run_tools import PipelineTools
 from erpilot_agent.service_layer.runs import RunService, run_resumer
 from erpilot_agent.service_layer.tool_calls import ToolCallService
 from erpilot_agent.settings import AgentSettings
-from erpilot_platform.broker import ServiceBus, create_broker
+from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
+from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.runtime import ServiceApp, register_ping, serve
 

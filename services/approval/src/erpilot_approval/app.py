@@ -12,8 +12,9 @@ from erpilot_approval.service_layer.common import Deps
 from erpilot_approval.service_layer.expiry import ExpirySweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
 from erpilot_approval.settings import ApprovalSettings
-from erpilot_platform.broker import ServiceBus, create_broker
+from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
+from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.outbox import Outbox
 from erpilot_platform.runtime import ServiceApp, register_ping, serve

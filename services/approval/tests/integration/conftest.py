@@ -27,7 +27,8 @@ from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetAp
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1, PreviewV1
 from erpilot_contracts.fingerprint import fingerprint
-from erpilot_platform.broker import ServiceBus, create_broker, request
+from erpilot_platform.broker import create_broker, request
+from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.grants import encode_signing_key
 
 SIGNING_KEY = Ed25519PrivateKey.generate()

@@ -14,8 +14,9 @@ from erpilot_erp.service_layer.backoffice import ProductService
 from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
 from erpilot_erp.settings import ErpSettings
-from erpilot_platform.broker import ServiceBus, create_broker
+from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
+from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.grants import ensure_keypair, load_verify_key
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.logs import configure_logging

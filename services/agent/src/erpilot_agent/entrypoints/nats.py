@@ -11,7 +11,7 @@ from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, PostMessageV1, StartToolCallV1
 from erpilot_contracts.approval.v1 import ApprovalRequestedV1, ApprovalResolvedV1
 from erpilot_contracts.base import ReplyV1
-from erpilot_platform.broker import ServiceBus
+from erpilot_platform.endpoints import ServiceBus
 
 
 def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunService) -> None:

@@ -14,7 +14,7 @@ from erpilot_contracts.approval.v1 import (
     RequestApprovalV1,
 )
 from erpilot_contracts.base import ReplyV1
-from erpilot_platform.broker import ServiceBus
+from erpilot_platform.endpoints import ServiceBus
 
 
 def register(bus: ServiceBus, deps: Deps) -> None:

@@ -28,7 +28,7 @@ from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
 from erpilot_erp.service_layer.reads import run_read_tool
 from erpilot_erp.service_layer.replies import normalised_or_failure
-from erpilot_platform.broker import ServiceBus
+from erpilot_platform.endpoints import ServiceBus
 
 
 def register(bus: ServiceBus, engine: AsyncEngine, *, drafts: DraftService, operations: OperationService,

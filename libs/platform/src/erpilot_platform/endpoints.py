@@ -1,0 +1,232 @@
+"""The three kinds of endpoints a service offers (commands, events, queries), with one error policy.
+
+Error policy (see PITFALLS.md: faststream's default would TERM a message on any exception):
+- a message that does not parse or validate is answered with ``invalid_message`` (when it has a reply
+  inbox), copied to the dead-letter stream and acknowledged: a poison message never blocks a consumer;
+- a transient failure (database or broker away, serialization conflict, downstream timeout) is NAKed
+  with a growing delay, so it is retried;
+- any other exception is retried a few times, then dead-lettered and acknowledged.
+
+Every handler runs in a span ``"<service> handle <Model>"`` with the ids its message concerns (session,
+call, pending approval, operation) as attributes, and with those ids bound to every log line it writes.
+
+The AsyncAPI document (``erpilot docs``) shows each endpoint's contract model as its payload: the
+entry point declares the model, but receives the raw body unvalidated (``_UNCHECKED``, ``_raw_body``),
+because parsing stays here, under the error policy above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Annotated, Any, TypeVar
+
+from faststream import AckPolicy
+from faststream.exceptions import NackMessage
+from faststream.nats import JStream, NatsBroker, PullSub
+from faststream.nats.annotations import NatsMessage
+from nats.js.api import ConsumerConfig
+from pydantic import BaseModel, ValidationError, WrapValidator
+
+from erpilot_contracts.base import Message, ReplyV1
+from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, dead_letter_subject
+from erpilot_platform.broker import ServiceUnavailable, TransientError
+from erpilot_platform.db import is_transient
+from erpilot_platform.logs import CONTEXT_KEYS, bind, unbind
+from erpilot_platform.telemetry import consumer_redeliveries, id_attributes, tracer
+
+log = logging.getLogger(__name__)
+M = TypeVar("M", bound=Message)
+MAX_ATTEMPTS_FOR_BUGS = 5
+# A message not acknowledged within this time is redelivered (e.g. its consumer crashed). Handlers
+# that take longer keep their message with an in-progress heartbeat, so a short wait is safe.
+ACK_WAIT_SECONDS = 15.0
+HEARTBEAT_SECONDS = 5.0
+# Documents the model without validating: a malformed body must reach the error policy, not fail in faststream.
+_UNCHECKED = WrapValidator(lambda value, _: value)
+
+
+
+def _parse(model: type[M], body: bytes) -> M:
+    return model.model_validate_json(body)
+
+
+async def _raw_body(message: Any) -> bytes:
+    """faststream's decoder for our entries: the bytes as received (``_parse`` validates them)."""
+    return message.body
+
+
+def _documented(entry: Callable, model: type[Message], name: str) -> Callable:
+    """Name ``model`` as the payload of ``entry`` in the AsyncAPI document (it receives raw bytes)."""
+    entry.__annotations__["body"] = Annotated[model, _UNCHECKED]
+    entry.__name__ = name
+    return entry
+
+
+def message_ids(message: BaseModel) -> dict[str, str]:
+    """The ids a message concerns: its own fields first, then those of a nested record or grant."""
+    found: dict[str, str] = {}
+    for part in (message, *(value for value in vars(message).values() if isinstance(value, BaseModel))):
+        for key in CONTEXT_KEYS:
+            value = getattr(part, key, None)
+            if key not in found and isinstance(value, str):
+                found[key] = value
+    return found
+
+
+def _invalid_reply(exc: Exception) -> ReplyV1:
+    if isinstance(exc, ValidationError):
+        problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+        return ReplyV1.failure("invalid_message", "message does not match its schema", 422, errors=problems)
+    return ReplyV1.failure("invalid_message", f"message could not be parsed: {exc}", 422)
+
+
+class ServiceBus:
+    """Registers a service's endpoints on its broker with the shared error policy."""
+
+    def __init__(self, broker: NatsBroker, service: str):
+        self.broker = broker
+        self.service = service
+
+    async def dead_letter(self, message: Any, reason: str) -> None:
+        subject = dead_letter_subject(self.service, message.raw_message.subject)
+        headers = {"Erpilot-Reason": reason[:500], "Erpilot-Original-Subject": message.raw_message.subject}
+        try:
+            await self.broker.publish(message.body, subject, headers=headers, stream="ERPILOT_DEAD_LETTERS")
+        except Exception:  # the dead-letter copy is best effort; the log line is the record of last resort
+            log.exception("could not dead-letter a message from %s", message.raw_message.subject)
+        log.error("dead-lettered message from %s: %s", message.raw_message.subject, reason)
+
+    def _durable_name(self, subject: str) -> str:
+        return f"{self.service}__{subject.replace('.', '_').replace('*', 'any').replace('>', 'all')}"
+
+    async def _run_durable(self, model: type[M], handler: Callable[[M], Awaitable[Any]], message: Any
+                           ) -> dict | None:
+        try:
+            parsed = _parse(model, message.body)
+        except (ValidationError, ValueError) as exc:
+            await self.dead_letter(message, f"invalid message: {exc}")
+            return _invalid_reply(exc).model_dump(mode="json")
+        attempt = _delivery_count(message)
+        if attempt > 1:
+            consumer_redeliveries.add(1, {"service": self.service, "subject": message.raw_message.subject})
+        ids = message_ids(parsed)
+        token = bind(**ids)
+        heartbeat = asyncio.create_task(_keep_in_progress(message))
+        try:
+            with tracer.start_as_current_span(f"{self.service} handle {model.__name__}",
+                                              attributes={"erpilot.service": self.service, **id_attributes(**ids)}):
+                result = await handler(parsed)
+        except NackMessage:
+            raise
+        except Exception as exc:
+            if isinstance(exc, TransientError) or is_transient(exc):
+                log.warning("transient failure on %s (attempt %d): %s", message.raw_message.subject, attempt, exc)
+                raise NackMessage(delay=min(0.2 * 2 ** attempt, 10.0)) from exc
+            log.exception("handler failed on %s (attempt %d)", message.raw_message.subject, attempt)
+            if attempt < MAX_ATTEMPTS_FOR_BUGS:
+                raise NackMessage(delay=0.5 * attempt) from exc
+            await self.dead_letter(message, f"failed {attempt} times: {exc!r}")
+            return ReplyV1.failure("internal_error", "the service could not process this message", 500
+                                   ).model_dump(mode="json")
+        finally:
+            heartbeat.cancel()
+            unbind(token)
+        return _as_reply(result)
+
+    def command(self, subject: str, model: type[M], *, max_workers: int = 8, description: str = ""):
+        """A durable command consumer shared by every replica; the handler's ``ReplyV1`` is the answer."""
+        def register(handler: Callable[[M], Awaitable[ReplyV1]]):
+            @self.broker.subscriber(
+                subject, stream=JStream(COMMANDS_STREAM.name, declare=False),
+                durable=self._durable_name(subject),
+                pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
+                inbox_prefix=f"_INBOX.{self.service}.".encode(),
+                config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
+                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
+                title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
+            )
+            @partial(_documented, model=model, name=handler.__name__)
+            async def entry(body: bytes, message: NatsMessage) -> dict | None:
+                return await self._run_durable(model, handler, message)
+
+            return handler
+        return register
+
+    def event(self, subject: str, model: type[M], *, max_workers: int = 4, description: str = ""):
+        """A durable event consumer (one per service, shared by replicas); no answer is sent."""
+        def register(handler: Callable[[M], Awaitable[None]]):
+            @self.broker.subscriber(
+                subject, stream=JStream(EVENTS_STREAM.name, declare=False),
+                durable=self._durable_name(subject),
+                pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
+                inbox_prefix=f"_INBOX.{self.service}.".encode(),
+                config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
+                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
+                title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
+            )
+            @partial(_documented, model=model, name=handler.__name__)
+            async def entry(body: bytes, message: NatsMessage) -> None:
+                await self._run_durable(model, handler, message)
+
+            return handler
+        return register
+
+    def query(self, subject: str, model: type[M], *, description: str = ""):
+        """A core request/reply endpoint with a queue group: no side effects, answered by one replica."""
+        def register(handler: Callable[[M], Awaitable[ReplyV1]]):
+            @self.broker.subscriber(
+                subject, queue=self.service, decoder=_raw_body,
+                title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
+            )
+            @partial(_documented, model=model, name=handler.__name__)
+            async def entry(body: bytes, message: NatsMessage) -> dict:
+                try:
+                    parsed = _parse(model, message.body)
+                except (ValidationError, ValueError) as exc:
+                    return _invalid_reply(exc).model_dump(mode="json")
+                ids = message_ids(parsed)
+                token = bind(**ids)
+                try:
+                    with tracer.start_as_current_span(f"{self.service} query {model.__name__}",
+                                                      attributes={"erpilot.service": self.service,
+                                                                  **id_attributes(**ids)}):
+                        return _as_reply(await handler(parsed))
+                except ServiceUnavailable as exc:
+                    return ReplyV1.failure("service_unavailable", str(exc), 503).model_dump(mode="json")
+                except Exception:
+                    log.exception("query failed on %s", subject)
+                    return ReplyV1.failure("internal_error", "the query failed", 500).model_dump(mode="json")
+                finally:
+                    unbind(token)
+
+            return handler
+        return register
+
+
+def _as_reply(result: Any) -> dict | None:
+    if result is None:
+        return None
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json")
+    return json.loads(json.dumps(result, default=str))
+
+
+async def _keep_in_progress(message: Any) -> None:
+    """Tell JetStream the message is still being worked on, so it is not redelivered meanwhile."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+        try:
+            await message.in_progress()
+        except Exception:  # best effort: the worst case is a redelivery the idempotent handler absorbs
+            return
+
+
+def _delivery_count(message: Any) -> int:
+    try:
+        return int(message.raw_message.metadata.num_delivered)
+    except Exception:
+        return 1
