@@ -139,9 +139,16 @@ class ServiceBus:
 
     def command(self, subject: str, model: type[M], *, max_workers: int = 8, description: str = ""):
         """A durable command consumer shared by every replica; the handler's ``ReplyV1`` is the answer."""
-        def register(handler: Callable[[M], Awaitable[ReplyV1]]):
+        return self._durable(subject, COMMANDS_STREAM.name, model, max_workers, description)
+
+    def event(self, subject: str, model: type[M], *, max_workers: int = 4, description: str = ""):
+        """A durable event consumer (one per service, shared by replicas); no answer is sent."""
+        return self._durable(subject, EVENTS_STREAM.name, model, max_workers, description)
+
+    def _durable(self, subject: str, stream: str, model: type[M], max_workers: int, description: str):
+        def register(handler: Callable[[M], Awaitable[Any]]):
             @self.broker.subscriber(
-                subject, stream=JStream(COMMANDS_STREAM.name, declare=False),
+                subject, stream=JStream(stream, declare=False),
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
                 inbox_prefix=f"_INBOX.{self.service}.".encode(),
@@ -151,26 +158,8 @@ class ServiceBus:
             )
             @partial(_documented, model=model, name=handler.__name__)
             async def entry(body: bytes, message: NatsMessage) -> dict | None:
+                # An event handler returns None, so nothing is answered.
                 return await self._run_durable(model, handler, message)
-
-            return handler
-        return register
-
-    def event(self, subject: str, model: type[M], *, max_workers: int = 4, description: str = ""):
-        """A durable event consumer (one per service, shared by replicas); no answer is sent."""
-        def register(handler: Callable[[M], Awaitable[None]]):
-            @self.broker.subscriber(
-                subject, stream=JStream(EVENTS_STREAM.name, declare=False),
-                durable=self._durable_name(subject),
-                pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
-                inbox_prefix=f"_INBOX.{self.service}.".encode(),
-                config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
-                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
-                title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
-            )
-            @partial(_documented, model=model, name=handler.__name__)
-            async def entry(body: bytes, message: NatsMessage) -> None:
-                await self._run_durable(model, handler, message)
 
             return handler
         return register

@@ -6,7 +6,7 @@ Times are timezone-aware ``datetime``s and appear in results as ISO-8601 strings
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -36,14 +36,7 @@ class Product:
 
     def to_result(self) -> dict[str, Any]:
         """``{sku, name, status, price_minor, currency, on_hand}``."""
-        return {
-            "sku": self.sku,
-            "name": self.name,
-            "status": self.status,
-            "price_minor": self.price_minor,
-            "currency": self.currency,
-            "on_hand": self.on_hand,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -56,7 +49,7 @@ class Customer:
 
     def to_result(self) -> dict[str, Any]:
         """``{customer_id, name, discount_pct}``."""
-        return {"customer_id": self.customer_id, "name": self.name, "discount_pct": self.discount_pct}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -74,16 +67,7 @@ class DraftLine:
 
     def to_result(self) -> dict[str, Any]:
         """Every field of the line."""
-        return {
-            "item_number": self.item_number,
-            "sku": self.sku,
-            "name": self.name,
-            "qty": self.qty,
-            "unit_price_minor": self.unit_price_minor,
-            "discount_pct": self.discount_pct,
-            "line_total_minor": self.line_total_minor,
-            "stock_before": self.stock_before,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -155,13 +139,7 @@ class OrderLine:
 
     def to_result(self) -> dict[str, Any]:
         """``{sku, name, qty, unit_price_minor, line_total_minor}``."""
-        return {
-            "sku": self.sku,
-            "name": self.name,
-            "qty": self.qty,
-            "unit_price_minor": self.unit_price_minor,
-            "line_total_minor": self.line_total_minor,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
