@@ -240,14 +240,14 @@ def _result_lines(obs: Observation) -> list[dict[str, Any]]:
 def _focus(observations: list[Observation], user_texts: list[str]) -> LineFocus:
     """The lines the conversation touched: named by the person, or by the item_number of a call."""
     item_numbers: set[int] = set()
-    skus: set[str] = set()
+    ids: set[str] = set()
     for text in user_texts:
         item_numbers |= line_numbers(text)
-        skus |= tokens(text)
+        ids |= tokens(text)
     for obs in observations:
         if isinstance(obs.arguments.get("item_number"), int):
             item_numbers.add(obs.arguments["item_number"])
         for key in ("sku", "expected_sku"):
             if isinstance(obs.arguments.get(key), str):
-                skus.add(obs.arguments[key].casefold())
-    return LineFocus(frozenset(item_numbers), frozenset(skus))
+                ids.add(obs.arguments[key].casefold())
+    return LineFocus(frozenset(item_numbers), frozenset(ids))

@@ -57,8 +57,8 @@ from erpilot_agent.domain.history import OUTCOME_STATUSES, Entry, entry_bytes, g
 DEFAULT_BUDGET_TOKENS = 32000
 DEFAULT_TOOL_BYTES = 4096
 
-Projector = Callable[[str, Any, LineFocus | None], Any]
-"""(tool, decoded content, focus) -> summary or None; ``focus`` asks for the compact form."""
+Projector = Callable[[str, Any, LineFocus | None, frozenset[str]], Any]
+"""(tool, decoded content, focus, named ids) -> summary or None; ``focus`` asks for the compact form."""
 
 
 class ContextOverflow(Exception):
@@ -158,7 +158,7 @@ class _View:
         return True
 
     def _summary(self, result: _ToolResult, focus: LineFocus | None) -> dict[str, Any] | None:
-        summary = self.projector(result.obs.tool, parse_json(result.original), focus)
+        summary = self.projector(result.obs.tool, parse_json(result.original), focus, self.relevance.focus.ids)
         return None if summary is None else {**summary, "call_id": result.obs.call_id}
 
     def project(self, result: _ToolResult) -> bool:

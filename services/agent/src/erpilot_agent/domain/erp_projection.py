@@ -37,13 +37,16 @@ PAGE_SIZE = 50  # lines per get_draft page suggested to the model: a page's summ
 
 @dataclass(frozen=True)
 class LineFocus:
-    """The lines a compact projection keeps: these item numbers, and lines holding these SKUs (casefolded)."""
+    """What the conversation touched: item numbers, and ids (SKUs, customer ids...) casefolded.
+
+    A compact projection keeps the lines with these numbers or SKUs; a listing keeps the named items whole.
+    """
 
     item_numbers: frozenset[int] = frozenset()
-    skus: frozenset[str] = frozenset()
+    ids: frozenset[str] = frozenset()
 
     def keeps(self, line: dict[str, Any]) -> bool:
-        return line.get("item_number") in self.item_numbers or str(line.get("sku", "")).casefold() in self.skus
+        return line.get("item_number") in self.item_numbers or str(line.get("sku", "")).casefold() in self.ids
 
 
 def _pick(source: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -114,16 +117,28 @@ def summarise_task(task: dict[str, Any], focus: LineFocus | None = None) -> dict
     return summary
 
 
-def summarise_items(listing: dict[str, Any]) -> dict[str, Any]:
-    """A search listing reduced to each item's id and name, with the count."""
+def summarise_items(listing: dict[str, Any], named: frozenset[str] = frozenset(),
+                    compact: bool = False) -> dict[str, Any]:
+    """A search listing reduced to each item's id and name, with the count; ``named`` items stay whole.
+
+    ``compact``: only the named items (``items_shown: "named"``).
+    """
     items = [item for item in listing.get("items") or [] if isinstance(item, dict)]
-    return {"count": len(items), "items": [_pick(item, ITEM_KEYS) for item in items]}
+
+    def is_named(item: dict[str, Any]) -> bool:
+        return any(str(item.get(key, "")).casefold() in named for key in ("sku", "customer_id"))
+
+    if compact:
+        return {"count": len(items), "items": [item for item in items if is_named(item)], "items_shown": "named"}
+    return {"count": len(items), "items": [item if is_named(item) else _pick(item, ITEM_KEYS) for item in items]}
 
 
-def summarise_result(tool: str, result: dict[str, Any], focus: LineFocus | None = None) -> dict[str, Any] | None:
+def summarise_result(tool: str, result: dict[str, Any], focus: LineFocus | None = None,
+                     named: frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """The summary of one tool's result object, or None when the tool has no summariser.
 
-    ``focus`` asks for the compact form; only drafts, orders and order tasks have one.
+    ``focus`` asks for the compact form (drafts, orders and tasks: the touched lines; listings: the
+    named items). A listing keeps the items whose id is in ``named`` whole.
     """
     if tool in DRAFT_TOOLS:
         return summarise_draft(result, focus)
@@ -131,31 +146,33 @@ def summarise_result(tool: str, result: dict[str, Any], focus: LineFocus | None 
         return summarise_order(result, focus)
     if tool == "get_order_task":
         return summarise_task(result, focus)
+    if tool in SEARCH_TOOLS:
+        return summarise_items(result, named, compact=focus is not None)
     if focus is not None:
         return None
-    if tool in SEARCH_TOOLS:
-        return summarise_items(result)
     if tool in SMALL_TOOLS:
         return _pick(result, REFUND_KEYS if tool == "refund_payment" else PRODUCT_KEYS)
     return None
 
 
-def project_erp_result(tool: str, content: Any, focus: LineFocus | None = None) -> dict[str, Any] | None:
+def project_erp_result(tool: str, content: Any, focus: LineFocus | None = None,
+                       named: frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """A smaller, valid-JSON view of a tool message's decoded content, or None if it cannot be projected.
 
-    ``focus`` asks for the compact form (only the touched lines); None when the tool has none.
+    ``focus`` asks for the compact form (only the touched lines); None when the tool has none. ``named``:
+    ids the conversation named (a listing keeps those items whole).
     """
     if not isinstance(content, dict):
         return None
     if content.get("status") not in OUTCOME_STATUSES:
         # A bare result object, stored without the outcome envelope.
-        summary = summarise_result(tool, content, focus)
+        summary = summarise_result(tool, content, focus, named)
         return None if summary is None else {**summary, "projected": True, "refresh_required": True}
     # The envelope's own fields (status, error, reason, comment...) are small and kept; only the
     # result object is summarised.
     projected = {key: value for key, value in content.items() if key != "result"}
     if isinstance(content.get("result"), dict):
-        summary = summarise_result(tool, content["result"], focus)
+        summary = summarise_result(tool, content["result"], focus, named)
         if summary is None:
             return None
         projected["result"] = summary
