@@ -217,3 +217,19 @@ def test_user_words_name_lines_and_ids():
     assert line_numbers("change line 17 to quantity 2, and item #3; lines 30-32") == {17, 3, 30, 31, 32}
     assert line_numbers("lines 1-100000") == {1}
     assert tokens("Show D-1002, then SKU-PEN-BLUE.") >= {"d-1002", "sku-pen-blue"}
+
+
+def test_a_listing_keeps_the_items_the_conversation_named_whole():
+    history = [user_message("find product"), *exchange("l", "search_products", listing(50), query=""),
+               user_message("what does SKU-0031 cost?")]
+    result = contents(build_context(history, tool_bytes=2500))["l"]["result"]
+    assert result["count"] == 50 and result["items_shown"] == "named"
+    assert result["items"] == [listing(50)["items"][31]]
+    roomy = contents(build_context(history, tool_bytes=6000))["l"]["result"]
+    assert roomy["items"][31] == listing(50)["items"][31] and roomy["items"][30] == {
+        "sku": "SKU-0030", "name": "Catalog product number 30 in a long name", "status": "active"}
+
+
+def test_a_listing_that_names_nothing_is_omitted_rather_than_emptied():
+    history = [user_message("find product"), *exchange("l", "search_products", listing(50), query="")]
+    assert contents(build_context(history, tool_bytes=2500))["l"]["omitted"] is True

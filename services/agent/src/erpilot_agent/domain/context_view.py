@@ -134,7 +134,7 @@ class _View:
                 status, result = _outcome(parse_json(original))
                 obs = Observation(len(self.results), entry["tool_call_id"], function["name"],
                                   arguments if isinstance(arguments, dict) else {}, status, result,
-                                  hashlib.sha256(original.encode("utf-8")).hexdigest(), bool(user_texts))
+                                  hashlib.sha256(original.encode("utf-8")).hexdigest(), False)
                 self.results.append(_ToolResult(entry, obs, original))
         # "after the last user message": only results stored after it (positions past its block).
         last_user = max((i for i, b in enumerate(self.blocks) if b.message.get("role") == "user"), default=-1)

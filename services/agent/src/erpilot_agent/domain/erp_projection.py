@@ -118,7 +118,7 @@ def summarise_task(task: dict[str, Any], focus: LineFocus | None = None) -> dict
 
 
 def summarise_items(listing: dict[str, Any], named: frozenset[str] = frozenset(),
-                    compact: bool = False) -> dict[str, Any]:
+                    compact: bool = False) -> dict[str, Any] | None:
     """A search listing reduced to each item's id and name, with the count; ``named`` items stay whole.
 
     ``compact``: only the named items (``items_shown: "named"``).
@@ -128,8 +128,9 @@ def summarise_items(listing: dict[str, Any], named: frozenset[str] = frozenset()
     def is_named(item: dict[str, Any]) -> bool:
         return any(str(item.get(key, "")).casefold() in named for key in ("sku", "customer_id"))
 
-    if compact:
-        return {"count": len(items), "items": [item for item in items if is_named(item)], "items_shown": "named"}
+    if compact:  # without a named item there is nothing worth more than the omitted marker
+        shown = [item for item in items if is_named(item)]
+        return {"count": len(items), "items": shown, "items_shown": "named"} if shown else None
     return {"count": len(items), "items": [item if is_named(item) else _pick(item, ITEM_KEYS) for item in items]}
 
 
