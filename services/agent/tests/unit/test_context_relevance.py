@@ -233,3 +233,14 @@ def test_a_listing_keeps_the_items_the_conversation_named_whole():
 def test_a_listing_that_names_nothing_is_omitted_rather_than_emptied():
     history = [user_message("find product"), *exchange("l", "search_products", listing(50), query="")]
     assert contents(build_context(history, tool_bytes=2500))["l"]["omitted"] is True
+
+
+def test_an_omitted_long_draft_names_the_page_call_that_reads_it_again():
+    history = [user_message("make it"), *exchange("d", "create_order_draft", draft("D-1", 1, 500), customer_id="C-7"),
+               *exchange("e", "get_draft", draft("D-1", 1, 30), draft_id="D-1"),
+               *exchange("s", "submit_order", {"order_id": "O-1", "status": "committed", "lines": []},
+                         draft_id="D-1", revision=1), user_message("done?")]
+    view = contents(build_context(history, budget_tokens=420, tool_bytes=100_000))
+    assert view["d"]["reread"] == {"tool": "get_draft",
+                                   "arguments": {"draft_id": "D-1", "revision": 1, "offset": 0, "limit": 50}}
+    assert view["e"]["reread"] == {"tool": "get_draft", "arguments": {"draft_id": "D-1"}}

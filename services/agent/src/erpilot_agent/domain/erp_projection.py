@@ -183,11 +183,18 @@ def project_erp_result(tool: str, content: Any, focus: LineFocus | None = None,
 
 
 def reread_call(tool: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any] | None:
-    """The read call that shows a result's object again (``{"tool", "arguments"}``), or None."""
+    """The read call that shows a result's object again (``{"tool", "arguments"}``), or None.
+
+    A long draft is read again a page at a time.
+    """
+    if tool in DRAFT_TOOLS and result.get("draft_id") is not None:
+        again = {**arguments} if tool == "get_draft" else _pick(result, ("draft_id", "revision"))
+        line_count = result.get("line_count", len(result.get("lines") or []))
+        if isinstance(line_count, int) and line_count > PAGE_SIZE and "limit" not in again:
+            again.update(offset=again.get("offset", 0), limit=PAGE_SIZE)
+        return {"tool": "get_draft", "arguments": again}
     if tool in READ_TOOLS:
         return {"tool": tool, "arguments": arguments}
-    if tool in DRAFT_TOOLS and result.get("draft_id") is not None:
-        return {"tool": "get_draft", "arguments": _pick(result, ("draft_id", "revision"))}
     if tool in ORDER_TOOLS | {"refund_payment"} and result.get("order_id") is not None:
         return {"tool": "get_order", "arguments": {"order_id": result["order_id"]}}
     if tool == "adjust_stock" and result.get("sku") is not None:
