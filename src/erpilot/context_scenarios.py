@@ -13,13 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from erpilot.context_facts import (
-    DraftCustomer,
-    DraftLine,
-    Fact,
-    LatestResult,
-    UserSays,
-)
+from erpilot.context_facts import DraftCustomer, DraftLine, Fact, LatestResult, UserSays
 
 Entry = dict[str, Any]
 CHECK_CODE = "Prüfcode K7-ALPHA-93"
