@@ -116,6 +116,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
     print_report(results)
 
 
+def cmd_context_eval(args: argparse.Namespace) -> None:
+    from erpilot.context_eval import main as context_eval
+
+    sys.exit(context_eval(as_json=args.json, verbose=args.verbose))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="erpilot", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -146,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--cycles", type=int, default=64, help="cycles per concurrency level")
     bench.add_argument("--data-dir", help="where the benchmark's own NATS and PostgreSQL live (default: a temp dir)")
     bench.set_defaults(func=cmd_bench)
+    context_eval = sub.add_parser("context-eval", help="the context view on frozen long sessions (offline)")
+    context_eval.add_argument("--json", action="store_true", help="machine-readable outcomes")
+    context_eval.add_argument("--verbose", action="store_true", help="list every fact of every scenario")
+    context_eval.set_defaults(func=cmd_context_eval)
     return parser
 
 

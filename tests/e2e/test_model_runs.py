@@ -333,7 +333,9 @@ def test_a_tool_result_too_large_for_the_context_reaches_the_model_as_the_omitte
     assert result["tool_call_id"] == call_id
     assert json.loads(result["content"]) == {"omitted": True, "original_length": len(original),
                                              "sha256": hashlib.sha256(original).hexdigest(),
-                                             "refresh_required": True}
+                                             "refresh_required": True, "call_id": result["tool_call_id"],
+                                             "reason": "size",
+                                             "reread": {"tool": "search_products", "arguments": {"query": ""}}}
 
 
 def test_a_message_that_cannot_fit_the_budget_fails_with_context_overflow(user: Api, fake_llm):

@@ -30,14 +30,14 @@ def sku_and_qty(item_number: int) -> tuple[str, int]:
     return f"SKU-{digest[:6].upper()}", int(digest[6:10], 16) % 97 + 1
 
 
-def big_draft(line_count: int = 60) -> dict:
+def big_draft(line_count: int = 60, draft_id: str = "D-1002") -> dict:
     lines = []
     for n in range(1, line_count + 1):
         sku, qty = sku_and_qty(n)
         lines.append({"item_number": n, "sku": sku, "name": f"Industrial widget model {n} with long name",
                       "qty": qty, "unit_price_minor": 1999, "discount_pct": 5, "line_total_minor": 1999 * qty,
                       "stock_before": 500 + n})
-    return {"draft_id": "D-1002", "revision": 4, "customer_id": "C-7", "customer_name": "Müller & Söhne GmbH",
+    return {"draft_id": draft_id, "revision": 4, "customer_id": "C-7", "customer_name": "Müller & Söhne GmbH",
             "note": "deliver before Friday", "currency": "EUR", "total_amount_minor": 123456,
             "valid_until": "2026-11-01T00:00:00Z", "lines": lines}
 
@@ -134,7 +134,9 @@ def test_content_that_cannot_fit_is_replaced_by_the_omitted_marker():
 
     raw = original.encode("utf-8")
     assert content == {"omitted": True, "original_length": len(raw),
-                       "sha256": hashlib.sha256(raw).hexdigest(), "refresh_required": True}
+                       "sha256": hashlib.sha256(raw).hexdigest(), "refresh_required": True,
+                       "call_id": "c1", "reason": "size",
+                       "reread": {"tool": "search_products", "arguments": {}}}
     assert len(raw) > len(original)  # the length is counted in UTF-8 bytes, not characters
 
 
@@ -183,7 +185,7 @@ def test_a_result_without_its_call_is_refused():
 def three_drafts_history() -> list[dict]:
     history = [system_message(SYSTEM)]
     for n in (1, 2, 3):
-        history += [user_message(f"show draft D-{n}"), *exchange(f"c{n}", "get_draft", big_draft(12))]
+        history += [user_message(f"show draft D-{n}"), *exchange(f"c{n}", "get_draft", big_draft(12, f"D-{n}"))]
     return history
 
 

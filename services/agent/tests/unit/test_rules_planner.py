@@ -44,6 +44,9 @@ def ok(result: dict) -> dict:
     ("show task", "get_order_task", {}),
     ("show draft D-1002", "get_draft", {"draft_id": "D-1002"}),
     ("show draft D-1002 revision 2", "get_draft", {"draft_id": "D-1002", "revision": 2}),
+    ("show draft D-1002 lines 301-350", "get_draft", {"draft_id": "D-1002", "offset": 300, "limit": 50}),
+    ("show draft D-1002 revision 2 line 17", "get_draft", {"draft_id": "D-1002", "revision": 2, "offset": 16,
+                                                           "limit": 1}),
     ("draft for C-7: SKU-9 x2, SKU-10 x15", "create_order_draft",
      {"customer_id": "C-7", "lines": [{"sku": "SKU-9", "qty": 2}, {"sku": "SKU-10", "qty": 15}]}),
     ("Draft for C-7: SKU-9 x2 Note: Ring Twice, please", "create_order_draft",
@@ -69,6 +72,7 @@ def test_direct_commands_become_one_tool_call(text, tool, arguments):
 
 @pytest.mark.parametrize(("text", "tool", "arguments"), [
     ("set line 31 to SKU-9 x4", "update_draft_line", {"item_number": 31, "expected_sku": "SKU-9", "qty": 4}),
+    ("change line 1 to quantity 4", "update_draft_line", {"item_number": 1, "expected_sku": "SKU-9", "qty": 4}),
     ("add SKU-10 x1", "add_draft_line", {"sku": "SKU-10", "qty": 1}),
     ("remove line 2 SKU-10", "remove_draft_line", {"item_number": 2, "expected_sku": "SKU-10"}),
     ("note: Leave at Gate 3", "set_draft_note", {"note": "Leave at Gate 3"}),
@@ -163,6 +167,7 @@ def test_help_and_unknown_text_explain_the_commands():
 @pytest.mark.parametrize("text", [
     "refund O-17 12.345 EUR", "refund O-17 12,50 EUR", "refund O-17 1e3 EUR", "refund O-17 -5 EUR",
     "refund O-17 0 EUR", "refund O-17 12.5 JPY", "draft for C-1: SKU-1 two", "draft X-1: show task",
+    "show draft D-1 lines 0-3", "show draft D-1 lines 9-2", "show draft D-1 lines 1-201",
 ])
 def test_bad_values_get_a_text_reply_and_no_call(text):
     reply = plan(ask(text))

@@ -40,7 +40,8 @@ async def test_get_draft_is_private_to_its_session_but_not_in_the_back_office(er
     theirs = await read(erp, "get_draft", {"draft_id": draft["draft_id"]}, "S-other")
     office = await erp.view("draft", id=draft["draft_id"], revision=1)
 
-    assert mine.data["result"] == office.data == {**draft, "latest_revision": 1}
+    assert mine.data["result"] == {**office.data, "line_count": 1}
+    assert office.data == {**draft, "latest_revision": 1}
     assert theirs.data["outcome"] == "business_rejected" and theirs.data["error"]["code"] == "not_found"
 
 
@@ -95,3 +96,35 @@ async def test_update_product_changes_price_and_status(erp):
     assert not unknown.ok and unknown.error.code == "not_found" and unknown.error.status == 404
     assert not negative.ok and negative.error.status == 422
     assert not nothing.ok and nothing.error.status == 422
+
+
+async def test_a_500_line_draft_is_read_in_pages_and_edited_by_line_number(erp, session_id):
+    skus = [await erp.make_product(on_hand=1000, price_minor=100 + n) for n in range(5)]
+    draft = await erp.new_draft(session_id, await erp.make_customer(), [(skus[n % 5], 1 + n % 7) for n in range(200)])
+    for n in range(200, 500):
+        reply = await erp.draft("add_draft_line", {"draft_id": draft["draft_id"], "base_revision": n - 199,
+                                                   "sku": skus[n % 5], "qty": 1 + n % 7}, session_id=session_id)
+        assert reply.data["outcome"] == "succeeded", reply
+    draft_id, revision = draft["draft_id"], 301
+
+    whole = (await read(erp, "get_draft", {"draft_id": draft_id}, session_id)).data["result"]
+    page = (await read(erp, "get_draft", {"draft_id": draft_id, "offset": 310, "limit": 10}, session_id)).data
+    past = (await read(erp, "get_draft", {"draft_id": draft_id, "offset": 500, "limit": 10}, session_id)).data
+    too_big = await read(erp, "get_draft", {"draft_id": draft_id, "limit": 201}, session_id)
+
+    assert (whole["revision"], whole["line_count"], len(whole["lines"])) == (revision, 500, 500)
+    result = page["result"]
+    assert [line["item_number"] for line in result["lines"]] == list(range(311, 321))
+    assert (result["line_count"], result["offset"], result["limit"]) == (500, 310, 10)
+    assert result["total_amount_minor"] == whole["total_amount_minor"] and result["lines"] == whole["lines"][310:320]
+    assert past["result"]["lines"] == [] and past["result"]["line_count"] == 500
+    assert not too_big.ok and too_big.error.code == "invalid_arguments"
+
+    line = result["lines"][6]  # item 317
+    edited = await erp.draft("update_draft_line", {"draft_id": draft_id, "base_revision": revision,
+                                                   "item_number": 317, "expected_sku": line["sku"], "qty": 2},
+                             session_id=session_id)
+    assert edited.data["outcome"] == "succeeded", edited
+    after = (await read(erp, "get_draft", {"draft_id": draft_id, "offset": 316, "limit": 1}, session_id)).data
+    assert after["result"]["revision"] == revision + 1 and after["result"]["lines"][0]["qty"] == 2
+    assert after["result"]["lines"][0]["sku"] == line["sku"]

@@ -6,7 +6,13 @@ from datetime import timedelta
 import pytest
 
 from erpilot_erp.domain.model import Customer, Product
-from erpilot_erp.domain.reads import MAX_SEARCH_RESULTS, get_order_task, search_customers, search_products
+from erpilot_erp.domain.reads import (
+    MAX_SEARCH_RESULTS,
+    get_order_task,
+    page_draft,
+    search_customers,
+    search_products,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -42,6 +48,34 @@ def test_submitted_drafts_and_other_sessions_drafts_do_not_count(catalog):
     theirs = catalog.create(draft_id="D-3", session_id="S-2")
     assert get_order_task([mine, submitted, theirs], "S-1")["draft"]["draft_id"] == "D-1"
     assert get_order_task([submitted, theirs], "S-1") == {"status": "none"}
+
+
+# --- get_draft pages ---------------------------------------------------------------------------------
+
+
+def test_get_draft_without_a_page_has_every_line_and_the_line_count(catalog):
+    draft = catalog.create([("SKU-A", n) for n in range(1, 8)]).to_result()
+    assert page_draft(draft, None, None) == {**draft, "line_count": 7}
+
+
+def test_a_page_keeps_item_numbers_and_the_whole_revisions_totals(catalog):
+    draft = catalog.create([("SKU-A", n) for n in range(1, 8)] + [("SKU-B", 9)]).to_result()
+    page = page_draft(draft, 2, 3)
+    assert [(line["item_number"], line["qty"]) for line in page["lines"]] == [(3, 3), (4, 4), (5, 5)]
+    assert (page["offset"], page["limit"], page["line_count"]) == (2, 3, 8)
+    assert page["total_amount_minor"] == draft["total_amount_minor"]
+    assert {k: v for k, v in page.items() if k not in ("lines", "offset", "limit", "line_count")} == \
+        {k: v for k, v in draft.items() if k != "lines"}
+
+
+@pytest.mark.parametrize(("offset", "limit", "numbers"), [
+    (None, 2, [1, 2]), (6, None, [7, 8]), (7, 50, [8]), (8, 5, []), (100, 1, []),
+])
+def test_pages_at_the_edges(catalog, offset, limit, numbers):
+    draft = catalog.create([("SKU-A", n) for n in range(1, 9)]).to_result()
+    page = page_draft(draft, offset, limit)
+    assert [line["item_number"] for line in page["lines"]] == numbers
+    assert page["line_count"] == 8 and page["offset"] == (offset or 0)
 
 
 # --- search ------------------------------------------------------------------------------------------

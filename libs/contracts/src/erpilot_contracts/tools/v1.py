@@ -45,9 +45,16 @@ class NoArgs(StrictBody):
     pass
 
 
+MAX_DRAFT_PAGE = 200
+
+
 class GetDraftArgs(StrictBody):
     draft_id: Id
     revision: Revision | None = None
+    offset: Annotated[int, Field(ge=0, le=100_000, description="Lines to skip: offset 0 starts at item_number 1.")] \
+        | None = None
+    limit: Annotated[int, Field(ge=1, le=MAX_DRAFT_PAGE, description="At most this many lines from offset.")] \
+        | None = None
 
 
 class DraftLineArgs(StrictBody):
@@ -139,7 +146,9 @@ TOOLS: dict[str, ToolSpec] = {
         ToolSpec("get_product", ToolKind.READ, GetProductArgs, "Read one product with price and stock."),
         ToolSpec("get_order", ToolKind.READ, GetOrderArgs, "Read one order with lines and payments."),
         ToolSpec("get_order_task", ToolKind.READ, NoArgs, "The open order draft(s) of this session."),
-        ToolSpec("get_draft", ToolKind.READ, GetDraftArgs, "Read a draft, its latest or a given revision."),
+        ToolSpec("get_draft", ToolKind.READ, GetDraftArgs,
+                 "Read a draft, its latest or a given revision; offset/limit page a long draft's lines "
+                 "(line_count and the totals always cover the whole revision)."),
         ToolSpec("create_order_draft", ToolKind.DRAFT, CreateOrderDraftArgs, "Create an order draft."),
         ToolSpec("update_draft_line", ToolKind.DRAFT, UpdateDraftLineArgs, "Change a draft line's quantity."),
         ToolSpec("add_draft_line", ToolKind.DRAFT, AddDraftLineArgs, "Append a line to a draft."),

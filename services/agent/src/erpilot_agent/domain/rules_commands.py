@@ -28,6 +28,7 @@ Builder = Callable[[re.Match[str]], Command]
 _FLAGS = re.IGNORECASE | re.DOTALL
 _LINE = re.compile(r"(\S+)\s+x\s*([0-9]+)", _FLAGS)
 HELP_WORDS = frozenset({"help", "?", "commands"})
+MAX_PAGE = 200  # get_draft's largest limit
 
 
 def _search(match: re.Match[str]) -> Command:
@@ -39,6 +40,11 @@ def _show_draft(match: re.Match[str]) -> Command:
     arguments: dict[str, Any] = {"draft_id": match["id"]}
     if match["revision"]:
         arguments["revision"] = int(match["revision"])
+    if match["first"]:
+        first, last = int(match["first"]), int(match["last"] or match["first"])
+        if not 1 <= first <= last or last - first >= MAX_PAGE:
+            raise CommandError(f"write the lines as <first>-<last>, 1-based, at most {MAX_PAGE} at a time")
+        arguments.update(offset=first - 1, limit=last - first + 1)
     return Command("get_draft", arguments)
 
 
@@ -88,6 +94,9 @@ _DRAFT_COMMANDS: list[tuple[str, Builder]] = [
     (r"set\s+line\s+(?P<n>[0-9]+)\s+to\s+(?P<sku>\S+)\s+x\s*(?P<qty>[0-9]+)", _open_draft(
         "update_draft_line",
         lambda m: {"item_number": int(m["n"]), "expected_sku": m["sku"], "qty": int(m["qty"])})),
+    # Without the SKU: the planner takes it from line n of the draft get_order_task shows.
+    (r"(?:set|change)\s+line\s+(?P<n>[0-9]+)\s+to\s+(?:quantity|qty|x)\s*(?P<qty>[0-9]+)", _open_draft(
+        "update_draft_line", lambda m: {"item_number": int(m["n"]), "qty": int(m["qty"])})),
     (r"add\s+(?P<sku>\S+)\s+x\s*(?P<qty>[0-9]+)", _open_draft(
         "add_draft_line", lambda m: {"sku": m["sku"], "qty": int(m["qty"])})),
     (r"remove\s+line\s+(?P<n>[0-9]+)\s+(?P<sku>\S+)", _open_draft(
@@ -101,7 +110,8 @@ _COMMANDS: list[tuple[str, Builder]] = [
     (r"show\s+product\s+(?P<sku>\S+)", lambda m: Command("get_product", {"sku": m["sku"]})),
     (r"show\s+order\s+(?P<id>\S+)", lambda m: Command("get_order", {"order_id": m["id"]})),
     (r"show\s+task", lambda m: Command("get_order_task")),
-    (r"show\s+draft\s+(?P<id>\S+)(?:\s+rev(?:ision)?\s+(?P<revision>[0-9]+))?", _show_draft),
+    (r"show\s+draft\s+(?P<id>\S+)(?:\s+rev(?:ision)?\s+(?P<revision>[0-9]+))?"
+     r"(?:\s+lines?\s+(?P<first>[0-9]+)(?:\s*-\s*(?P<last>[0-9]+))?)?", _show_draft),
     (r"draft\s+for\s+(?P<customer>[^\s:]+)\s*:\s*(?P<rest>.+)", _create_draft),
     (r"cancel\s+order\s+(?P<id>\S+)(?:\s+because\s+(?P<reason>.+))?", _cancel),
     (r"adjust\s+stock\s+(?P<sku>\S+)\s+(?P<delta>[+-][0-9]+)\s+because\s+(?P<reason>.+)",

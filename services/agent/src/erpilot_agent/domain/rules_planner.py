@@ -6,10 +6,12 @@
   show product <sku>                          one product with price and stock
   show order <order_id>                       one order
   show task                                   this session's open draft(s)
-  show draft <draft_id> [revision <n>]        a draft, latest or given revision
+  show draft <draft_id> [revision <n>] [lines <a>-<b>]
+                                              a draft, latest or given revision (or some lines)
   draft for <customer_id>: <sku> x<qty>[, <sku> x<qty>...] [note: <text>]
                                               create an order draft
   set line <n> to <sku> x<qty>                change line n's quantity (line n must hold <sku>)
+  change line <n> to quantity <qty>           the same, with the SKU line n shows in the open draft
   add <sku> x<qty>                            append a line to the open draft
   remove line <n> <sku>                       remove line n (it must hold <sku>)
   note: <text>                                set the open draft's note
@@ -97,7 +99,24 @@ def _after_task(step: _Step, command: Command, task_call: Exchange) -> PlannerRe
     draft_id, revision = chosen
     if command.tool == "submit_order":
         return step.call("submit_order", {"draft_id": draft_id, "revision": revision})
-    return step.call(command.tool, {"draft_id": draft_id, "base_revision": revision, **command.arguments})
+    arguments = dict(command.arguments)
+    if command.tool == "update_draft_line" and "expected_sku" not in arguments:
+        sku = _sku_of_line(task, arguments["item_number"])
+        if sku is None:
+            return PlannerReply(f"I cannot see line {arguments['item_number']} of draft {draft_id}; read it with "
+                                f"'show draft {draft_id} lines {arguments['item_number']}' or name its SKU: "
+                                f"'set line {arguments['item_number']} to <sku> x{arguments['qty']}'.")
+        arguments["expected_sku"] = sku
+    return step.call(command.tool, {"draft_id": draft_id, "base_revision": revision, **arguments})
+
+
+def _sku_of_line(task: dict[str, Any], item_number: int) -> str | None:
+    """The SKU on line ``item_number`` of the task's draft as the view shows it (None if not shown)."""
+    draft = task.get("draft") if isinstance(task.get("draft"), dict) else {}
+    for line in draft.get("lines") or []:
+        if isinstance(line, dict) and line.get("item_number") == item_number and isinstance(line.get("sku"), str):
+            return line["sku"]
+    return None
 
 
 def _choose_draft(task: dict[str, Any], wanted: str | None) -> tuple[str, int] | str:

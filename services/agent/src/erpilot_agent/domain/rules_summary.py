@@ -19,10 +19,16 @@ def _money(source: dict[str, Any], key: str) -> str:
 
 def describe_draft(draft: dict[str, Any]) -> str:
     """``Draft D-1 revision 2 for Alice Ltd: 3 line(s), total 12.50 EUR.``"""
-    lines = draft.get("lines") or []
+    # A projected draft carries its line_count and customer {id, name}; a page shows some of the lines.
+    line_count = draft.get("line_count", len(draft.get("lines") or []))
+    customer = draft.get("customer") if isinstance(draft.get("customer"), dict) else {}
     text = (f"Draft {draft.get('draft_id')} revision {draft.get('revision')} for "
-            f"{draft.get('customer_name') or draft.get('customer_id')}: {len(lines)} line(s), "
-            f"total {_money(draft, 'total_amount_minor')}.")
+            f"{draft.get('customer_name') or customer.get('name') or draft.get('customer_id')}: "
+            f"{line_count} line(s), total {_money(draft, 'total_amount_minor')}.")
+    if isinstance(draft.get("offset"), int):
+        shown = [f"{line.get('item_number')}. {line.get('sku')} x{line.get('qty')}"
+                 for line in draft.get("lines") or [] if isinstance(line, dict)]
+        text += " Lines: " + ("; ".join(shown) if shown else "none in that range") + "."
     if draft.get("note"):
         text += f" Note: {draft['note']}"
     return text

@@ -40,6 +40,26 @@ def get_order_task(latest_revisions: Iterable[DraftRevision], session_id: str) -
     return {"status": "ambiguous", "candidates": [d.to_candidate() for d in open_drafts]}
 
 
+def page_draft(draft: dict[str, Any], offset: int | None, limit: int | None) -> dict[str, Any]:
+    """A ``get_draft`` result: the revision with ``line_count`` (all its lines), paged by ``offset``/``limit``.
+
+    Lines keep their ``item_number``, so a page says which lines it holds; the totals
+    (``total_amount_minor``, ``line_count``) always cover the whole revision. Without offset and limit
+    every line is returned. A page past the end has no lines (``line_count`` says how many there are).
+    """
+    lines = draft.get("lines") or []
+    paged = {**draft, "line_count": len(lines)}
+    if offset is None and limit is None:
+        return paged
+    start = offset or 0
+    stop = len(lines) if limit is None else start + limit
+    paged["lines"] = lines[start:stop]
+    paged["offset"] = start
+    if limit is not None:
+        paged["limit"] = limit
+    return paged
+
+
 def _matches(query: str, identifier: str, name: str) -> bool:
     # casefold() rather than lower(): it also folds e.g. German "ß" so "strasse" finds "Straße".
     needle = query.strip().casefold()

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
 from erpilot_erp.adapters import reads, repository
-from erpilot_erp.domain.reads import get_order_task
+from erpilot_erp.domain.reads import get_order_task, page_draft
 
 
 def _found(result: dict[str, Any] | None, what: str) -> ToolResultV1:
@@ -34,6 +34,8 @@ async def run_read_tool(engine: AsyncEngine, cmd: ExecuteToolV1) -> ToolResultV1
                 return _found(await reads.get_order(conn, args["order_id"]), f"order {args['order_id']}")
             case "get_draft":
                 draft = await reads.get_draft_revision(conn, args["draft_id"], args.get("revision"), cmd.session_id)
+                if draft is not None:
+                    draft = page_draft(draft, args.get("offset"), args.get("limit"))
                 return _found(draft, f"draft {args['draft_id']}")
             case "get_order_task":
                 return _found(get_order_task(await repository.open_drafts(conn, cmd.session_id), cmd.session_id),
