@@ -4,8 +4,12 @@ messages straight on NATS, with the agent's name, as a prompt injection or a bug
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from pathlib import Path
+from urllib.parse import urlsplit
 
+import asyncpg
 import pytest
 from faststream.nats import NatsBroker
 
@@ -108,3 +112,59 @@ def test_an_editor_is_a_party_and_may_not_approve_their_own_edit(stack, requeste
     assert [p.get("edited_by") for p in pendings] == [None, manager_a.sub]
     assert wait_for(lambda: manager_c.get(f"/v1/approvals/{version['pending_id']}").json()["decided_by"]) == \
         manager_c.sub
+
+
+def process_env(stack, name: str) -> dict[str, str]:
+    """The environment the running process ``name`` of the stack really has (Linux /proc)."""
+    raw = Path(f"/proc/{stack.supervisor.children[name].pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def test_the_agent_process_holds_neither_the_signing_key_nor_the_jwt_secret(stack):
+    agent, approval = process_env(stack, "agent"), process_env(stack, "approval")
+    signing_key = approval["ERPILOT_GRANT_SIGNING_KEY"]
+    assert "ERPILOT_GRANT_SIGNING_KEY" not in agent and "ERPILOT_AUTH_SECRET" not in agent
+    assert not any(signing_key in value for value in agent.values())
+    agent_dir = Path(agent["ERPILOT_DATA_DIR"])
+    assert not [path for path in agent_dir.rglob("*") if path.is_file() and signing_key in path.read_text("latin-1")]
+    assert urlsplit(agent["ERPILOT_DATABASE_URL"]).username == "erpilot_agent"
+
+
+def test_each_service_connects_to_postgresql_as_its_own_role(stack):
+    users = {urlsplit(process_env(stack, service)["ERPILOT_DATABASE_URL"]).username
+             for service in ("agent", "approval", "erp")}
+    assert users == {"erpilot_agent", "erpilot_approval", "erpilot_erp"}
+    owner = stack.database_url
+
+    async def sessions() -> dict[str, str]:
+        conn = await asyncpg.connect(owner)
+        try:
+            rows = await conn.fetch("SELECT DISTINCT application_name, usename FROM pg_stat_activity "
+                                    "WHERE datname = current_database() AND application_name LIKE 'erpilot-%'")
+        finally:
+            await conn.close()
+        return {row["application_name"]: row["usename"] for row in rows}
+
+    found = wait_for(lambda: (lambda s: s if len(s) >= 3 else None)(asyncio.run(sessions())), timeout=30)
+    assert found == {"erpilot-agent": "erpilot_agent", "erpilot-approval": "erpilot_approval",
+                     "erpilot-erp": "erpilot_erp"}
+
+
+@pytest.mark.parametrize("statement", [
+    "INSERT INTO erp.consumed_grants (pending_id, operation_id) VALUES ('pa_forged', 'op_forged')",
+    "UPDATE erp.products SET on_hand = 0",
+    "INSERT INTO approval.decisions (pending_id, actor, action, fingerprint) VALUES ('pa_x', 'me', 'approve', 'f')",
+    "UPDATE approval.approvals SET status = 'approved', decided_by = 'agent'",
+    "SELECT count(*) FROM approval.approvals",
+    "CREATE TABLE agent.sneaky (id int)",
+    "UPDATE agent.alembic_version SET version_num = '0001'",
+])
+async def test_postgresql_refuses_the_agents_role_outside_its_own_schema(stack, statement):
+    agent_url = process_env(stack, "agent")["ERPILOT_DATABASE_URL"]
+    conn = await asyncpg.connect(agent_url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM agent.sessions") >= 0  # its own schema works
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(statement)
+    finally:
+        await conn.close()
