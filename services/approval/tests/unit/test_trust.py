@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from erpilot_approval.domain.approvals import (
-    ApprovalError,
-    as_the_ledger_prepared,
-    can_decide,
-    decide,
-    edited_version,
-    require_prepared,
-)
+from erpilot_approval.domain.approvals import ApprovalError, can_decide, decide, edited_version
+from erpilot_approval.domain.ledger import as_the_ledger_prepared, require_prepared
 from erpilot_contracts.erp.v1 import PreparedRecordV1
 
 from .conftest import NOW, build_request

@@ -13,7 +13,6 @@ from typing import Any
 
 from erpilot_approval.domain.policy import Policy
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
-from erpilot_contracts.erp.v1 import PreparedRecordV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
@@ -120,27 +119,6 @@ def new_pending(
         supersedes=supersedes,
         stock_check=tool_policy.stock_check,
     )
-
-
-def as_the_ledger_prepared(request: RequestApprovalV1, ledger: PreparedRecordV1 | None) -> RequestApprovalV1:
-    """The request, checked field by field against the ERP's own record of its operation.
-
-    What a person sees (the preview) and every amount rule come from the ledger, never from the sender
-    of the request (the agent, the least trusted service): any difference is ``invalid_request``.
-    """
-    if ledger is None:
-        raise ApprovalError("invalid_request", 422, f"the ERP never prepared operation {request.operation_id}")
-    for name in ("tool", "fingerprint", "arguments", "session_id", "call_id", "requested_by", "preview"):
-        if getattr(request, name) != getattr(ledger, name):
-            raise ApprovalError("invalid_request", 422,
-                                f"{name} differs from the ERP's prepared operation {request.operation_id}")
-    return request.model_copy(update={"preview": ledger.preview})
-
-
-def require_prepared(ledger: PreparedRecordV1) -> None:
-    """A new approval only for an operation the ledger has not finished (a repeat may come later)."""
-    if ledger.status != "prepared":
-        raise ApprovalError("invalid_request", 422, f"operation {ledger.operation_id} is already {ledger.status}")
 
 
 def preview_amount(preview: dict[str, Any]) -> int | None:

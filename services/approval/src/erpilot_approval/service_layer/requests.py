@@ -5,13 +5,8 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_approval.adapters import repository
-from erpilot_approval.domain.approvals import (
-    ApprovalError,
-    PendingApproval,
-    as_the_ledger_prepared,
-    new_pending,
-    require_prepared,
-)
+from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, new_pending
+from erpilot_approval.domain.ledger import as_the_ledger_prepared, require_prepared
 from erpilot_approval.service_layer.common import Deps, emit_requested, new_pending_id, refused
 from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
