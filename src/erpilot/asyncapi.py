@@ -49,7 +49,7 @@ def specification() -> Specification:
 
     with tempfile.TemporaryDirectory() as data_dir:  # the dev grant keys build() may create
         common: dict[str, Any] = dict(nats_url=SERVER, database_url="postgresql://erpilot@/erpilot",
-                                      data_dir=Path(data_dir))
+                                      data_dir=Path(data_dir), dev_mode=True)
         apps = [build_erp(ErpSettings(**common)), build_approval(ApprovalSettings(**common, policy=None)),
                 build_agent(AgentSettings(**common, model="rules"))]
     for app in apps:

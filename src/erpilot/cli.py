@@ -43,9 +43,19 @@ def cmd_serve(args: argparse.Namespace) -> None:
         sys.exit(f"erpilot serve {args.service}: configuration error: {exc}")
 
 
-def cmd_migrate(_: argparse.Namespace) -> None:
-    stack.migrate_all(_require("ERPILOT_DATABASE_URL"))
+def cmd_migrate(args: argparse.Namespace) -> None:
+    """As the database owner: every schema, then one role per service with rights on its own schema."""
+    from erpilot import db_roles
+
+    database_url = _require("ERPILOT_DATABASE_URL")
+    stack.migrate_all(database_url)
     print("migrated: erp, approval, agent")
+    if not args.skip_roles:
+        passwords = db_roles.passwords_from_env()
+        db_roles.provision(database_url, passwords)
+        unset = [db_roles.password_variable(s) for s, password in passwords.items() if not password]
+        print("roles: " + ", ".join(db_roles.ROLES.values())
+              + (f" (no password set for {', '.join(unset)})" if unset else ""))
     nats_url = os.environ.get("ERPILOT_NATS_URL")
     if nats_url:  # streams belong to operations: declared here with the admin NATS user (if any)
         import asyncio
@@ -73,6 +83,14 @@ def cmd_token(args: argparse.Namespace) -> None:
         print(tokens.make_token(secret, args.sub, args.role or ["requester"], timedelta(hours=args.hours)))
     except ValueError as exc:
         sys.exit(f"erpilot token: {exc}")
+
+
+def cmd_keygen(_: argparse.Namespace) -> None:
+    """Print a new grant key pair as shell exports (the approval signs, the ERP verifies)."""
+    from erpilot_platform.grants import new_keypair_env
+
+    for name, value in new_keypair_env().items():
+        print(f"export {name}={value}")
 
 
 def cmd_up(args: argparse.Namespace) -> None:
@@ -133,11 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run one service (any number of replicas may run)")
     serve.add_argument("service", choices=sorted(SERVE_TARGETS))
     serve.set_defaults(func=cmd_serve)
-    sub.add_parser("migrate", help="migrate every service's schema").set_defaults(func=cmd_migrate)
+    migrate = sub.add_parser("migrate", help="migrate every service's schema and create the service roles")
+    migrate.add_argument("--skip-roles", action="store_true",
+                         help="only migrate (the erpilot_* roles are managed elsewhere)")
+    migrate.set_defaults(func=cmd_migrate)
     sub.add_parser("seed", help="load the demo catalog (idempotent)").set_defaults(func=cmd_seed)
     nats_config = sub.add_parser("nats-config", help="the NATS users and permissions of a deployment")
     nats_config.add_argument("--out", help="write to this file (default: standard output)")
     nats_config.set_defaults(func=cmd_nats_config)
+    sub.add_parser("keygen", help="print a new Ed25519 grant key pair as shell exports").set_defaults(
+        func=cmd_keygen)
     token = sub.add_parser("token", help="print a JWT")
     token.add_argument("--sub", required=True)
     token.add_argument("--role", action="append", choices=tokens.ALL_ROLES)

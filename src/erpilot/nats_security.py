@@ -78,6 +78,7 @@ TRAFFIC: dict[str, Traffic] = {
     ),
     "approval": Traffic(
         sends_commands=(s.ERP_CMD_PREPARE,),
+        sends_queries=(s.ERP_QUERY_PREPARED,),
         publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
@@ -86,7 +87,8 @@ TRAFFIC: dict[str, Traffic] = {
     "erp": Traffic(
         publishes_events=(s.ERP_EVT_OPERATION_FINISHED,),
         consumes_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.ERP_CMD_UPDATE_PRODUCT),
-        answers_queries=(s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION, s.ERP_QUERY_VIEW, s.ping_subject("erp")),
+        answers_queries=(s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION, s.ERP_QUERY_PREPARED, s.ERP_QUERY_VIEW,
+                         s.ping_subject("erp")),
     ),
 }
 

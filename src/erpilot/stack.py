@@ -6,6 +6,7 @@ Used by `erpilot up` and by the e2e tests, so both run exactly the same way.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import sys
 import time
@@ -16,12 +17,31 @@ from pathlib import Path
 from erpilot.supervisor import Supervisor
 
 SERVICES = ("erp", "approval", "agent", "gateway")
+# Secrets only their owner receives; every other service starts without them, even when they are set in
+# the environment of the process that starts the stack. The agent runs the model (the least trusted
+# service): with the signing key it could approve anything, with the JWT secret act as any person.
+PRIVATE_ENV: dict[str, tuple[str, ...]] = {
+    "ERPILOT_GRANT_SIGNING_KEY": ("approval",),
+    "ERPILOT_AUTH_SECRET": ("gateway",),
+    # Each service gets its own credentials as ERPILOT_NATS_PASSWORD / in its ERPILOT_DATABASE_URL.
+    **{f"ERPILOT_NATS_{user.upper()}_PASSWORD": () for user in (*SERVICES, "admin")},
+    **{f"ERPILOT_DB_{service.upper()}_PASSWORD": () for service in SERVICES},
+}
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def merge_envs(*envs: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Per-service environments merged service by service (NATS users, database roles, ...)."""
+    merged: dict[str, dict[str, str]] = {}
+    for env in envs:
+        for service, values in env.items():
+            merged.setdefault(service, {}).update(values)
+    return merged
 
 
 def migrate_all(database_url: str) -> None:
@@ -58,10 +78,18 @@ class Stack:
     data_dir: Path
     http_port: int = 8000
     env: dict[str, str] = field(default_factory=dict)
-    # Per-service additions to ``env`` (e.g. each service's own NATS user under `erpilot up --secure`).
+    # Per-service additions to ``env`` (each service's own NATS user and database role, when used).
     service_envs: dict[str, dict[str, str]] = field(default_factory=dict)
     replicas: dict[str, int] = field(default_factory=dict)
     supervisor: Supervisor | None = None
+
+    def __post_init__(self) -> None:
+        # Grant keys reach the approval (signing) and ERP (verify) as variables, never through a shared
+        # directory; a stack given none gets a fresh pair of its own.
+        if not (self.env.get("ERPILOT_GRANT_SIGNING_KEY") or os.environ.get("ERPILOT_GRANT_SIGNING_KEY")):
+            from erpilot_platform.grants import new_keypair_env
+
+            self.env = {**self.env, **new_keypair_env()}
 
     @property
     def base_url(self) -> str:
@@ -83,10 +111,23 @@ class Stack:
             for index in range(self.replicas.get(service, 1)):
                 self.start_service(service, index)
 
+    def env_for(self, service: str) -> tuple[dict[str, str], list[str]]:
+        """One service's environment, and the variables it must not inherit (another's secrets).
+
+        Each service gets a data directory of its own under the stack's: nothing there is shared.
+        """
+        env = {**self.service_env(), **self.service_envs.get(service, {}),
+               "ERPILOT_DATA_DIR": str(self.data_dir / "services" / service)}
+        withheld = [name for name, owners in PRIVATE_ENV.items() if service not in owners]
+        for name in withheld:
+            env.pop(name, None)
+        return env, withheld
+
     def start_service(self, service: str, index: int = 0) -> None:
         name = service if index == 0 else f"{service}-{index + 1}"
         argv = [sys.executable, "-m", "erpilot", "serve", service]
-        self.supervisor.start(name, argv, env={**self.service_env(), **self.service_envs.get(service, {})})
+        env, withheld = self.env_for(service)
+        self.supervisor.start(name, argv, env=env, unset=withheld)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Poll /readyz until every service answers; fail early if a service died."""

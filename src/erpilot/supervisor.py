@@ -63,12 +63,15 @@ class Supervisor:
         self._saved_handlers: dict[int, object] = {}
 
     def start(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              log_path: Path | None = None, cwd: Path | None = None) -> Child:
-        """Start a child; `env` is added to this process's environment; logs go to log_dir/<name>.log."""
+              unset: Sequence[str] = (), log_path: Path | None = None, cwd: Path | None = None) -> Child:
+        """Start a child; `env` is added to this process's environment minus the names in `unset`;
+        logs go to log_dir/<name>.log."""
         if name in self.children and self.children[name].running():
             raise RuntimeError(f"{name} is already running")
         # Unbuffered Python output, so the log tail shown on a crash is up to date.
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        for variable in unset:
+            full_env.pop(variable, None)
         child = Child(name, [str(a) for a in argv], full_env, Path(log_path or self.log_dir / f"{name}.log"),
                       cwd)
         self.children.pop(name, None)  # re-insert: a restarted child is stopped before older ones

@@ -29,10 +29,18 @@ def dev_auth_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
-def make_token(secret: str, sub: str, roles: list[str], ttl: timedelta = timedelta(hours=12)) -> str:
+def make_token(secret: str, sub: str, roles: list[str], ttl: timedelta = timedelta(hours=12), *,
+               issuer: str | None = None, audience: str | None = None) -> str:
+    """A JWT the gateway accepts; ``issuer`` / ``audience`` default to ERPILOT_AUTH_ISSUER / _AUDIENCE."""
     unknown = sorted(set(roles) - set(ALL_ROLES))
     if unknown:
         raise ValueError(f"unknown role(s) {', '.join(unknown)}; roles are {', '.join(ALL_ROLES)}")
     now = datetime.now(UTC)
     claims = {"sub": sub, "roles": list(dict.fromkeys(roles)), "iat": now, "exp": now + ttl}
+    issuer = issuer or os.environ.get("ERPILOT_AUTH_ISSUER")
+    audience = audience or os.environ.get("ERPILOT_AUTH_AUDIENCE")
+    if issuer:
+        claims["iss"] = issuer
+    if audience:
+        claims["aud"] = audience
     return jwt.encode(claims, secret, algorithm="HS256")

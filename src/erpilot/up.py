@@ -7,8 +7,24 @@ import os
 import sys
 from pathlib import Path
 
-from erpilot import nats_credentials, nats_security, stack, tokens
+from erpilot import db_roles, nats_credentials, nats_security, stack, tokens
 from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
+
+
+def dev_grant_keys(data_dir: Path) -> dict[str, str]:
+    """The grant keys from the environment, else the data dir's pair (created once, kept across runs).
+
+    The stack hands the signing key to the approval service alone, as a variable (``stack.PRIVATE_ENV``);
+    no service is given the directory the key files are in.
+    """
+    from erpilot_platform.grants import encode_public_key, encode_signing_key, ensure_keypair
+
+    signing, verify = os.environ.get("ERPILOT_GRANT_SIGNING_KEY"), os.environ.get("ERPILOT_GRANT_VERIFY_KEY")
+    if signing and verify:
+        return {"ERPILOT_GRANT_SIGNING_KEY": signing, "ERPILOT_GRANT_VERIFY_KEY": verify}
+    private_key, public_key = ensure_keypair(data_dir)
+    return {"ERPILOT_GRANT_SIGNING_KEY": encode_signing_key(private_key),
+            "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(public_key)}
 
 
 def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
@@ -44,12 +60,17 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
             database_url = postgres.start()
         print("migrating ...", flush=True)
         stack.migrate_all(database_url)
+        if secure:  # each service connects as its own role with rights on its own schema only
+            db_passwords = db_roles.passwords_or_new()
+            db_roles.provision(database_url, db_passwords)
+            service_envs = stack.merge_envs(service_envs, db_roles.role_envs(database_url, db_passwords))
         inserted = stack.seed(database_url)
         if any(inserted.values()):
             print("loaded the demo catalog", flush=True)
         secret = os.environ.get("ERPILOT_AUTH_SECRET") or tokens.dev_auth_secret(data_dir)
         running = stack.Stack(nats_url, database_url, data_dir, http_port=http_port, env={
-            "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": secret}, service_envs=service_envs)
+            "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": secret, **dev_grant_keys(data_dir)},
+            service_envs=service_envs)
         running.start()
         running.supervisor.handle_signals()
         running.wait_ready()

@@ -14,12 +14,15 @@ from typing import Any
 import httpx
 import pytest
 
+from erpilot import db_roles
 from erpilot.stack import Stack, free_port, migrate_all, seed
 from erpilot.tokens import make_token
 from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.testing.backends import execute_sql, with_database
 
 SECRET = "e2e-secret-" + "x" * 32
+# Roles are global to the PostgreSQL server: every stack of this run sets the same passwords.
+DB_PASSWORDS = db_roles.passwords_or_new()
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +47,10 @@ def _write_policy(data_dir) -> Any:
 @contextmanager
 def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
                    replicas: dict[str, int] | None = None) -> Iterator[Stack]:
-    """A whole stack with its own NATS server and database (on the session's PostgreSQL server)."""
+    """A whole stack with its own NATS server and database (on the session's PostgreSQL server).
+
+    As deployed: migrated by the owner, then every service connects as its own role (src/erpilot/db_roles.py).
+    """
     nats = EmbeddedNats(data_dir / "nats-home")  # always embedded: only this stack may consume from it
     name = f"erpilot_iso_{secrets.token_hex(4)}"
     execute_sql(database_url, f'create database "{name}"')
@@ -52,9 +58,11 @@ def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
     stack = None
     try:
         migrate_all(url)
+        db_roles.provision(url, DB_PASSWORDS)
         seed(url)
         stack = Stack(nats.start(), url, data_dir, http_port=free_port(),
-                      env={"ERPILOT_AUTH_SECRET": SECRET, **env}, replicas=replicas or {})
+                      env={"ERPILOT_AUTH_SECRET": SECRET, **env}, replicas=replicas or {},
+                      service_envs=db_roles.role_envs(url, DB_PASSWORDS))
         stack.start()
         stack.wait_ready()
         yield stack

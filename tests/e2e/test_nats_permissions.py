@@ -25,14 +25,14 @@ import nats.js.errors
 import pytest
 from nats.js.api import StreamConfig
 
-from erpilot import nats_credentials, nats_security
+from erpilot import db_roles, nats_credentials, nats_security
 from erpilot.nats_security import ADMIN, DEFAULT_INBOX, JS_DOMAIN, durable_name
-from erpilot.stack import Stack, free_port, migrate_all, seed
+from erpilot.stack import Stack, free_port, merge_envs, migrate_all, seed
 from erpilot_contracts import subjects
 from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
 from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.testing.backends import execute_sql, with_database
-from tests.e2e.conftest import SECRET, Api
+from tests.e2e.conftest import DB_PASSWORDS, SECRET, Api
 from tests.e2e.test_write_flow import call_events, decide, draft, finished, request_write
 
 pytestmark = pytest.mark.e2e
@@ -66,9 +66,11 @@ def secure(database_url, tmp_path_factory) -> Iterator[Secure]:
         how = asyncio.run(nats_credentials.declare_streams(server.url, user=ADMIN, password=passwords[ADMIN]))
         assert how == f"domain {JS_DOMAIN}"
         migrate_all(url)
+        db_roles.provision(url, DB_PASSWORDS)
         seed(url)
         stack = Stack(server.url, url, data_dir, http_port=free_port(), env={"ERPILOT_AUTH_SECRET": SECRET},
-                      service_envs=nats_credentials.service_credentials(passwords))
+                      service_envs=merge_envs(nats_credentials.service_credentials(passwords),
+                                              db_roles.role_envs(url, DB_PASSWORDS)))
         stack.start()
         stack.wait_ready()
         yield Secure(server, passwords, stack)

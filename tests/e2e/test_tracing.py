@@ -90,10 +90,13 @@ async def gateway(spans, measured, infra):
     from erpilot_erp.settings import ErpSettings
     from erpilot_gateway.app import create_app
     from erpilot_gateway.settings import GatewaySettings
+    from erpilot_platform.grants import new_keypair_env
 
     nats_url, database_url, data_dir = infra
     common = dict(nats_url=nats_url, database_url=database_url, data_dir=data_dir)
-    services = [build_erp(ErpSettings(**common)), build_approval(ApprovalSettings(**common)),
+    keys = new_keypair_env()
+    services = [build_erp(ErpSettings(**common, grant_verify_key=keys["ERPILOT_GRANT_VERIFY_KEY"])),
+                build_approval(ApprovalSettings(**common, grant_signing_key=keys["ERPILOT_GRANT_SIGNING_KEY"])),
                 build_agent(AgentSettings(**common, model="rules"))]
     app = create_app(GatewaySettings(nats_url=nats_url, data_dir=data_dir, auth_secret=SECRET))
     started = []

@@ -47,6 +47,7 @@ ERP_CMD_UPDATE_PRODUCT = f"{PREFIX}.cmd.erp.update_product"  # UpdateProductV1 -
 ERP_QUERY_READ = f"{PREFIX}.query.erp.read"          # ExecuteToolV1 for read tools -> ReplyV1(ToolResultV1)
 ERP_QUERY_OPERATION = f"{PREFIX}.query.erp.operation"  # GetOperationV1 -> ReplyV1(OperationStatusV1)
 ERP_QUERY_VIEW = f"{PREFIX}.query.erp.view"          # ErpViewV1 -> ReplyV1(view)
+ERP_QUERY_PREPARED = f"{PREFIX}.query.erp.prepared"  # GetPreparedOperationV1 -> ReplyV1(PreparedRecordV1)
 ERP_EVT_OPERATION_FINISHED = f"{PREFIX}.evt.erp.operation_finished"  # OperationStatusV1
 
 # --- Approval ----------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from erpilot_contracts.approval.v1 import GrantV1
 
 PRIVATE_KEY_FILE = "grant_ed25519.key"
 PUBLIC_KEY_FILE = "grant_ed25519.pub"
+GRANT_KEYS_HINT = ("outside dev mode the approval service needs ERPILOT_GRANT_SIGNING_KEY and the ERP "
+                   "ERPILOT_GRANT_VERIFY_KEY; `erpilot keygen` prints a new pair")
 
 
 def grant_payload(grant: GrantV1) -> bytes:
@@ -139,3 +141,10 @@ def _decode_raw_key(b64: str, kind: str) -> bytes:
     if len(raw) != 32:
         raise ValueError(f"the grant {kind} key must be 32 raw bytes, got {len(raw)}")
     return raw
+
+
+def new_keypair_env() -> dict[str, str]:
+    """A fresh key pair as the two environment variables (``erpilot keygen``, test stacks)."""
+    private_key = Ed25519PrivateKey.generate()
+    return {"ERPILOT_GRANT_SIGNING_KEY": encode_signing_key(private_key),
+            "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(private_key.public_key())}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,13 @@ _log_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.Contex
 CONTEXT_KEYS = ("session_id", "call_id", "pending_id", "operation_id", "run_id")
 # What faststream's own log records carry (its access log context), kept when present.
 BROKER_KEYS = ("subject", "message_id")
+# A bearer token in a URL's query (the console's `/?token=` sign-in link) never reaches a log line.
+_QUERY_SECRET = re.compile(r"(?i)(?:^|(?<=[?&]))((?:token|access_token|id_token)=)[^&\s\"']+")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with the value of every ``token=`` query parameter replaced by ``[redacted]``."""
+    return _QUERY_SECRET.sub(r"\1[redacted]", text)
 
 
 def bind(**ids: Any) -> contextvars.Token:
@@ -40,7 +48,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "service": self.service,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact_secrets(record.getMessage()),
         }
         line.update(_log_context.get() or {})
         for key in CONTEXT_KEYS:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from pathlib import Path
 from typing import ClassVar
 
@@ -9,6 +11,8 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_SECRET_PLACEHOLDERS = {"", "changeme", "change-me", "secret", "dev"}
+_DURATION = re.compile(r"\s*(\d+)\s*([smhd])\s*")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class ConfigurationError(RuntimeError):
@@ -48,3 +52,11 @@ def require_secret(name: str, value: str | None, *, dev_mode: bool) -> str:
         f"{name} is not set (or is a placeholder). Set it in the environment; "
         "only `erpilot up` (dev mode) may generate one."
     )
+
+
+def parse_duration(value: str) -> timedelta:
+    """``"90s"``, ``"15m"``, ``"24h"``, ``"7d"`` as a positive timedelta; anything else is a ValueError."""
+    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
+    if match is None or int(match[1]) == 0:
+        raise ValueError(f"expected a positive duration like '24h', got {value!r}")
+    return timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field
 
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy
-from erpilot_platform.grants import ensure_keypair, load_signing_key
+from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_signing_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings
 
 
@@ -31,7 +31,13 @@ class ApprovalSettings(PlatformSettings):
             raise ConfigurationError(f"ERPILOT_POLICY {self.policy}: {exc}") from exc
 
     def signing_key(self) -> Ed25519PrivateKey:
-        """ERPILOT_GRANT_SIGNING_KEY, else the key pair under ERPILOT_DATA_DIR (created once, shared)."""
+        """ERPILOT_GRANT_SIGNING_KEY; only in dev mode, else the key pair under ERPILOT_DATA_DIR (created once).
+
+        Outside dev mode a missing key stops start-up: a key generated into a data directory is a key
+        whoever can read that directory holds, and a replica with another directory would sign with another.
+        """
+        if not self.grant_signing_key and not self.dev_mode:
+            raise ConfigurationError(f"ERPILOT_GRANT_SIGNING_KEY is not set; {GRANT_KEYS_HINT}")
         try:
             if self.grant_signing_key:
                 return load_signing_key(self.grant_signing_key)

@@ -2,7 +2,9 @@
 PostgreSQL. Tests talk to it only over NATS with the contracts, and watch its events on JetStream.
 
 ``cancel_order`` has a 2 s ttl here so expiry can be watched; the other tools keep the defaults.
-A fake ERP answers ``cmd.erp.prepare`` for edits (``draft_id`` "D-GONE" is a business rejection).
+A fake ERP answers ``cmd.erp.prepare`` for edits (``draft_id`` "D-GONE" is a business rejection) and
+``query.erp.prepared`` from what it holds: ``Approvals.create`` first records the request's operation in
+it, as the real ERP's prepare would, because the approval service takes every preview from the ledger.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from erpilot_approval.settings import ApprovalSettings
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetApprovalV1, RequestApprovalV1
 from erpilot_contracts.base import Message, ReplyV1
-from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1, PreviewV1
+from erpilot_contracts.erp.v1 import (
+    GetPreparedOperationV1,
+    PreparedOperationV1,
+    PreparedRecordV1,
+    PrepareOperationV1,
+    PreviewV1,
+)
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.broker import create_broker, request
 from erpilot_platform.endpoints import ServiceBus
@@ -116,11 +124,32 @@ ARGUMENTS = {
 }
 
 
+class FakeLedger:
+    """What the fake ERP prepared: the ``cmd.erp.prepare`` commands it saw, and its operations by id."""
+
+    def __init__(self) -> None:
+        self.seen: list[PrepareOperationV1] = []
+        self.operations: dict[str, PreparedRecordV1] = {}
+
+    def __getitem__(self, index: int) -> PrepareOperationV1:
+        return self.seen[index]
+
+    def record(self, cmd: RequestApprovalV1, **changes: Any) -> PreparedRecordV1:
+        """Hold ``cmd``'s operation as prepared (``changes``: where the ledger differs from the request)."""
+        values = dict(operation_id=cmd.operation_id, tool=cmd.tool, session_id=cmd.session_id, call_id=cmd.call_id,
+                      requested_by=cmd.requested_by, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
+                      preview=cmd.preview, status="prepared")
+        record = PreparedRecordV1(**{**values, **changes})
+        self.operations[cmd.operation_id] = record
+        return record
+
+
 class Approvals:
     """The approval service as its callers see it: contracts over NATS."""
 
-    def __init__(self, broker) -> None:
+    def __init__(self, broker, ledger: FakeLedger) -> None:
         self.broker = broker
+        self.ledger = ledger
 
     async def send(self, subject: str, payload: Message, *, durable: bool = True) -> ReplyV1:
         return await request(self.broker, subject, payload, durable=durable, timeout=20)
@@ -134,8 +163,14 @@ class Approvals:
                                "currency": "EUR"})
         return RequestApprovalV1(**{**values, **changes})
 
+    def prepared_cmd(self, tool: str = "submit_order", **kwargs: Any) -> RequestApprovalV1:
+        """A request for an operation the (fake) ledger prepared with exactly this preview."""
+        cmd = self.request_cmd(tool, **kwargs)
+        self.ledger.record(cmd)
+        return cmd
+
     async def create(self, tool: str = "submit_order", **kwargs: Any) -> dict:
-        reply = await self.send(subjects.APPROVAL_CMD_REQUEST, self.request_cmd(tool, **kwargs))
+        reply = await self.send(subjects.APPROVAL_CMD_REQUEST, self.prepared_cmd(tool, **kwargs))
         assert reply.ok, reply
         return reply.data
 
@@ -156,8 +191,8 @@ class Approvals:
 
 
 @pytest.fixture
-def approvals(broker) -> Approvals:
-    return Approvals(broker)
+def approvals(broker, fake_erp) -> Approvals:
+    return Approvals(broker, fake_erp)
 
 
 def at(value: str) -> datetime:
@@ -166,14 +201,20 @@ def at(value: str) -> datetime:
 
 @pytest.fixture(scope="module")
 async def fake_erp(nats_url):
-    """Answers ``cmd.erp.prepare`` like the ERP: a preview, or ``draft_changed`` for draft "D-GONE"."""
+    """Answers ``cmd.erp.prepare`` like the ERP (a preview, or ``draft_changed`` for draft "D-GONE") and
+    ``query.erp.prepared`` from the operations it holds."""
     broker = create_broker(nats_url, "fake-erp")
     bus = ServiceBus(broker, "erp")
-    seen: list[PrepareOperationV1] = []
+    ledger = FakeLedger()
+
+    @bus.query(subjects.ERP_QUERY_PREPARED, GetPreparedOperationV1)
+    async def prepared(query: GetPreparedOperationV1) -> ReplyV1:
+        found = ledger.operations.get(query.operation_id)
+        return ReplyV1.success(found) if found else ReplyV1.failure("not_found", "never prepared", 404)
 
     @bus.command(subjects.ERP_CMD_PREPARE, PrepareOperationV1)
     async def prepare(cmd: PrepareOperationV1) -> ReplyV1:
-        seen.append(cmd)
+        ledger.seen.append(cmd)
         if cmd.arguments.get("draft_id") == "D-GONE":
             return ReplyV1.failure("draft_changed", "the draft has a newer revision", 409)
         preview = PreviewV1(operation="Submit order", object=f"Draft {cmd.arguments.get('draft_id')}",
@@ -182,5 +223,5 @@ async def fake_erp(nats_url):
                                                    fingerprint=cmd.fingerprint, preview=preview))
 
     await broker.start()
-    yield seen
+    yield ledger
     await broker.stop()

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service
 
 
 async def test_request_is_idempotent_by_operation_id_and_announced(approvals, events) -> None:
-    cmd = approvals.request_cmd("submit_order")
+    cmd = approvals.prepared_cmd("submit_order")
     first = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
     again = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
     assert first.ok and again.ok and first.data == again.data
@@ -34,8 +34,43 @@ async def test_request_is_idempotent_by_operation_id_and_announced(approvals, ev
 
     arguments = {"draft_id": "D-1", "revision": 9}
     other = cmd.model_copy(update={"arguments": arguments, "fingerprint": fingerprint("submit_order", 1, arguments)})
+    conflict = await approvals.send(subjects.APPROVAL_CMD_REQUEST, other)  # not what the ledger prepared
+    assert (conflict.ok, conflict.error.code, conflict.error.status) == (False, "invalid_request", 422)
+    approvals.ledger.record(other)  # even a ledger that agrees cannot reuse the operation for another request
     conflict = await approvals.send(subjects.APPROVAL_CMD_REQUEST, other)
     assert (conflict.ok, conflict.error.code, conflict.error.status) == (False, "idempotency_conflict", 409)
+
+
+@pytest.mark.parametrize(("ledger", "request_changes"), [
+    ({"preview": {"operation": "Submit order", "object": "Draft D-1 revision 1", "target": "Big Customer",
+                  "amount_minor": 5_000_000, "currency": "EUR"}}, {}),  # the agent lowered the amount
+    ({}, {"preview": {"operation": "submit_order", "object": "x", "target": "a friend", "amount_minor": 12_345,
+                      "currency": "EUR"}}),  # a made-up preview
+    ({"arguments": {"draft_id": "D-1", "revision": 2},
+      "fingerprint": fingerprint("submit_order", 1, {"draft_id": "D-1", "revision": 2})}, {}),
+    ({"requested_by": "mallory"}, {}),
+    ({"status": "committed"}, {}),
+    (None, {}),  # never prepared
+])
+async def test_a_request_unlike_the_ledgers_prepared_operation_is_refused(approvals, events, ledger,
+                                                                          request_changes) -> None:
+    cmd = approvals.request_cmd("submit_order", amount_minor=12_345).model_copy(update=request_changes)
+    if ledger is not None:
+        approvals.ledger.record(cmd, **{"preview": approvals.request_cmd().preview, **ledger})
+    reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
+    assert (reply.ok, reply.error.code, reply.error.status) == (False, "invalid_request", 422)
+    listed = await approvals.send(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1(
+        actor=actor("boss", "approver", "manager"), session_id=cmd.session_id, status=None), durable=False)
+    assert listed.data["items"] == []  # nothing stored
+    await asyncio.sleep(0.3)
+    assert not [body for _, _, body in events.items if body.get("record", {}).get("session_id") == cmd.session_id]
+
+
+async def test_the_approval_shows_the_ledgers_preview_and_applies_its_amount(approvals) -> None:
+    big = {"operation": "Submit order", "object": "Draft D-1 revision 1", "target": "Big Customer",
+           "amount_minor": 5_000_000, "currency": "EUR", "effects": [], "notes": [], "details": {}}
+    record = await approvals.create("submit_order", preview=big)
+    assert (record["preview"], record["required_roles"], record["risk"]) == (big, ["manager"], "high")
 
 
 @pytest.mark.parametrize(("changes", "code", "status"), [
@@ -49,8 +84,10 @@ async def test_bad_requests_are_refused_and_store_nothing(approvals, changes, co
     bad = cmd.model_copy(update=changes)
     if "fingerprint" not in changes:  # a correct fingerprint, so the check under test is the one that fails
         bad = bad.model_copy(update={"fingerprint": fingerprint(bad.tool, 1, bad.arguments)})
+    approvals.ledger.record(bad)  # even with a ledger that agrees, the check under test refuses it
     reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, bad)
     assert (reply.ok, reply.error.code, reply.error.status) == (False, code, status)
+    approvals.ledger.record(cmd)
     fixed = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
     assert fixed.ok  # the operation id was not used up by the refused request
 

@@ -79,3 +79,38 @@ async def test_edits_that_must_fail_change_nothing(approvals, events) -> None:
     assert (await approvals.get(old["pending_id"], BOB)).data["status"] == "pending"
     await asyncio.sleep(0.3)
     assert not events.of(old["pending_id"])
+
+
+async def test_no_one_who_shaped_a_version_may_approve_it_under_separation_of_duties(approvals, events) -> None:
+    # refund_payment: manager, with separation of duties (the default policy).
+    manager_a, manager_c = actor("manager-a", "manager"), actor("manager-c", "manager")
+    first = await approvals.create("refund_payment", requested_by="bob")
+    assert first["edited_by"] is None
+
+    raised = {"order_id": "O-1", "amount_minor": 90_000, "currency": "EUR", "channel": "original"}
+    reply = await approvals.edit(first, raised, manager_a)
+    assert reply.ok, reply
+    second = reply.data
+    assert (second["requested_by"], second["edited_by"]) == ("bob", "manager-a")
+    (_, announced), = await events.wait(lambda: events.of(second["pending_id"], "requested"))
+    assert announced["record"]["edited_by"] == "manager-a"
+
+    refused = await approvals.decide(second, "approve", manager_a)
+    assert (refused.error.code, refused.error.status) == ("separation_of_duties", 403)
+    assert (await approvals.decide(second, "approve", actor("bob", "manager"))).error.code == "separation_of_duties"
+    assert (await approvals.get(second["pending_id"], manager_c)).data["status"] == "pending"
+
+    # Another edit keeps every earlier editor a party: manager A still may not approve the third version.
+    third = (await approvals.edit(second, {**raised, "amount_minor": 80_000}, manager_c)).data
+    assert third["edited_by"] == "manager-c"
+    assert (await approvals.decide(third, "approve", manager_a)).error.code == "separation_of_duties"
+    assert (await approvals.decide(third, "approve", manager_c)).error.code == "separation_of_duties"
+    approved = await approvals.decide(third, "approve", actor("manager-d", "manager"))
+    assert approved.ok and (approved.data["status"], approved.data["decided_by"]) == ("approved", "manager-d")
+
+
+async def test_a_party_may_still_reject_an_edited_version(approvals) -> None:
+    first = await approvals.create("refund_payment", requested_by="bob")
+    second = (await approvals.edit(first, {**first["arguments"], "amount_minor": 700}, actor("ann", "manager"))).data
+    rejected = await approvals.decide(second, "reject", actor("ann", "manager"), comment="changed my mind")
+    assert rejected.ok and rejected.data["status"] == "rejected"

@@ -17,7 +17,7 @@ from erpilot_erp.settings import ErpSettings
 from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
 from erpilot_platform.endpoints import ServiceBus
-from erpilot_platform.grants import ensure_keypair, load_verify_key
+from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_verify_key
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.outbox import Outbox
@@ -30,12 +30,14 @@ OUTBOX_LOCK_KEY = 7_311_990_101
 
 
 def grant_verify_key(settings: ErpSettings) -> Ed25519PublicKey:
-    """ERPILOT_GRANT_VERIFY_KEY, else the public half of the key pair under ERPILOT_DATA_DIR."""
+    """ERPILOT_GRANT_VERIFY_KEY; only in dev mode, else the public half of the key pair under ERPILOT_DATA_DIR."""
     if settings.grant_verify_key:
         try:
             return load_verify_key(settings.grant_verify_key)
         except ValueError as exc:
             raise ConfigurationError(f"ERPILOT_GRANT_VERIFY_KEY: {exc}") from None
+    if not settings.dev_mode:
+        raise ConfigurationError(f"ERPILOT_GRANT_VERIFY_KEY is not set; {GRANT_KEYS_HINT}")
     return ensure_keypair(Path(settings.data_dir))[1]
 
 

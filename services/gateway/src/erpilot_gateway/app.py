@@ -14,16 +14,18 @@ from erpilot_gateway.routes import approvals, erp, health, sessions, tools
 from erpilot_gateway.services import Services
 from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.broker import create_broker
-from erpilot_platform.logs import configure_logging
+from erpilot_platform.logs import configure_logging, redact_secrets
 from erpilot_platform.runtime import connect_with_retry
 from erpilot_platform.telemetry import shutdown_telemetry
 
 SERVICE = "gateway"
+# Where OpenTelemetry's HTTP semantic conventions (old and new) put the query string.
+URL_ATTRIBUTES = ("http.target", "http.url", "url.query", "url.full")
 
 
 def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     """Build the app; nothing connects until start-up."""
-    secret = settings.secret()
+    rules = settings.token_rules()
     broker = broker or create_broker(settings.nats_url, SERVICE, user=settings.nats_user,
                                      password=settings.nats_password)
 
@@ -37,7 +39,9 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     app = FastAPI(title="Erpilot", version="1.0", lifespan=lifespan,
                   description="An AI agent works the ERP; people approve every write that matters.")
     app.state.settings = settings
-    app.state.auth_secret = secret
+    # The token rules (secret, issuer, audience, longest lifetime) every decode_token call checks; the
+    # name stays for the routes that pass it on.
+    app.state.auth_secret = rules
     app.state.broker = broker
     app.state.services = Services(broker, settings.request_timeout_seconds)
     problems.install(app)
@@ -50,9 +54,14 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     return app
 
 
-def _mark_gateway_span(span, _scope) -> None:
-    if span.is_recording():
-        span.set_attribute("erpilot.service", SERVICE)
+def _mark_gateway_span(span, scope) -> None:
+    """Name the service, and keep a sign-in link's ``?token=`` out of the span's URL attributes."""
+    if not span.is_recording():
+        return
+    span.set_attribute("erpilot.service", SERVICE)
+    for key, value in (getattr(span, "attributes", None) or {}).items():
+        if key in URL_ATTRIBUTES and isinstance(value, str) and redact_secrets(value) != value:
+            span.set_attribute(key, redact_secrets(value))
 
 
 def main() -> None:

@@ -1,7 +1,9 @@
-"""Bearer JWT (HS256) authentication: ``sub``, ``roles``, ``exp`` (SPEC §5)."""
+"""Bearer JWT (HS256) authentication: ``sub``, ``roles``, ``exp`` (SPEC §5), plus ``iss`` / ``aud``
+when configured and a longest accepted lifetime (README "Security")."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -23,16 +25,44 @@ class User:
         return any(role in self.roles for role in roles)
 
 
-def decode_token(token: str, secret: str) -> User:
-    """Verify signature and expiry; raise 401 Problem otherwise."""
+@dataclass(frozen=True)
+class TokenRules:
+    """How a token is verified: the HS256 secret, the optional issuer and audience, the longest lifetime."""
+
+    secret: str
+    issuer: str | None = None
+    audience: str | None = None
+    max_ttl_seconds: float = 24 * 3600.0
+
+
+def decode_token(token: str, rules: TokenRules) -> User:
+    """Verify signature, expiry, issuer and audience (when set) and lifetime; raise 401 Problem otherwise."""
+    required = ["sub", "exp", *(["iss"] if rules.issuer else []), *(["aud"] if rules.audience else [])]
     try:
-        claims = jwt.decode(token, secret, algorithms=["HS256"], options={"require": ["sub", "exp"]})
+        claims = jwt.decode(token, rules.secret, algorithms=["HS256"], issuer=rules.issuer,
+                            audience=rules.audience, options={"require": required,
+                                                              "verify_aud": rules.audience is not None})
     except jwt.PyJWTError as exc:
         raise Problem(401, "unauthorized", f"invalid token: {exc}") from None
+    _check_lifetime(claims, rules.max_ttl_seconds)
     roles = claims.get("roles", [])
     if not isinstance(claims["sub"], str) or not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
         raise Problem(401, "unauthorized", "invalid token: malformed sub or roles")
     return User(sub=claims["sub"], roles=tuple(r for r in roles if r in ROLES))
+
+
+def _check_lifetime(claims: dict, max_ttl_seconds: float) -> None:
+    """A token may live at most ``max_ttl_seconds``: from ``iat`` to ``exp``, or from now when it has no ``iat``.
+
+    A stolen long-lived token is a standing key; refusing it bounds what a leak costs.
+    """
+    exp, iat = claims["exp"], claims.get("iat")
+    if not isinstance(exp, int | float) or (iat is not None and not isinstance(iat, int | float)):
+        raise Problem(401, "unauthorized", "invalid token: exp and iat must be numbers")
+    lifetime = exp - (iat if iat is not None else time.time())
+    if lifetime > max_ttl_seconds:
+        raise Problem(401, "unauthorized", f"invalid token: it lives {lifetime:.0f}s, "
+                                           f"longer than ERPILOT_AUTH_MAX_TTL ({max_ttl_seconds:.0f}s)")
 
 
 def token_from(request: Request, *, allow_cookie: bool) -> str | None:

@@ -4,17 +4,46 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from erpilot_platform.settings import PlatformSettings, require_secret
+from pydantic import Field, field_validator
+
+from erpilot_gateway.auth import TokenRules
+from erpilot_platform.settings import ConfigurationError, PlatformSettings, parse_duration, require_secret
+
+MIN_SECRET_BYTES = 32
+MAKE_A_SECRET = ("make one with `openssl rand -base64 48` "
+                 "(or `python3 -c 'import secrets; print(secrets.token_urlsafe(48))'`)")
 
 
 class GatewaySettings(PlatformSettings):
     requires_database: ClassVar[bool] = False
 
     auth_secret: str | None = None
+    auth_issuer: str | None = Field(None, description="When set, tokens must carry exactly this `iss`.")
+    auth_audience: str | None = Field(None, description="When set, tokens must name this `aud`.")
+    auth_max_ttl: str = Field("24h", description="Longest token lifetime accepted (exp - iat, or exp - now).")
     http_host: str = "127.0.0.1"
     http_port: int = 8000
     request_timeout_seconds: float = 20.0
 
+    @field_validator("auth_issuer", "auth_audience")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value or None
+
     def secret(self) -> str:
-        """The JWT secret; start-up stops here when it is missing outside dev mode."""
-        return require_secret("ERPILOT_AUTH_SECRET", self.auth_secret, dev_mode=self.dev_mode)
+        """The JWT secret; start-up stops here when it is missing, or shorter than 32 bytes outside dev mode."""
+        secret = require_secret("ERPILOT_AUTH_SECRET", self.auth_secret, dev_mode=self.dev_mode)
+        if not self.dev_mode and len(secret.encode("utf-8")) < MIN_SECRET_BYTES:
+            raise ConfigurationError(
+                f"ERPILOT_AUTH_SECRET is {len(secret.encode('utf-8'))} bytes; outside dev mode it needs at least "
+                f"{MIN_SECRET_BYTES} random bytes: {MAKE_A_SECRET}")
+        return secret
+
+    def token_rules(self) -> TokenRules:
+        """Everything a token is verified against (secret, issuer, audience, longest lifetime)."""
+        try:
+            max_ttl = parse_duration(self.auth_max_ttl)
+        except ValueError as exc:
+            raise ConfigurationError(f"ERPILOT_AUTH_MAX_TTL: {exc}") from None
+        return TokenRules(secret=self.secret(), issuer=self.auth_issuer, audience=self.auth_audience,
+                          max_ttl_seconds=max_ttl.total_seconds())

@@ -55,6 +55,8 @@ class ApprovalRecordV1(Message):
     supersedes: str | None = None
     stock_check: Literal["exact", "sufficient"] | None = Field(
         None, description="submit_order only: the policy's stock re-check, carried into the grant.")
+    edited_by: str | None = Field(
+        None, description="Who made this version by editing the previous one; None for the requester's own.")
 
 
 class RequestApprovalV1(Message):

@@ -69,6 +69,30 @@ class PreparedOperationV1(Message):
     preview: PreviewV1
 
 
+class GetPreparedOperationV1(Message):
+    """Ask the ledger for its own record of a prepared operation (asked by the approval service)."""
+
+    operation_id: str
+
+
+class PreparedRecordV1(Message):
+    """The ledger's record of a prepared operation, as the ERP stored it at prepare.
+
+    The approval service shows this preview and applies its amount rules to it; a request whose
+    preview, fingerprint or arguments differ is refused, so the agent cannot decide what a person sees.
+    """
+
+    operation_id: str
+    tool: str
+    session_id: str
+    call_id: str
+    requested_by: str
+    arguments: dict[str, Any]
+    fingerprint: str
+    preview: dict[str, Any] = Field(description="The preview exactly as `cmd.erp.prepare` answered it.")
+    status: Literal["prepared", "committed", "rejected"]
+
+
 class CommitOperationV1(Message):
     operation_id: str
     grant: GrantV1

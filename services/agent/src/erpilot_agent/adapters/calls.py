@@ -17,7 +17,7 @@ def to_domain(row: Any) -> ToolCall:
         pending=PendingApproval(
             pending_id=pending["pending_id"], fingerprint=pending["fingerprint"],
             expires_at=datetime.fromisoformat(pending["expires_at"]), preview=pending["preview"],
-            approval_url=pending["approval_url"],
+            approval_url=pending["approval_url"], edited_by=pending.get("edited_by"),
         ) if pending else None,
         resolutions=dict(life.get("resolutions", {})),
         decided_by=life.get("decided_by"), comment=life.get("comment"),
@@ -37,7 +37,7 @@ def to_columns(call: ToolCall) -> dict[str, Any]:
             "pending": {
                 "pending_id": pending.pending_id, "fingerprint": pending.fingerprint,
                 "expires_at": pending.expires_at.isoformat(), "preview": pending.preview,
-                "approval_url": pending.approval_url,
+                "approval_url": pending.approval_url, "edited_by": pending.edited_by,
             } if pending else None,
             "resolutions": call.resolutions, "decided_by": call.decided_by, "comment": call.comment,
         },

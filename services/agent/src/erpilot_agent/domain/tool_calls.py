@@ -65,6 +65,7 @@ class PendingApproval:
     expires_at: datetime
     preview: dict[str, Any]
     approval_url: str
+    edited_by: str | None = None  # the person whose edit made this version (None: the requester's own)
 
 
 @dataclass
@@ -108,9 +109,10 @@ class ToolCall:
         return [self._event("tool_started", tool=self.tool, arguments=self.arguments)]
 
     def _pending_event(self, pending: PendingApproval) -> SessionEvent:
+        edited = {"edited_by": pending.edited_by} if pending.edited_by else {}
         return self._event("approval_pending", pending_id=pending.pending_id, fingerprint=pending.fingerprint,
                            expires_at=pending.expires_at.isoformat(), preview=pending.preview,
-                           approval_url=pending.approval_url)
+                           approval_url=pending.approval_url, **edited)
 
     def _knows(self, pending_id: str) -> bool:
         current = self.pending.pending_id if self.pending is not None else None

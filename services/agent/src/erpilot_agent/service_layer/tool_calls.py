@@ -197,11 +197,13 @@ class ToolCallService:
         """A pending approval exists for one of our calls: the first one, or an edit's new version."""
         pending = PendingApproval(
             pending_id=record.pending_id, fingerprint=record.fingerprint, expires_at=record.expires_at,
-            preview=record.preview, approval_url=f"{self.public_url}/resume/{record.pending_id}")
+            preview=record.preview, approval_url=f"{self.public_url}/resume/{record.pending_id}",
+            edited_by=record.edited_by)
 
         def apply(call: ToolCall) -> list:
             if record.supersedes and call.pending and call.pending.pending_id == record.supersedes:
-                return call.supersede(record.supersedes, pending, decided_by=record.requested_by)
+                # The old version ended by the edit of the person who made the new one, not the requester.
+                return call.supersede(record.supersedes, pending, decided_by=record.edited_by)
             return call.await_approval(pending)
 
         # An edit brings new arguments and a new operation id for the same call.

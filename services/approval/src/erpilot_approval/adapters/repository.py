@@ -28,6 +28,7 @@ def to_domain(row: Any) -> PendingApproval:
     mapping = row._mapping
     values = {name: mapping[name] for name in _DOMAIN_FIELDS}
     values["required_roles"] = list(values["required_roles"])
+    values["editors"] = tuple(values["editors"] or ())
     return PendingApproval(**values)
 
 
@@ -52,6 +53,7 @@ async def insert_new(conn: AsyncConnection, approval: PendingApproval, *,
     ``trace_context``: the trace later steps continue (default: the current one).
     """
     values = {name: getattr(approval, name) for name in _DOMAIN_FIELDS}
+    values["editors"] = list(approval.editors)
     values["trace_context"] = trace_context if trace_context is not None else trace_carrier()
     stmt = (insert(approvals).values(**values)
             .on_conflict_do_nothing(index_elements=[approvals.c.operation_id]).returning(approvals.c.pending_id))

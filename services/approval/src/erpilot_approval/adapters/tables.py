@@ -57,6 +57,9 @@ approvals = Table(
     Column("stock_check", String(20), nullable=True),
     # The trace of the tool call that asked (W3C headers): decide and expiry continue it (ARCHITECTURE "Tracing").
     Column("trace_context", JSON, nullable=True),
+    # Who made this version by an edit, and every editor of the call up to it (separation of duties).
+    Column("edited_by", String(200), nullable=True),
+    Column("editors", ARRAY(String(200)), nullable=False, server_default=text("'{}'")),
 )
 # The sweeper's "next deadline" and "what is due" lookups.
 Index("approvals_pending_deadline", approvals.c.expires_at, postgresql_where=approvals.c.status == "pending")

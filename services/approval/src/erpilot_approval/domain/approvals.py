@@ -58,11 +58,21 @@ class PendingApproval:
     superseded_by: str | None = None
     supersedes: str | None = None
     stock_check: str | None = None  # submit_order only: the policy's stock re-check, carried by the grant
+    edited_by: str | None = None  # who made this version by an edit (None: the requester's own version)
+    editors: tuple[str, ...] = ()  # everyone who edited a version of this call up to this one, oldest first
 
     def to_record(self) -> ApprovalRecordV1:
-        """The wire record (``separation_of_duties`` is internal and not part of it)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "separation_of_duties"}
+        """The wire record (``separation_of_duties`` and ``editors`` are internal, not part of it)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _INTERNAL_FIELDS}
         return ApprovalRecordV1(**values)
+
+    @property
+    def parties(self) -> frozenset[str]:
+        """Everyone who shaped this version: the requester and every editor in its chain."""
+        return frozenset((self.requested_by, *self.editors))
+
+
+_INTERNAL_FIELDS = {"separation_of_duties", "editors"}
 
 
 @dataclass(frozen=True)
@@ -165,11 +175,16 @@ def decide(
 
 
 def authorize(approval: PendingApproval, action: str, actor_sub: str, actor_roles: list[str]) -> None:
-    """forbidden unless the actor holds a required role; the requester may not approve under SoD."""
+    """forbidden unless the actor holds a required role; under SoD no party to the version may approve it.
+
+    The parties are the requester and everyone who edited a version of the call (``PendingApproval.parties``):
+    a person who changed the arguments shaped what would be approved, exactly like the requester.
+    """
     if not _holds_required_role(approval, actor_roles):
         raise ApprovalError("forbidden", 403, f"deciding needs one of the roles {approval.required_roles}")
-    if approval.separation_of_duties and action == "approve" and actor_sub == approval.requested_by:
-        raise ApprovalError("separation_of_duties", 403, "the requester may not approve their own request")
+    if approval.separation_of_duties and action == "approve" and actor_sub in approval.parties:
+        who = "requested" if actor_sub == approval.requested_by else "edited"
+        raise ApprovalError("separation_of_duties", 403, f"you {who} this approval, so you may not approve it")
 
 
 def can_decide(
@@ -228,6 +243,12 @@ def edit_request(
         preview=preview,
         requested_by=old.requested_by,
     )
+
+
+def edited_version(new: PendingApproval, old: PendingApproval, editor: str) -> PendingApproval:
+    """The new version an edit made: it records its editor and every earlier one (separation of duties)."""
+    editors = old.editors if editor in old.editors else (*old.editors, editor)
+    return replace(new, edited_by=editor, editors=editors)
 
 
 def supersede(

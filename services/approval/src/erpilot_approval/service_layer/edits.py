@@ -20,6 +20,7 @@ from erpilot_approval.domain.approvals import (
     authorize,
     check_edit,
     edit_request,
+    edited_version,
     new_pending,
     supersede,
 )
@@ -96,6 +97,7 @@ class _Edit:
             new = new_pending(request, self.deps.policy, now, new_pending_id(), supersedes=old.pending_id)
         except ApprovalError as error:  # the policy in force changed since the first version
             return refused(error), False
+        new = edited_version(new, old, self.cmd.actor.sub)
         origin = await repository.trace_context(conn, old.pending_id)  # the new version continues the call's trace
         if not await repository.insert_new(conn, new, trace_context=origin):
             return ReplyV1.failure("idempotency_conflict", f"operation {self.operation_id} exists already", 409), False

@@ -6,6 +6,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_approval.adapters import repository
 from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, new_pending
+from erpilot_approval.domain.ledger import as_the_ledger_prepared, require_prepared
 from erpilot_approval.service_layer.common import Deps, emit_requested, new_pending_id, refused
 from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
@@ -41,9 +42,18 @@ def _repeat(existing: PendingApproval, cmd: RequestApprovalV1) -> ReplyV1:
 
 
 async def request_approval(deps: Deps, cmd: RequestApprovalV1) -> ReplyV1:
+    """Check the request against the ledger's prepared operation, then store it (nothing when refused).
+
+    The ERP is asked before any transaction opens; no answer from it is transient (the command is retried).
+    """
     problem = check_arguments(cmd.tool, cmd.tool_schema_version, cmd.arguments)
     if problem is not None:
         return problem
+    ledger = await deps.erp.prepared(cmd.operation_id)
+    try:
+        cmd = as_the_ledger_prepared(cmd, ledger)
+    except ApprovalError as error:
+        return refused(error)
 
     async def work(conn: AsyncConnection) -> tuple[ReplyV1, bool]:
         existing = await repository.get_by_operation(conn, cmd.operation_id)
@@ -51,6 +61,7 @@ async def request_approval(deps: Deps, cmd: RequestApprovalV1) -> ReplyV1:
             return _repeat(existing, cmd), False
         now = await repository.db_now(conn)
         try:
+            require_prepared(ledger)
             pending = new_pending(cmd, deps.policy, now, new_pending_id())
         except ApprovalError as error:
             return refused(error), False

@@ -3,7 +3,8 @@
 Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (operation_id),
 ``cmd.erp.prepare`` (operation_id), ``cmd.erp.commit`` (operation_id, under the grant),
 ``cmd.erp.update_product`` (request_id when given). Queries (core NATS, no effects): ``query.erp.read``,
-``query.erp.operation``, ``query.erp.view``. A message that does not validate is answered
+``query.erp.operation``, ``query.erp.prepared`` (the approval service's source of truth for a preview),
+``query.erp.view``. A message that does not validate is answered
 ``invalid_message`` by the ServiceBus and dead-lettered.
 """
 
@@ -18,6 +19,7 @@ from erpilot_contracts.erp.v1 import (
     ErpViewV1,
     ExecuteToolV1,
     GetOperationV1,
+    GetPreparedOperationV1,
     PrepareOperationV1,
     UpdateProductV1,
 )
@@ -61,6 +63,11 @@ def register(bus: ServiceBus, engine: AsyncEngine, *, drafts: DraftService, oper
     @bus.query(subjects.ERP_QUERY_OPERATION, GetOperationV1, description="Status of one operation.")
     async def operation(query: GetOperationV1) -> ReplyV1:
         return await backoffice.get_operation(engine, query)
+
+    @bus.query(subjects.ERP_QUERY_PREPARED, GetPreparedOperationV1,
+               description="The ledger's own record of a prepared operation (preview, arguments, fingerprint).")
+    async def prepared(query: GetPreparedOperationV1) -> ReplyV1:
+        return await backoffice.get_prepared(engine, query)
 
     @bus.query(subjects.ERP_QUERY_VIEW, ErpViewV1, description="Back-office read views.")
     async def view(query: ErpViewV1) -> ReplyV1:

@@ -6,10 +6,10 @@ from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, UpdateProductV1
+from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, GetPreparedOperationV1, UpdateProductV1
 from erpilot_erp.adapters import reads, repository, rows
 from erpilot_erp.adapters.tables import products
-from erpilot_erp.service_layer.operations import operation_status
+from erpilot_erp.service_layer.operations import operation_status, prepared_record
 from erpilot_erp.service_layer.replies import once, request_print
 from erpilot_platform.db import run_in_transaction
 from erpilot_platform.inbox import Inbox
@@ -23,6 +23,13 @@ async def get_operation(engine: AsyncEngine, query: GetOperationV1) -> ReplyV1:
     async with engine.connect() as conn:
         row = await repository.operation(conn, query.operation_id)
     return ReplyV1.success(operation_status(row)) if row else _not_found("operation", query.operation_id)
+
+
+async def get_prepared(engine: AsyncEngine, query: GetPreparedOperationV1) -> ReplyV1:
+    """The ledger's record of a prepared operation (its preview, arguments, fingerprint), for the approval."""
+    async with engine.connect() as conn:
+        row = await repository.operation(conn, query.operation_id)
+    return ReplyV1.success(prepared_record(row)) if row else _not_found("operation", query.operation_id)
 
 
 async def view(engine: AsyncEngine, query: ErpViewV1) -> ReplyV1:

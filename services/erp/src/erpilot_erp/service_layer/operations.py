@@ -24,6 +24,7 @@ from erpilot_contracts.erp.v1 import (
     CommitOperationV1,
     OperationStatusV1,
     PreparedOperationV1,
+    PreparedRecordV1,
     PrepareOperationV1,
     PreviewV1,
 )
@@ -59,6 +60,19 @@ def operation_status(row: Any) -> OperationStatusV1:
         operation_id=row.operation_id, tool=row.tool, status=row.status, session_id=row.session_id,
         requested_by=row.requested_by, result=row.result,
         error=ErrorV1.model_validate(row.error) if row.error else None, committed_at=row.committed_at)
+
+
+def preview_json(preview: dict[str, Any]) -> dict[str, Any]:
+    """A stored preview as it travels to the approval and to people: without a schema_version anywhere."""
+    return PreviewV1.model_validate(preview).model_dump(mode="json", exclude=_NESTED_VERSIONS["preview"])
+
+
+def prepared_record(row: Any) -> PreparedRecordV1:
+    """The ledger's own record of an operation: what ``query.erp.prepared`` answers the approval service."""
+    return PreparedRecordV1(
+        operation_id=row.operation_id, tool=row.tool, session_id=row.session_id, call_id=row.call_id,
+        requested_by=row.requested_by, arguments=row.arguments, fingerprint=row.fingerprint,
+        preview=preview_json(row.preview), status=row.status)
 
 
 def invalid_grant(reason: str) -> ReplyV1:

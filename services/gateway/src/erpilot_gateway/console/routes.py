@@ -39,6 +39,7 @@ STATIC_FILES = {
     "common.js": "text/javascript; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "approval.js": "text/javascript; charset=utf-8",
+    "signed-in.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
 DECIDER_ROLES = ("approver", "manager", "admin")
@@ -101,6 +102,16 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(origin).netloc == host
 
 
+def _from_this_site(request: Request) -> bool:
+    """Sign-in and sign-out only from this site, or typed/pasted by the person (login CSRF).
+
+    A link or form on another site would sign the victim in as the attacker: a browser names such a
+    request by its Origin (form posts) or ``Sec-Fetch-Site`` (every request, navigations included).
+    Requests without either header (curl, old browsers) cannot be told apart and are let through.
+    """
+    return _same_origin(request) and request.headers.get("sec-fetch-site") not in ("cross-site", "same-site")
+
+
 def _set_token_cookie(request: Request, response: Response, token: str) -> None:
     claims = jwt.decode(token, options={"verify_signature": False})
     max_age = max(0, int(claims.get("exp", 0) - time.time()))
@@ -150,15 +161,23 @@ def _state(record: dict[str, Any], operation: dict[str, Any] | None) -> dict[str
 
 @router.get("/")
 async def console(request: Request, token: str | None = None) -> Response:
-    """The console. ``/?token=…`` (printed by ``erpilot up``) signs in and drops the token from the URL."""
+    """The console. ``/?token=…`` (printed by ``erpilot up``) signs in and drops the token from the URL.
+
+    The answer sets the cookie on a page whose script replaces the link in the browser's history before
+    it opens the console, so the token stays neither in the address bar nor in history; the access log
+    and the trace redact it (``redact_secrets``).
+    """
     if token is not None:
+        if not _from_this_site(request):
+            return _signin(request, next_path="/", status=403,
+                           error="That sign-in link was opened from another site. Paste the token here instead.")
         try:
             decode_token(token, request.app.state.auth_secret)
         except Problem:
             return _signin(request, next_path="/", error="The token in the link is invalid or has expired.")
-        response = RedirectResponse("/", status_code=303)
+        response = _page(request, "signed_in.html", {})
+        response.headers["Referrer-Policy"] = "no-referrer"
         _set_token_cookie(request, response, token)
-        response.headers.update(PAGE_HEADERS)
         return response
     user, error = _viewer(request)
     if user is None:
@@ -174,7 +193,7 @@ async def console(request: Request, token: str | None = None) -> Response:
 @router.post("/console/sign-in")
 async def sign_in(request: Request) -> Response:
     """Form post of a pasted token: checked here, then kept in the ``erpilot_token`` cookie."""
-    if not _same_origin(request):
+    if not _from_this_site(request):
         return problem_response(403, "forbidden", "sign-in must come from this site")
     form = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
     token = (form.get("token") or [""])[0].strip()
@@ -194,7 +213,7 @@ async def sign_in(request: Request) -> Response:
 
 @router.post("/console/sign-out")
 async def sign_out(request: Request) -> Response:
-    if not _same_origin(request):
+    if not _from_this_site(request):
         return problem_response(403, "forbidden", "sign-out must come from this site")
     response = RedirectResponse("/", status_code=303)
     response.delete_cookie(TOKEN_COOKIE, path="/", samesite="lax")

@@ -1,0 +1,170 @@
+"""Trust boundaries (issue 10): what a person approves comes from the ledger, never from the agent, and
+separation of duties holds across edits. The agent here is a compromised one: it sends its own
+messages straight on NATS, with the agent's name, as a prompt injection or a bug could make it do."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import asyncpg
+import pytest
+from faststream.nats import NatsBroker
+
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import RequestApprovalV1
+from erpilot_contracts.erp.v1 import PrepareOperationV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_gateway.console.views import money
+from erpilot_platform.broker import create_broker, request
+from tests.e2e.conftest import Api, wait_for
+from tests.e2e.test_write_flow import call_events, decide, draft, finished, request_write
+
+pytestmark = pytest.mark.e2e
+BIG_ORDER = [("SKU-PRINTER-M404", 7), ("SKU-MONITOR-27", 14), ("SKU-MONITOR-24", 22), ("SKU-DOCK-USBC", 16)]
+
+
+async def as_compromised_agent(nats_url: str) -> NatsBroker:
+    broker = create_broker(nats_url, "agent")
+    await broker.connect()
+    return broker
+
+
+async def test_a_forged_approval_request_cannot_lower_the_amount_or_invent_the_preview(
+        stack, requester: Api, approver: Api, manager: Api):
+    session_id = requester.new_session()
+    revision = draft(requester, session_id, BIG_ORDER)
+    assert revision["total_amount_minor"] >= 1_000_000  # a manager's decision under the default policy
+    arguments = {"draft_id": revision["draft_id"], "revision": revision["revision"]}
+    operation_id, call_id = f"op_{uuid.uuid4().hex}", f"call_{uuid.uuid4().hex}"
+    print_ = fingerprint("submit_order", 1, arguments)
+
+    agent = await as_compromised_agent(stack.nats_url)
+    try:
+        prepared = await request(agent, subjects.ERP_CMD_PREPARE, PrepareOperationV1(
+            operation_id=operation_id, session_id=session_id, call_id=call_id, tool="submit_order",
+            arguments=arguments, fingerprint=print_, requested_by=requester.sub), durable=True)
+        assert prepared.ok, prepared
+        ledger_preview = prepared.data["preview"]
+        assert ledger_preview["amount_minor"] == revision["total_amount_minor"]
+
+        forged = RequestApprovalV1(
+            call_id=call_id, session_id=session_id, tool="submit_order", arguments=arguments, fingerprint=print_,
+            operation_id=operation_id, requested_by=requester.sub,
+            preview={"operation": "Submit order", "object": "Draft", "target": "A trusted customer",
+                     "amount_minor": 1, "currency": "EUR", "notes": ["routine"]})
+        reply = await request(agent, subjects.APPROVAL_CMD_REQUEST, forged, durable=True)
+        assert (reply.ok, reply.error.code, reply.error.status) == (False, "invalid_request", 422)
+        lowered = forged.model_copy(update={"preview": {**ledger_preview, "amount_minor": 1}})
+        reply = await request(agent, subjects.APPROVAL_CMD_REQUEST, lowered, durable=True)
+        assert (reply.ok, reply.error.code) == (False, "invalid_request")
+        assert manager.get("/v1/approvals", session_id=session_id, status="pending").json()["items"] == []
+
+        # Only a request that says what the ledger prepared is stored, and it shows the ledger's amount.
+        honest = forged.model_copy(update={"preview": ledger_preview})
+        reply = await request(agent, subjects.APPROVAL_CMD_REQUEST, honest, durable=True)
+        assert reply.ok, reply
+    finally:
+        await agent.stop()
+    pending_id = reply.data["pending_id"]
+    record = manager.get(f"/v1/approvals/{pending_id}").json()
+    assert record["preview"]["amount_minor"] == revision["total_amount_minor"]
+    assert (record["required_roles"], record["risk"]) == (["manager"], "high")
+    assert decide(approver, record, "approve").json()["code"] == "forbidden"
+    page = manager.client.get(f"/resume/{pending_id}")
+    assert page.status_code == 200 and money(revision["total_amount_minor"], "EUR") in page.text
+
+
+def test_an_editor_is_a_party_and_may_not_approve_their_own_edit(stack, requester: Api, approver: Api):
+    manager_a = Api(stack.base_url, f"mgr-a-{uuid.uuid4().hex[:6]}", "manager")
+    manager_c = Api(stack.base_url, f"mgr-c-{uuid.uuid4().hex[:6]}", "manager")
+    session_id = requester.new_session()
+    revision = draft(requester, session_id, [("SKU-STAPLER", 2)])
+    order = request_write(requester, session_id, "submit_order",
+                          {"draft_id": revision["draft_id"], "revision": revision["revision"]})
+    assert decide(approver, order, "approve").status_code == 200
+    placed = finished(requester, session_id, order["call_id"])["result"]
+
+    refund = request_write(requester, session_id, "refund_payment", {
+        "order_id": placed["order_id"], "amount_minor": 100, "currency": "EUR", "channel": "original"})
+    edited = manager_a.post(f"/v1/approvals/{refund['pending_id']}/edit", {
+        "fingerprint": refund["fingerprint"],
+        "arguments": {"order_id": placed["order_id"], "amount_minor": placed["paid_minor"], "currency": "EUR",
+                      "channel": "original"}})
+    assert edited.status_code == 201, edited.text
+    version = edited.json()
+    assert (version["requested_by"], version["edited_by"]) == (requester.sub, manager_a.sub)
+
+    own = decide(manager_a, version, "approve")
+    assert (own.status_code, own.json()["code"]) == (403, "separation_of_duties")
+    page = manager_c.client.get(f"/resume/{version['pending_id']}")
+    assert page.status_code == 200 and manager_a.sub in page.text and 'id="edited-by"' in page.text
+    assert decide(manager_c, version, "approve").status_code == 200
+
+    view = finished(requester, session_id, refund["call_id"])
+    assert view["outcome"] == "succeeded" and view["result"]["amount_minor"] == placed["paid_minor"]
+    events = call_events(requester, session_id, refund["call_id"])
+    superseded = [e["data"] for e in events if e["type"] == "approval_resolved" and e["data"]["status"] == "superseded"]
+    assert [e["decided_by"] for e in superseded] == [manager_a.sub]  # the editor, never the requester
+    pendings = [e["data"] for e in events if e["type"] == "approval_pending"]
+    assert [p.get("edited_by") for p in pendings] == [None, manager_a.sub]
+    assert wait_for(lambda: manager_c.get(f"/v1/approvals/{version['pending_id']}").json()["decided_by"]) == \
+        manager_c.sub
+
+
+def process_env(stack, name: str) -> dict[str, str]:
+    """The environment the running process ``name`` of the stack really has (Linux /proc)."""
+    raw = Path(f"/proc/{stack.supervisor.children[name].pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def test_the_agent_process_holds_neither_the_signing_key_nor_the_jwt_secret(stack):
+    agent, approval = process_env(stack, "agent"), process_env(stack, "approval")
+    signing_key = approval["ERPILOT_GRANT_SIGNING_KEY"]
+    assert "ERPILOT_GRANT_SIGNING_KEY" not in agent and "ERPILOT_AUTH_SECRET" not in agent
+    assert not any(signing_key in value for value in agent.values())
+    agent_dir = Path(agent["ERPILOT_DATA_DIR"])
+    assert not [path for path in agent_dir.rglob("*") if path.is_file() and signing_key in path.read_text("latin-1")]
+    assert urlsplit(agent["ERPILOT_DATABASE_URL"]).username == "erpilot_agent"
+
+
+def test_each_service_connects_to_postgresql_as_its_own_role(stack):
+    users = {urlsplit(process_env(stack, service)["ERPILOT_DATABASE_URL"]).username
+             for service in ("agent", "approval", "erp")}
+    assert users == {"erpilot_agent", "erpilot_approval", "erpilot_erp"}
+    owner = stack.database_url
+
+    async def sessions() -> dict[str, str]:
+        conn = await asyncpg.connect(owner)
+        try:
+            rows = await conn.fetch("SELECT DISTINCT application_name, usename FROM pg_stat_activity "
+                                    "WHERE datname = current_database() AND application_name LIKE 'erpilot-%'")
+        finally:
+            await conn.close()
+        return {row["application_name"]: row["usename"] for row in rows}
+
+    found = wait_for(lambda: (lambda s: s if len(s) >= 3 else None)(asyncio.run(sessions())), timeout=30)
+    assert found == {"erpilot-agent": "erpilot_agent", "erpilot-approval": "erpilot_approval",
+                     "erpilot-erp": "erpilot_erp"}
+
+
+@pytest.mark.parametrize("statement", [
+    "INSERT INTO erp.consumed_grants (pending_id, operation_id) VALUES ('pa_forged', 'op_forged')",
+    "UPDATE erp.products SET on_hand = 0",
+    "INSERT INTO approval.decisions (pending_id, actor, action, fingerprint) VALUES ('pa_x', 'me', 'approve', 'f')",
+    "UPDATE approval.approvals SET status = 'approved', decided_by = 'agent'",
+    "SELECT count(*) FROM approval.approvals",
+    "CREATE TABLE agent.sneaky (id int)",
+    "UPDATE agent.alembic_version SET version_num = '0001'",
+])
+async def test_postgresql_refuses_the_agents_role_outside_its_own_schema(stack, statement):
+    agent_url = process_env(stack, "agent")["ERPILOT_DATABASE_URL"]
+    conn = await asyncpg.connect(agent_url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM agent.sessions") >= 0  # its own schema works
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(statement)
+    finally:
+        await conn.close()
