@@ -93,13 +93,10 @@ def snapshot(database_url: str) -> dict[str, str]:
                 "select table_schema, table_name from information_schema.tables"
                 " where table_schema in ('agent', 'approval', 'erp') and table_type = 'BASE TABLE'"
                 " and table_name <> 'alembic_version'")
-            digests = {}
-            for row in tables:
-                name = f'"{row["table_schema"]}"."{row["table_name"]}"'
-                digests[name] = await conn.fetchval(
-                    f"select count(*) || ':' || coalesce(md5(string_agg(t::text, '|' order by t::text)), '')"
-                    f" from {name} t")
-            return digests
+            parts = [f"select '{r['table_schema']}.{r['table_name']}' as name, count(*)::text || ':' ||"
+                     f" coalesce(md5(string_agg(t::text, '|' order by t::text)), '') as digest"
+                     f" from \"{r['table_schema']}\".\"{r['table_name']}\" t" for r in tables]
+            return {row["name"]: row["digest"] for row in await conn.fetch(" union all ".join(parts))}
         finally:
             await conn.close()
 

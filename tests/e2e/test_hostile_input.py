@@ -71,13 +71,13 @@ def ids(client) -> dict[str, str]:
     return {"sid": session_id, "pid": pending.json()["pending_id"], "fp": pending.json()["fingerprint"]}
 
 
-def assert_problem(response: httpx.Response, expected: tuple[int, str] | None) -> None:
-    assert 400 <= response.status_code < 500, (response.status_code, response.text[:300])
+def assert_problem(response: httpx.Response, expected: tuple[int, str] | None, context: object = None) -> None:
+    assert 400 <= response.status_code < 500, (context, response.status_code, response.text[:300])
     assert response.headers["content-type"] == "application/problem+json", response.headers
     body = response.json()
     assert isinstance(body.get("code"), str) and body["status"] == response.status_code, body
     if expected is not None:
-        assert (response.status_code, body["code"]) == expected, body
+        assert (response.status_code, body["code"]) == expected, (context, body)
 
 
 def body_routes() -> list[tuple[str, str]]:
@@ -95,13 +95,13 @@ def test_every_body_route_refuses_hostile_json_and_nothing_changes(guarded, clie
         path = template.format_map({k: real.get(k, "unknown-id") for k in _placeholders(template)})
         for name, raw, expected in HOSTILE_JSON:
             response = client.request(method, path, content=raw, headers={"Content-Type": "application/json"})
-            assert_problem(response, expected)
+            assert_problem(response, expected, (method, path, name))
         # No content type is read as JSON too (as FastAPI would); another one is never parsed as JSON.
         assert_problem(client.request(method, path, content=HOSTILE_JSON[0][1]), INVALID_JSON)
     for method, template, body, expected in HOSTILE_VALUES:
         response = client.request(method, fill(template, ids), content=encode(fill(body, ids)),
                                   headers={"Content-Type": "application/json"})
-        assert_problem(response, expected)
+        assert_problem(response, expected, (method, template, body))
     assert snapshot(guarded.database_url) == before
 
 
@@ -113,7 +113,7 @@ def test_hostile_urls_are_refused_and_nothing_changes(guarded, client):
     before = snapshot(guarded.database_url)
     for url in HOSTILE_URLS:
         response = client.get(url)
-        assert_problem(response, INVALID_ARGUMENTS if "%00" in url else None)
+        assert_problem(response, INVALID_ARGUMENTS if "%00" in url else None, url)
     assert snapshot(guarded.database_url) == before
 
 
@@ -192,13 +192,23 @@ def fuzz_state(guarded):
             "headers": {"Authorization": f"Bearer {token('fuzzer', *ALL_ROLES)}"}}
 
 
+def _business(digests: dict[str, str]) -> dict[str, str]:
+    """Without the inbox: a business refusal (404, 409) is recorded there so a redelivery gets the same answer."""
+    return {name: digest for name, digest in digests.items() if not name.endswith(".inbox")}
+
+
 @SCHEMA.exclude(path_regex="/events$").parametrize()
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_fuzzing_the_openapi_document_finds_no_5xx_and_refusals_change_nothing(case, fuzz_state):
-    before = snapshot(fuzz_state["database_url"])
+    writes = case.method.upper() != "GET"
+    before = snapshot(fuzz_state["database_url"]) if writes else None
     response = case.call(base_url=fuzz_state["base_url"], headers=fuzz_state["headers"], timeout=30)
     case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
     if 400 <= response.status_code < 500:
-        assert response.headers["content-type"] == "application/problem+json", response.text[:300]
+        assert response.headers["content-type"] == ["application/problem+json"], response.text[:300]
         assert isinstance(response.json().get("code"), str), response.text[:300]
-        assert snapshot(fuzz_state["database_url"]) == before, (case.method, case.path, response.text[:300])
+        if writes:
+            after = snapshot(fuzz_state["database_url"])
+            refused_at_the_edge = response.status_code in (400, 401, 405, 413, 415, 422)
+            assert (after if refused_at_the_edge else _business(after)) == (
+                before if refused_at_the_edge else _business(before)), (case.method, case.path, response.text[:300])
