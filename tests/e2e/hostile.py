@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+
+import asyncpg
 
 MIB = 1024 * 1024
 INVALID_JSON = (400, "invalid_json")
@@ -82,23 +85,48 @@ def encode(body: dict) -> bytes:
     return json.dumps(body).encode()
 
 
-def snapshot(database_url: str) -> dict[str, str]:
-    """One digest per table of every service schema: any insert, update or delete changes it."""
-    import asyncpg
+class Snapshots:
+    """One digest per table of every service schema (any insert, update or delete changes it), over one
+    connection kept open on a loop of its own, so a test may take hundreds of them."""
 
-    async def run() -> dict[str, str]:
-        conn = await asyncpg.connect(re.sub(r"^postgres(ql)?\+\w+://", "postgresql://", database_url))
-        try:
-            tables = await conn.fetch(
+    def __init__(self, database_url: str):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._conn = self._run(asyncpg.connect(re.sub(r"^postgres(ql)?\+\w+://", "postgresql://", database_url)))
+        self._query: str | None = None
+
+    def _run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)
+
+    async def _take(self) -> dict[str, str]:
+        if self._query is None:  # every table, those of migrations added later included
+            tables = await self._conn.fetch(
                 "select table_schema, table_name from information_schema.tables"
                 " where table_schema in ('agent', 'approval', 'erp') and table_type = 'BASE TABLE'"
-                " and table_name <> 'alembic_version'")
-            parts = [f"select '{r['table_schema']}.{r['table_name']}' as name, count(*)::text || ':' ||"
-                     f" coalesce(md5(string_agg(t::text, '|' order by t::text)), '') as digest"
-                     f" from \"{r['table_schema']}\".\"{r['table_name']}\" t" for r in tables]
-            return {row["name"]: row["digest"] for row in await conn.fetch(" union all ".join(parts))}
-        finally:
-            await conn.close()
+                " and table_name <> 'alembic_version' order by 1, 2")
+            self._query = " union all ".join(
+                f"select '{r['table_schema']}.{r['table_name']}' as name, count(*)::text || ':' ||"
+                f" coalesce(md5(string_agg(t::text, '|' order by t::text)), '') as digest"
+                f" from \"{r['table_schema']}\".\"{r['table_name']}\" t" for r in tables)
+        return {row["name"]: row["digest"] for row in await self._conn.fetch(self._query)}
 
-    with ThreadPoolExecutor(1) as pool:  # the caller may be inside a running event loop
-        return pool.submit(asyncio.run, run()).result()
+    def take(self) -> dict[str, str]:
+        return self._run(self._take())
+
+    def settled(self, timeout: float = 30.0) -> dict[str, str]:
+        """A snapshot once every outbox is drained: the relay deletes a row after it is published, so an
+        earlier request's event must be gone before a comparison starts."""
+        deadline = time.monotonic() + timeout
+        while True:
+            digests = self.take()
+            if all(d.startswith("0:") for name, d in digests.items() if name.endswith(".outbox")):
+                return digests
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the outboxes did not drain within {timeout}s: {digests}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._run(self._conn.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
