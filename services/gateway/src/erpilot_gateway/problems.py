@@ -9,7 +9,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from erpilot_contracts.base import ErrorV1
@@ -54,11 +53,6 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_problem(request, exc.errors())
-
-    @app.exception_handler(ValidationError)
-    async def _invalid_message(request: Request, exc: ValidationError) -> JSONResponse:
-        # A value the body model let through but a contract message refuses (e.g. a path parameter).
         return _validation_problem(request, exc.errors())
 
     @app.exception_handler(PayloadTooLarge)
