@@ -77,6 +77,17 @@ def well_formed(body: Any) -> bool:
     return "comment" not in body or (type(body["comment"]) is str and len(body["comment"]) <= 2000)
 
 
+def unstorable(value: Any) -> bool:
+    """SPEC §9: a NUL character or an integer outside the signed 64-bit range, anywhere (keys included)."""
+    if isinstance(value, dict):
+        return any(unstorable(k) or unstorable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(unstorable(v) for v in value)
+    if isinstance(value, str):
+        return "\x00" in value
+    return type(value) is int and not -(2**63) <= value < 2**63
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
@@ -107,10 +118,10 @@ bodies = st.one_of(
 @example({"action": "approve"})
 def test_only_an_exact_body_with_the_right_fingerprint_decides(body: Any) -> None:
     response, sent = post(json.dumps(body).encode())
-    if not well_formed(body):
+    if unstorable(body) or not well_formed(body):
         assert response.status_code == 422, (body, response.text)
         assert response.headers["content-type"] == "application/problem+json"
-        assert response.json()["code"] == "invalid_body"
+        assert response.json()["code"] == ("invalid_arguments" if unstorable(body) else "invalid_body")
         assert sent == []  # refused at the door: the approval service never heard of it
         return
     (subject, cmd), = sent
@@ -126,32 +137,45 @@ def test_only_an_exact_body_with_the_right_fingerprint_decides(body: Any) -> Non
 GOOD = '"action": "approve", "fingerprint": "' + FINGERPRINT + '"'
 
 
-@pytest.mark.parametrize(("raw", "content_type"), [
-    ('{"action": "reject", ' + GOOD + "}", "application/json"),  # duplicate key: which one counts?
-    ("{" + GOOD + ', "fingerprint": "' + FINGERPRINT + '"}', "application/json"),
-    ("{" + GOOD + ', "comment": NaN}', "application/json"),
-    ("{" + GOOD + ', "comment": Infinity}', "application/json"),
-    ("{" + GOOD + ",}", "application/json"),
-    ("{" + GOOD + "} trailing", "application/json"),
-    ("{" + GOOD + "}", "text/plain"),
-    ("action=approve&fingerprint=" + FINGERPRINT, "application/x-www-form-urlencoded"),
-    ("", "application/json"),
-    ("null", "application/json"),
-    ("[" + "{" + GOOD + "}]", "application/json"),
-    ('"approve"', "application/json"),
+INVALID_JSON = (400, "invalid_json")  # SPEC §9
+INVALID_BODY = (422, "invalid_body")
+
+
+@pytest.mark.parametrize(("raw", "content_type", "expected"), [
+    ('{"action": "reject", ' + GOOD + "}", "application/json", INVALID_JSON),  # duplicate key: which counts?
+    ("{" + GOOD + ', "fingerprint": "' + FINGERPRINT + '"}', "application/json", INVALID_JSON),
+    ("{" + GOOD + ', "comment": NaN}', "application/json", INVALID_JSON),
+    ("{" + GOOD + ', "comment": Infinity}', "application/json", INVALID_JSON),
+    ("{" + GOOD + ', "comment": "\\ud800"}', "application/json", INVALID_JSON),  # a lone surrogate
+    ("{" + GOOD + ', "comment": ' + "[" * 65 + "]" * 65 + "}", "application/json", INVALID_JSON),
+    ("{" + GOOD + ', "comment": ' + "[" * 100_000 + "]" * 100_000 + "}", "application/json", INVALID_JSON),
+    ("{" + GOOD + ",}", "application/json", INVALID_JSON),
+    ("{" + GOOD + "} trailing", "application/json", INVALID_JSON),
+    ("", "application/json", INVALID_JSON),
+    ("{" + GOOD + "}", "text/plain", INVALID_BODY),
+    ("action=approve&fingerprint=" + FINGERPRINT, "application/x-www-form-urlencoded", INVALID_BODY),
+    ("null", "application/json", INVALID_BODY),
+    ("[" + "{" + GOOD + "}]", "application/json", INVALID_BODY),
+    ('"approve"', "application/json", INVALID_BODY),
+    ("{" + GOOD + ', "comment": "a\\u0000b"}', "application/json", (422, "invalid_arguments")),
+    ("{" + GOOD + ', "comment": ' + "9" * 5000 + "}", "application/json", (422, "invalid_arguments")),
 ])
-def test_malformed_json_is_refused_before_anything_is_sent(raw: str, content_type: str) -> None:
+def test_malformed_json_is_refused_before_anything_is_sent(raw: str, content_type: str, expected) -> None:
     response, sent = post(raw.encode(), {**HEADERS, "Content-Type": content_type})
-    assert (response.status_code, response.json()["code"], sent) == (422, "invalid_body", [])
+    assert (response.status_code, response.json()["code"], sent) == (*expected, [])
+    assert response.headers["content-type"] == "application/problem+json"
 
 
 def test_invalid_utf8_is_refused() -> None:
     response, sent = post(b'{"action": "approve\xff", "fingerprint": "x"}')
-    assert (response.status_code, sent) == (422, [])
+    assert ((response.status_code, response.json()["code"]), sent) == (INVALID_JSON, [])
 
 
-def test_authentication_comes_first_and_a_charset_is_fine() -> None:
+def test_a_body_is_checked_before_authentication_and_a_charset_is_fine() -> None:
+    # Hostile JSON is refused at the edge, before any route (authentication included) runs.
     response, sent = post(b"not json", {"Content-Type": "application/json"})
+    assert ((response.status_code, response.json()["code"]), sent) == (INVALID_JSON, [])
+    response, sent = post(("{" + GOOD + "}").encode(), {"Content-Type": "application/json"})
     assert (response.status_code, response.json()["code"], sent) == (401, "unauthorized", [])
     ok, sent = post(("{" + GOOD + "}").encode(), {**HEADERS, "Content-Type": "application/json; charset=utf-8"})
     assert ok.status_code == 200 and len(sent) == 1

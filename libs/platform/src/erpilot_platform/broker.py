@@ -6,8 +6,10 @@ The endpoints a service offers (commands, events, queries) and their shared erro
 
 from __future__ import annotations
 
+import json
 import logging
 
+import nats.aio.client
 import nats.errors
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
@@ -32,6 +34,27 @@ class ServiceUnavailable(TransientError):
     def __init__(self, subject: str, reason: str):
         super().__init__(f"{subject}: {reason}")
         self.subject = subject
+
+
+class PayloadTooLarge(ValueError):
+    """The message would exceed the broker's payload limit: the request is refused, never retried."""
+
+    def __init__(self, subject: str, size: int, limit: int):
+        super().__init__(f"{subject}: a message of {size} bytes exceeds the broker's limit of {limit} bytes")
+        self.subject, self.size, self.limit = subject, size, limit
+
+
+# Room kept below the server's max_payload for headers (trace context, reply inbox, message id).
+HEADER_ROOM_BYTES = 16 * 1024
+
+
+def payload_limit(broker: NatsBroker) -> int:
+    """The largest message body this broker may send (the server's ``max_payload`` less header room)."""
+    try:
+        max_payload = broker.connection.max_payload
+    except Exception:  # not connected yet: the server default
+        max_payload = nats.aio.client.DEFAULT_MAX_PAYLOAD_SIZE
+    return max_payload - HEADER_ROOM_BYTES
 
 
 def create_broker(nats_url: str, service: str, *, user: str | None = None, password: str | None = None,
@@ -79,13 +102,19 @@ async def ensure_streams(broker: NatsBroker) -> None:
 async def request(broker: NatsBroker, subject: str, payload: Message, *, durable: bool, timeout: float = 10.0
                   ) -> ReplyV1:
     """Send a command (``durable=True``: through JetStream) or a query and wait for its ``ReplyV1``."""
+    data = payload.model_dump(mode="json")
+    size = len(json.dumps(data))  # faststream's own encoding (ASCII): an upper bound of what is sent
+    if size > (limit := payload_limit(broker)):
+        raise PayloadTooLarge(subject, size, limit)
     try:
         response = await broker.request(
-            payload.model_dump(mode="json"), subject,
+            data, subject,
             stream=COMMANDS_STREAM.name if durable else None, timeout=timeout,
         )
     except (TimeoutError, nats.errors.TimeoutError) as exc:
         raise ServiceUnavailable(subject, "no answer in time") from exc
+    except nats.errors.MaxPayloadError as exc:
+        raise PayloadTooLarge(subject, size, limit) from exc
     except nats.errors.NoRespondersError as exc:
         raise ServiceUnavailable(subject, "no service is listening") from exc
     except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,

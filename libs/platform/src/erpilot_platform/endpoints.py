@@ -1,8 +1,9 @@
 """The three kinds of endpoints a service offers (commands, events, queries), with one error policy.
 
 Error policy (see PITFALLS.md: faststream's default would TERM a message on any exception):
-- a message that does not parse or validate is answered with ``invalid_message`` (when it has a reply
-  inbox), copied to the dead-letter stream and acknowledged: a poison message never blocks a consumer;
+- a message that does not parse or validate is answered with ``invalid_message`` when it has a reply
+  inbox (hostile JSON, see ``erpilot_contracts.json_input``, with ``details.reason`` ``invalid_json`` or
+  ``invalid_arguments``), copied to the dead-letter stream and acknowledged: a poison message never blocks a consumer;
 - a transient failure (database or broker away, serialization conflict, downstream timeout) is NAKed
   with a growing delay, so it is retried;
 - any other exception is retried a few times, then dead-lettered and acknowledged.
@@ -31,6 +32,7 @@ from faststream.nats.annotations import NatsMessage
 from nats.js.api import ConsumerConfig
 from pydantic import BaseModel, ValidationError, WrapValidator
 
+from erpilot_contracts import json_input
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, dead_letter_subject
 from erpilot_platform.broker import ServiceUnavailable, TransientError
@@ -51,6 +53,8 @@ _UNCHECKED = WrapValidator(lambda value, _: value)
 
 
 def _parse(model: type[M], body: bytes) -> M:
+    """The message as ``model``; hostile JSON (duplicate keys, deep nesting, NUL, ...) is refused first."""
+    json_input.loads(body)
     return model.model_validate_json(body)
 
 
@@ -81,6 +85,8 @@ def _invalid_reply(exc: Exception) -> ReplyV1:
     if isinstance(exc, ValidationError):
         problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
         return ReplyV1.failure("invalid_message", "message does not match its schema", 422, errors=problems)
+    if isinstance(exc, json_input.BadInput):  # the edge check's own code says which rule refused it
+        return ReplyV1.failure("invalid_message", f"message refused: {exc}", 422, reason=exc.code)
     return ReplyV1.failure("invalid_message", f"message could not be parsed: {exc}", 422)
 
 

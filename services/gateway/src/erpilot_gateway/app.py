@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from erpilot_gateway import console, problems
+from erpilot_gateway.input_guard import InputGuard
 from erpilot_gateway.routes import approvals, erp, health, sessions, tools
 from erpilot_gateway.services import Services
 from erpilot_gateway.settings import GatewaySettings
@@ -45,6 +46,7 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     app.state.broker = broker
     app.state.services = Services(broker, settings.request_timeout_seconds)
     problems.install(app)
+    app.add_middleware(InputGuard)  # size, hostile JSON and NUL checks before routing and authentication
     for module in (health, tools, sessions, approvals, erp):
         app.include_router(module.router)
     app.include_router(console.router)  # web console and approval page (GET /, /resume/{id})

@@ -1,10 +1,16 @@
-"""HTTP request bodies: strict, unknown fields rejected (422)."""
+"""HTTP request bodies: strict, unknown fields rejected (422).
+
+Hostile JSON never reaches these models (``input_guard``); tool arguments are also held to what can be
+fingerprinted (``CanonicalArguments``: integers within ±(2^53-1), else 422 ``invalid_arguments``).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from erpilot_contracts.json_input import CanonicalArguments
 
 
 class Body(BaseModel):
@@ -21,7 +27,7 @@ class PostMessageBody(Body):
 
 class ToolCallBody(Body):
     tool: Annotated[str, Field(min_length=1, max_length=64)]
-    arguments: dict[str, Any]
+    arguments: CanonicalArguments
     call_id: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")] | None = None
 
 
@@ -44,7 +50,7 @@ class EditBody(Body):
     service against the same tool's schema)."""
 
     fingerprint: Annotated[str, Field(min_length=1, max_length=200)]
-    arguments: dict[str, Any]
+    arguments: CanonicalArguments
 
 
 class ProductPatchBody(Body):

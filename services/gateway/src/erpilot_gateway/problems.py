@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -11,7 +12,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from erpilot_contracts.base import ErrorV1
-from erpilot_platform.broker import ServiceUnavailable
+from erpilot_contracts.json_input import BadInput
+from erpilot_platform.broker import PayloadTooLarge, ServiceUnavailable
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -51,8 +53,12 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
-        return problem_response(422, "invalid_body", "The request body is not valid.", request.url.path, errors=errors)
+        return _validation_problem(request, exc.errors())
+
+    @app.exception_handler(PayloadTooLarge)
+    async def _too_large(request: Request, exc: PayloadTooLarge) -> JSONResponse:
+        return problem_response(413, "payload_too_large", "the request is too large to pass on to the service",
+                                request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -62,3 +68,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ServiceUnavailable)
     async def _unavailable(request: Request, exc: ServiceUnavailable) -> JSONResponse:
         return problem_response(503, "service_unavailable", str(exc), request.url.path)
+
+
+def _validation_problem(request: Request, errors: Sequence[Any]) -> JSONResponse:
+    """422 ``invalid_body``, or the code of the edge check that refused a value (``invalid_arguments``)."""
+    items = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
+    refused = [e["ctx"]["error"] for e in errors if isinstance(e.get("ctx", {}).get("error"), BadInput)]
+    if refused:
+        return problem_response(refused[0].status, refused[0].code, str(refused[0]), request.url.path, errors=items)
+    return problem_response(422, "invalid_body", "The request body is not valid.", request.url.path, errors=items)

@@ -6,6 +6,7 @@ from typing import Any
 
 from faststream.nats import NatsBroker
 
+from erpilot_contracts import json_input
 from erpilot_contracts.base import Message
 from erpilot_gateway.problems import Problem
 from erpilot_platform.broker import request
@@ -24,6 +25,10 @@ class Services:
         return await self._ask(subject, payload, durable=False)
 
     async def _ask(self, subject: str, payload: Message, *, durable: bool) -> dict[str, Any]:
+        try:  # what reaches a service must be storable: no NUL, no integer beyond 64 bits (path, query, body)
+            json_input.check(payload.model_dump(mode="json"))
+        except json_input.BadInput as exc:
+            raise Problem(exc.status, exc.code, str(exc)) from None
         reply = await request(self.broker, subject, payload, durable=durable, timeout=self.timeout)
         if not reply.ok:
             raise Problem.from_error(reply.error)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from erpilot_contracts.base import ErrorV1, Message
+from erpilot_contracts.json_input import CanonicalJson
 
 ToolCallStatus = Literal["received", "running", "awaiting_approval", "executing", "finished"]
 ToolOutcome = Literal["succeeded", "business_rejected", "not_executed", "failed"]
@@ -27,7 +28,7 @@ class StartToolCallV1(Message):
     session_id: str
     owner: str = Field(description="The `sub` of the caller; must own the session.")
     tool: str
-    arguments: Any = Field(description="Raw arguments; validated by the agent against the tool schema.")
+    arguments: CanonicalJson = Field(description="Raw arguments; validated by the agent against the tool schema.")
     call_id: str | None = None
 
 

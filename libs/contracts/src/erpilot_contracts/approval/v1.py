@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from erpilot_contracts.base import Message
+from erpilot_contracts.json_input import CanonicalArguments
 
 ApprovalStatus = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded"]
 DecisionAction = Literal["approve", "reject", "cancel"]
@@ -66,7 +67,7 @@ class RequestApprovalV1(Message):
     session_id: str
     tool: str
     tool_schema_version: int = 1
-    arguments: dict[str, Any]
+    arguments: CanonicalArguments
     fingerprint: str
     operation_id: str
     preview: dict[str, Any]
@@ -91,7 +92,7 @@ class DecideV1(Message):
 class EditApprovalV1(Message):
     pending_id: str
     fingerprint: str
-    arguments: dict[str, Any]
+    arguments: CanonicalArguments
     actor: Actor
 
 

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.base import ErrorV1, Message
+from erpilot_contracts.json_input import CanonicalArguments
 
 
 class ExecuteToolV1(Message):
@@ -18,7 +19,7 @@ class ExecuteToolV1(Message):
     call_id: str
     operation_id: str
     tool: str
-    arguments: dict[str, Any] = Field(description="Normalised arguments (already validated by the agent).")
+    arguments: CanonicalArguments = Field(description="Normalised arguments (already validated by the agent).")
     requested_by: str
 
 
@@ -55,7 +56,7 @@ class PrepareOperationV1(Message):
     call_id: str
     tool: str
     tool_schema_version: int = 1
-    arguments: dict[str, Any]
+    arguments: CanonicalArguments
     fingerprint: str
     requested_by: str
     stock_check: Literal["exact", "sufficient"] | None = Field(

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
+from erpilot_contracts import json_input
 from erpilot_contracts.base import StrictBody
 
 SCHEMA_VERSION = 1
@@ -193,4 +194,13 @@ def normalise(tool: str, arguments: Any) -> dict[str, Any]:
     except ValidationError as exc:
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         raise InvalidArguments(tool, errors) from None
-    return model.model_dump(mode="json", exclude_none=True)
+    normalised = model.model_dump(mode="json", exclude_none=True)
+    try:  # what a schema allows may still not be storable (NUL) or fingerprintable (beyond 2^53)
+        json_input.check(normalised)
+    except json_input.BadInput as exc:
+        raise InvalidArguments(tool, [{"loc": [], "msg": str(exc), "type": exc.code}]) from None
+    path = json_input.unsafe_integer_path(normalised)
+    if path is not None:
+        msg = "integers beyond ±(2^53-1) cannot be fingerprinted"
+        raise InvalidArguments(tool, [{"loc": path, "msg": msg, "type": "invalid_arguments"}])
+    return normalised

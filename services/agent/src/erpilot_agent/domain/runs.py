@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from erpilot_agent.domain.history import Entry
+from erpilot_contracts import json_input
 
 MAX_STEPS = 12
 CALL_ID_MAX = 100  # tool_calls.call_id column
@@ -153,13 +154,14 @@ class ArgumentsNotJson(ValueError):
 
 
 def parse_arguments(text: str) -> Any:
-    """The decoded arguments of a stored call (empty text means no arguments)."""
+    """The decoded arguments of a stored call (empty text means no arguments); hostile JSON from the model
+    (duplicate keys, deep nesting, lone surrogates, NUL, huge integers) is refused like any other input."""
     if text is None or not str(text).strip():
         return {}
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ArgumentsNotJson(f"arguments are not valid JSON: {exc}") from None
+        return json_input.loads(text)
+    except json_input.BadInput as exc:
+        raise ArgumentsNotJson(f"arguments refused ({exc.code}): {exc}") from None
 
 
 def rejected_content(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,23 +1,24 @@
 """Approvals: list, read, decide, edit. Only people decide, and only through here.
 
 The decision and edit bodies are parsed strictly by hand (``strict_body``) rather than by FastAPI:
-JSON with a duplicate key (which value would win?), ``NaN``/``Infinity``, or a non-JSON content type
-is 422 like any body the models refuse, and nothing is sent to the approval service.
+a non-JSON content type is 422 like any body the models refuse; JSON with a duplicate key (which value
+would win?), ``NaN``/``Infinity`` or deep nesting is 400 ``invalid_json`` (``json_input``, also checked
+by ``input_guard`` for every body); nothing is sent to the approval service.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from erpilot_contracts import subjects
+from erpilot_contracts import json_input, subjects
 from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetApprovalV1, ListApprovalsV1
 from erpilot_gateway.auth import CurrentUser, User, require_roles
 from erpilot_gateway.bodies import DecisionBody, EditBody
+from erpilot_gateway.problems import Problem
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 Status = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded"]
@@ -32,33 +33,21 @@ def _invalid(msg: str, type_: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body",), "msg": msg, "type": type_}])
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise ValueError(f"duplicate key {key!r}")
-        seen.add(key)
-    return dict(pairs)
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 async def strict_body(request: Request, model: type[B]) -> B:
-    """The body as ``model``: JSON only, no duplicate keys, no NaN/Infinity, then the model's own checks."""
+    """The body as ``model``: JSON only (400 ``invalid_json`` for duplicate keys, NaN, deep nesting, ...),
+    then the model's own checks (422)."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type and media_type != "application/json" and not media_type.endswith("+json"):
         raise _invalid(f"the body must be application/json, not {media_type}", "content_type")
-    try:
-        data = json.loads(await request.body(), object_pairs_hook=_unique_keys, parse_constant=_no_constants)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError included
-        raise _invalid(f"the body is not valid JSON: {exc}", "json_invalid") from None
+    try:  # input_guard has checked the body already; this keeps the route safe on its own
+        data = json_input.loads(await request.body())
+    except json_input.BadInput as exc:
+        raise Problem(exc.status, exc.code, str(exc)) from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError(
-            [{"loc": ("body", *e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]) from None
+            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
 
 async def decision_body(request: Request) -> DecisionBody:
