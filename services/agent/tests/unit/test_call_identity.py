@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from erpilot_agent.domain.call_identity import call_key, operation_id_for
+from erpilot_contracts.agent.v1 import PostMessageV1, StartToolCallV1
+from erpilot_contracts.erp.v1 import UpdateProductV1
 
 pytestmark = pytest.mark.unit
 ids = st.text(alphabet="abcAB019_.:-", min_size=1, max_size=100)
@@ -31,3 +34,16 @@ def test_separators_inside_ids_cannot_make_two_pairs_meet():
 @given(ids, ids, ids, ids)
 def test_different_pairs_have_different_keys(s1, c1, s2, c2):
     assert (call_key(s1, c1) == call_key(s2, c2)) == ((s1, c1) == (s2, c2))
+
+
+@pytest.mark.parametrize(("model", "fields", "missing"), [
+    (StartToolCallV1, {"session_id": "s", "owner": "o", "tool": "get_product", "arguments": {}}, "call_id"),
+    (PostMessageV1, {"session_id": "s", "owner": "o", "text": "hi"}, "message_id"),
+    (UpdateProductV1, {"sku": "SKU-1", "price_minor": 1, "updated_by": "admin"}, "request_id"),
+])
+def test_a_command_without_the_id_fixed_before_publishing_is_not_a_valid_message(model, fields, missing):
+    """Without it a handler could only make one up per delivery, and a redelivery would be a second request."""
+    with pytest.raises(ValidationError) as refused:
+        model.model_validate(fields)
+    assert [e["loc"] for e in refused.value.errors()] == [(missing,)]
+    assert model.model_validate({**fields, missing: "id-1"})
