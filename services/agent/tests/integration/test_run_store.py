@@ -11,6 +11,7 @@ from sqlalchemy import select
 from erpilot_agent.adapters import repository
 from erpilot_agent.adapters.runs import SqlRunStore
 from erpilot_agent.adapters.tables import session_events
+from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.history import assistant_message
 from erpilot_agent.service_layer.run_ports import RunRejected, ToolResult
 from erpilot_platform.db import create_engine
@@ -87,22 +88,23 @@ async def test_replies_results_and_waiting_are_recorded_with_their_events(store)
     call_id = f"{run_id}:w"
     await store.record_reply(run_id, assistant_message("Submitting.", [
         {"id": call_id, "name": "submit_order", "arguments": {"draft_id": "D-1", "revision": 1}}]))
+    key = call_key(session_id, call_id)
     async with store.engine.begin() as conn:
         await repository.insert_tool_call(
-            conn, call_id=call_id, session_id=session_id, run_id=run_id, source="model", tool="submit_order",
-            request_hash="sha256:x", arguments={}, operation_id=f"op_{uuid.uuid4().hex}",
+            conn, call_key=key, call_id=call_id, session_id=session_id, run_id=run_id, source="model",
+            tool="submit_order", request_hash="sha256:x", arguments={}, operation_id=f"op_{uuid.uuid4().hex}",
             status="awaiting_approval", lifecycle={})
     await store.record_results(run_id, [], waiting=True)
 
     assert (await store.get_run(run_id)).status == "waiting" and (await store.get_run(run_id)).steps == 1
     assert not await store.resumable(run_id)
     assert run_id not in await store.runs_to_resume(stale_seconds=0)
-    assert await store.run_of_call(call_id) == run_id
+    assert await store.run_of_call(key) == run_id
     assert await rejected_code(store.start_run(session_id=session_id, owner="alice", message_id="m2",
                                                text="hello")) == "run_in_progress"
 
     async with store.engine.begin() as conn:
-        await repository.update_tool_call(conn, call_id, status="finished")
+        await repository.update_tool_call(conn, key, status="finished")
     assert await store.resumable(run_id)
     assert run_id in await store.runs_to_resume(stale_seconds=3600)
 

@@ -74,7 +74,7 @@ class FakeTools:
             record.update(state="finished", content={"status": "succeeded", "result": result})
         self.calls[call_id] = record
 
-    async def status(self, call_ids: list[str]) -> dict[str, CallStatus]:
+    async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:
         return {i: CallStatus(self.calls[i]["state"], self.calls[i]["content"]) for i in call_ids if i in self.calls}
 
     async def finish_write(self, call_id: str, content: dict) -> None:

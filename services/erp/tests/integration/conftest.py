@@ -108,6 +108,7 @@ class ErpClient:
         return await self.send(subjects.ERP_QUERY_VIEW, ErpViewV1(view=view, **kw), durable=False)
 
     async def update_product(self, sku: str, **kw: Any) -> ReplyV1:
+        kw.setdefault("request_id", uid("rq-"))  # every change names itself before it is first published
         return await self.send(subjects.ERP_CMD_UPDATE_PRODUCT, UpdateProductV1(sku=sku, updated_by="admin", **kw))
 
     # --- rows ---------------------------------------------------------------------------------------

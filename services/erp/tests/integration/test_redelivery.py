@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -71,3 +72,15 @@ async def test_update_product_twice_is_answered_from_its_request_id(erp):
     assert reply.data["price_minor"] == 700 and later.data["price_minor"] == 800
     assert late_redelivery == reply
     assert (await erp.view("product", id=sku)).data["price_minor"] == 800  # the old change is not re-applied
+
+
+async def test_a_product_change_without_its_request_id_is_refused_and_changes_nothing(erp):
+    """Its idempotency key must be fixed before the first publish: without one a redelivery could not be told
+    from a new change, so the ERP does not apply it at all."""
+    sku = await erp.make_product(price_minor=500)
+    body = json.dumps({"sku": sku, "price_minor": 900, "updated_by": "admin"}).encode()
+
+    reply = await erp.send_raw(subjects.ERP_CMD_UPDATE_PRODUCT, body)
+
+    assert not reply.ok and reply.error.code == "invalid_message"
+    assert (await erp.view("product", id=sku)).data["price_minor"] == 500

@@ -23,13 +23,16 @@ class CreateSessionV1(Message):
 
 
 class StartToolCallV1(Message):
-    """A tool call from an external agent. Idempotent by ``call_id`` with the same tool and arguments."""
+    """A tool call from an external agent. Idempotent by (``session_id``, ``call_id``) with the same tool
+    and arguments; the same ``call_id`` with others is a conflict. The ``call_id`` is fixed before the
+    first publish (the client's, its ``Idempotency-Key``, or one the gateway assigns), so a redelivered
+    or duplicated command finds the same call; it is unique per session, not globally."""
 
     session_id: str
     owner: str = Field(description="The `sub` of the caller; must own the session.")
     tool: str
     arguments: CanonicalJson = Field(description="Raw arguments; validated by the agent against the tool schema.")
-    call_id: str | None = None
+    call_id: str = Field(min_length=1, max_length=100, description="Unique within the session.")
 
 
 class ToolCallViewV1(Message):
@@ -59,7 +62,8 @@ class PostMessageV1(Message):
     session_id: str
     owner: str
     text: str
-    message_id: str | None = Field(None, max_length=100, description="Chosen by the gateway or the client.")
+    message_id: str = Field(min_length=1, max_length=100,
+                            description="The client's Idempotency-Key or the gateway's id, fixed before publishing.")
 
 
 class GetSessionV1(Message):

@@ -128,6 +128,7 @@ class UpdateProductV1(Message):
     price_minor: int | None = None
     status: Literal["active", "discontinued"] | None = None
     updated_by: str
-    request_id: str | None = Field(
-        None, max_length=200,
-        description="Idempotency key: a redelivered update with the same id is answered, not re-applied.")
+    request_id: str = Field(
+        min_length=1, max_length=200,
+        description="Idempotency key fixed before the first publish: a redelivered update with the same id "
+                    "is answered, not re-applied.")

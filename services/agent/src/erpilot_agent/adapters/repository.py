@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_agent.adapters.tables import outbox as outbox_table
@@ -63,8 +64,9 @@ async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0
     )).all()
 
 
-async def get_tool_call(conn: AsyncConnection, call_id: str, *, lock: bool = False) -> Any:
-    stmt = select(tool_calls).where(tool_calls.c.call_id == call_id)
+async def get_tool_call(conn: AsyncConnection, call_key: str, *, lock: bool = False) -> Any:
+    """The call with this ``call_key`` (domain.call_identity: session id and call id together)."""
+    stmt = select(tool_calls).where(tool_calls.c.call_key == call_key)
     if lock:
         stmt = stmt.with_for_update()
     return (await conn.execute(stmt)).first()
@@ -77,12 +79,15 @@ async def find_call_by_operation(conn: AsyncConnection, operation_id: str, *, lo
     return (await conn.execute(stmt)).first()
 
 
-async def insert_tool_call(conn: AsyncConnection, **values: Any) -> None:
-    await conn.execute(tool_calls.insert().values(**values))
+async def insert_tool_call(conn: AsyncConnection, **values: Any) -> bool:
+    """Insert a new call; False if a concurrent delivery of the same command inserted it first."""
+    inserted = await conn.execute(
+        insert(tool_calls).values(**values).on_conflict_do_nothing().returning(tool_calls.c.call_key))
+    return inserted.first() is not None
 
 
-async def update_tool_call(conn: AsyncConnection, call_id: str, **values: Any) -> None:
-    await conn.execute(update(tool_calls).where(tool_calls.c.call_id == call_id).values(updated_at=now(), **values))
+async def update_tool_call(conn: AsyncConnection, call_key: str, **values: Any) -> None:
+    await conn.execute(update(tool_calls).where(tool_calls.c.call_key == call_key).values(updated_at=now(), **values))
 
 
 async def session_tool_calls(conn: AsyncConnection, session_id: str) -> list[Any]:

@@ -122,10 +122,10 @@ class SqlRunStore:
             ).order_by(runs.c.updated_at).limit(100))).scalars().all()
         return list(rows)
 
-    async def run_of_call(self, call_id: str) -> str | None:
+    async def run_of_call(self, call_key: str) -> str | None:
         async with self.engine.connect() as conn:
             row = (await conn.execute(select(tool_calls.c.run_id, tool_calls.c.source).where(
-                tool_calls.c.call_id == call_id))).first()
+                tool_calls.c.call_key == call_key))).first()
         return row.run_id if row is not None and row.source == "model" else None
 
     # --- writing -------------------------------------------------------------------------------

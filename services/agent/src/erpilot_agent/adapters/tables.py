@@ -71,9 +71,12 @@ runs = Table(
 )
 Index("runs_unfinished", runs.c.status, postgresql_where=runs.c.status.in_(["running", "waiting"]))
 
+# ``call_id`` is unique per session (a client's or the model's id); ``call_key`` (domain.call_identity,
+# derived from both) is the global identity every lock, lookup and transition uses.
 tool_calls = Table(
     "tool_calls", metadata,
-    Column("call_id", String(100), primary_key=True),
+    Column("call_key", String(80), primary_key=True),
+    Column("call_id", String(100), nullable=False),
     Column("session_id", String(64), ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False, index=True),
     Column("run_id", String(64), nullable=True, index=True),
     Column("source", String(20), nullable=False),  # "model" | "external"
@@ -92,6 +95,7 @@ tool_calls = Table(
     Column("commit_sent_at", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("session_id", "call_id", name="tool_calls_session_call"),
 )
 Index("tool_calls_unfinished", tool_calls.c.status, postgresql_where=tool_calls.c.status != "finished")
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 from erpilot_agent.service_layer import sessions
 from erpilot_agent.service_layer.runs import RunService
 from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
@@ -19,7 +17,8 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
     async def create_session(cmd: CreateSessionV1) -> ReplyV1:
         return await sessions.create_session(engine, cmd.session_id, cmd.owner, cmd.title)
 
-    @bus.command(subjects.AGENT_CMD_TOOL_CALL, StartToolCallV1, description="Run a tool call (idempotent by call_id).")
+    @bus.command(subjects.AGENT_CMD_TOOL_CALL, StartToolCallV1,
+                 description="Run a tool call (idempotent by session and call_id).")
     async def start_tool_call(cmd: StartToolCallV1) -> ReplyV1:
         try:
             view = await tool_calls.start(session_id=cmd.session_id, owner=cmd.owner, tool=cmd.tool,
@@ -32,7 +31,7 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
                  description="A user message: starts a run of the model (idempotent by message_id).")
     async def post_message(cmd: PostMessageV1) -> ReplyV1:
         return await runs.post_message(session_id=cmd.session_id, owner=cmd.owner, text=cmd.text,
-                                       message_id=cmd.message_id or f"msg_{uuid.uuid4().hex}")
+                                       message_id=cmd.message_id)
 
     @bus.event(subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, description="A pending approval exists.")
     async def approval_requested(evt: ApprovalRequestedV1) -> None:
@@ -41,8 +40,8 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
     @bus.event(subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1, description="An approval was decided or expired.")
     async def approval_resolved(evt: ApprovalResolvedV1) -> None:
         await tool_calls.on_approval_resolved(
-            call_id=evt.call_id, pending_id=evt.pending_id, status=evt.status, decided_by=evt.decided_by,
-            comment=evt.comment, grant=evt.grant)
+            session_id=evt.session_id, call_id=evt.call_id, pending_id=evt.pending_id, status=evt.status,
+            decided_by=evt.decided_by, comment=evt.comment, grant=evt.grant)
 
     @bus.query(subjects.AGENT_QUERY_SESSION, GetSessionV1, description="The owner's view of a session.")
     async def get_session(query: GetSessionV1) -> ReplyV1:

@@ -90,8 +90,8 @@ class RunStore(Protocol):
 
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]: ...
 
-    async def run_of_call(self, call_id: str) -> str | None:
-        """The run a model's tool call belongs to (None for external calls)."""
+    async def run_of_call(self, call_key: str) -> str | None:
+        """The run a model's tool call (by its ``call_key``) belongs to (None for external calls)."""
         ...
 
 
@@ -101,6 +101,6 @@ class Tools(Protocol):
         """Record and drive a call as far as it goes without a person. Raises CallRejected."""
         ...
 
-    async def status(self, call_ids: list[str]) -> dict[str, CallStatus]:
-        """The recorded calls among ``call_ids``."""
+    async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:
+        """The recorded calls of the session among ``call_ids`` (call ids are unique per session only)."""
         ...

@@ -22,11 +22,12 @@ class PipelineTools:
         await self.service.start(session_id=session_id, owner=owner, tool=tool, raw_arguments=arguments,
                                  call_id=call_id, source="model", run_id=run_id)
 
-    async def status(self, call_ids: list[str]) -> dict[str, CallStatus]:
+    async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:
         if not call_ids:
             return {}
         async with self.service.engine.connect() as conn:
-            rows = (await conn.execute(select(tool_calls).where(tool_calls.c.call_id.in_(call_ids)))).all()
+            rows = (await conn.execute(select(tool_calls).where(
+                tool_calls.c.session_id == session_id, tool_calls.c.call_id.in_(call_ids)))).all()
         found = {}
         for row in rows:
             call = calls.to_domain(row)

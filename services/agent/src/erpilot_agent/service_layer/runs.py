@@ -82,12 +82,12 @@ class RunService:
         self.schedule(run_id)
         return ReplyV1.success({"run_id": run_id})
 
-    async def on_call_finished(self, call_id: str) -> None:
+    async def on_call_finished(self, call_key: str) -> None:
         """A tool call finished: if a model run waits for it, drive that run on."""
         try:
-            run_id = await self.store.run_of_call(call_id)
+            run_id = await self.store.run_of_call(call_key)
         except Exception:  # the resumer finds the run anyway; never fail the call's own transition
-            log.warning("could not look up the run of call %s", call_id, exc_info=True)
+            log.warning("could not look up the run of call %s", call_key, exc_info=True)
             return
         if run_id is not None:
             self.schedule(run_id)
@@ -221,7 +221,7 @@ class RunService:
         """Start what has not started, collect what finished; True when every call has a result."""
         run = snapshot.run
         ids = [call.call_id for call in calls]
-        status = await self.tools.status(ids)
+        status = await self.tools.status(run.session_id, ids)
         to_start = [call for call in calls if call.call_id not in status or status[call.call_id].state in STARTABLE]
         outcomes = await asyncio.gather(*(self._start(run, call) for call in to_start), return_exceptions=True)
         results: dict[str, ToolResult] = {}
@@ -231,7 +231,7 @@ class RunService:
                 results[outcome.call_id] = outcome
             elif isinstance(outcome, BaseException):
                 failures.append(outcome)
-        status = await self.tools.status([call_id for call_id in ids if call_id not in results])
+        status = await self.tools.status(run.session_id, [call_id for call_id in ids if call_id not in results])
         for call_id, call_status in status.items():
             if call_status.state == CallState.FINISHED.value and call_status.content is not None:
                 results[call_id] = ToolResult(call_id, call_status.content)

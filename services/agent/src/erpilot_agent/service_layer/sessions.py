@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_agent.adapters import calls, repository
+from erpilot_agent.domain.call_identity import call_key
 from erpilot_contracts.base import ReplyV1
 
 
@@ -49,9 +50,10 @@ async def session_view(engine: AsyncEngine, session_id: str, owner: str) -> Repl
 
 
 async def tool_call_view(engine: AsyncEngine, session_id: str, owner: str, call_id: str) -> ReplyV1:
+    """The call ``call_id`` of this session (the same id in another session is another call)."""
     async with engine.connect() as conn:
         session = await repository.get_session(conn, session_id)
-        row = await repository.get_tool_call(conn, call_id)
-    if session is None or session.owner != owner or row is None or row.session_id != session_id:
+        row = await repository.get_tool_call(conn, call_key(session_id, call_id))
+    if session is None or session.owner != owner or row is None:
         return ReplyV1.failure("not_found", f"tool call {call_id} not found", 404)
     return ReplyV1.success(calls.view(row, calls.to_domain(row)))

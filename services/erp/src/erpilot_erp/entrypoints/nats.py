@@ -2,7 +2,7 @@
 
 Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (operation_id),
 ``cmd.erp.prepare`` (operation_id), ``cmd.erp.commit`` (operation_id, under the grant),
-``cmd.erp.update_product`` (request_id when given). Queries (core NATS, no effects): ``query.erp.read``,
+``cmd.erp.update_product`` (request_id). Queries (core NATS, no effects): ``query.erp.read``,
 ``query.erp.operation``, ``query.erp.prepared`` (the approval service's source of truth for a preview),
 ``query.erp.view``. A message that does not validate is answered
 ``invalid_message`` by the ServiceBus and dead-lettered.

@@ -68,8 +68,6 @@ class ProductService:
             return ReplyV1.failure("invalid_message", "price_minor must not be negative", 422)
 
         async def work(conn: AsyncConnection) -> ReplyV1:
-            if cmd.request_id is None:
-                return await self._apply(conn, cmd)
             asked = request_print(sku=cmd.sku, price_minor=cmd.price_minor, status=cmd.status)
             return await once(conn, self.inbox, f"product:{cmd.request_id}", asked, lambda: self._apply(conn, cmd))
 

@@ -41,30 +41,45 @@ async def get_session(request: Request, session_id: str, user: CurrentUser) -> d
 
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+IdempotencyKey = Annotated[str | None, Header(description="Same key and body: the same answer; another body: 409.")]
+
+
+def _checked_key(idempotency_key: str | None) -> str | None:
+    if idempotency_key is not None and not _IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+        raise Problem(422, "invalid_idempotency_key", "Idempotency-Key must be 1-100 of A-Z a-z 0-9 _ . : -")
+    return idempotency_key
 
 
 @router.post("/{session_id}/messages", status_code=202)
 async def post_message(request: Request, session_id: str, body: PostMessageBody, user: CurrentUser,
-                       idempotency_key: Annotated[str | None, Header()] = None) -> dict:
+                       idempotency_key: IdempotencyKey = None) -> dict:
     """Give the agent a message; it runs the model (answers 202 with the run id).
 
     409 ``run_in_progress`` while the previous message's run is still running or waiting for an
     approval. An optional ``Idempotency-Key`` header makes a retry return the same run (the same key
     with another text: 409 ``idempotency_conflict``); without it every request is a new message.
     """
-    if idempotency_key is not None and not _IDEMPOTENCY_KEY.fullmatch(idempotency_key):
-        raise Problem(422, "invalid_idempotency_key", "Idempotency-Key must be 1-100 of A-Z a-z 0-9 _ . : -")
-    message_id = idempotency_key or f"msg_{uuid.uuid4().hex}"
+    message_id = _checked_key(idempotency_key) or f"msg_{uuid.uuid4().hex}"  # fixed before the first publish
     cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id)
     data = await _services(request).command(subjects.AGENT_CMD_POST_MESSAGE, cmd)
     return {"run_id": data["run_id"]}
 
 
 @router.post("/{session_id}/tool-calls")
-async def start_tool_call(request: Request, session_id: str, body: ToolCallBody, user: CurrentUser) -> JSONResponse:
-    """Run a tool through the same pipeline the model uses (reads and drafts at once, writes after approval)."""
+async def start_tool_call(request: Request, session_id: str, body: ToolCallBody, user: CurrentUser,
+                          idempotency_key: IdempotencyKey = None) -> JSONResponse:
+    """Run a tool through the same pipeline the model uses (reads and drafts at once, writes after approval).
+
+    The call's ``call_id`` (unique within the session) is the body's ``call_id``, else the
+    ``Idempotency-Key`` header, else a new one: repeating it with the same tool and arguments answers
+    with that call (its current state), with others 409 ``idempotency_conflict``.
+    """
+    key = _checked_key(idempotency_key)
+    if key is not None and body.call_id is not None and key != body.call_id:
+        raise Problem(422, "invalid_idempotency_key", "Idempotency-Key and call_id name different calls")
+    call_id = body.call_id or key or f"call_{uuid.uuid4().hex}"  # fixed before the first publish
     cmd = StartToolCallV1(session_id=session_id, owner=user.sub, tool=body.tool, arguments=body.arguments,
-                          call_id=body.call_id)
+                          call_id=call_id)
     view = await _services(request).command(subjects.AGENT_CMD_TOOL_CALL, cmd)
     return tool_call_response(view)
 
