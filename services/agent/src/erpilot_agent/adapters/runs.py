@@ -140,7 +140,7 @@ class SqlRunStore:
             if (entry.get("content") or "").strip():
                 events.append(("message", {"role": "assistant", "text": entry["content"], "run_id": run_id}))
             await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
-                steps=runs.c.steps + 1, status="running", updated_at=repository.now()))
+                steps=runs.c.steps + 1, status="running", updated_at=repository.now(), **_PROGRESS))
             if final:
                 events.append(("run_finished", {"run_id": run_id}))
                 await _close(conn, run.session_id, run_id, "finished", None)
@@ -170,7 +170,8 @@ class SqlRunStore:
                     ]
             await repository.append_events(conn, run.session_id, events)
             await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
-                status="waiting" if waiting else "running", updated_at=repository.now()))
+                status="waiting" if waiting else "running", updated_at=repository.now(),
+                **(_PROGRESS if fresh else {})))
         repository.outbox.wake()
 
     async def finish(self, run_id: str) -> None:
@@ -192,10 +193,21 @@ class SqlRunStore:
                                           data)
         repository.outbox.wake()
 
-    async def touch(self, run_id: str) -> None:
+    async def note_failure(self, run_id: str) -> tuple[int, float]:
+        now = repository.now()
         async with self.engine.begin() as conn:
-            await conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE))
-                               .values(updated_at=repository.now()))
+            row = (await conn.execute(
+                update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE))
+                .values(failed_attempts=runs.c.failed_attempts + 1,
+                        failing_since=func.coalesce(runs.c.failing_since, now), updated_at=now)
+                .returning(runs.c.failed_attempts, runs.c.failing_since))).first()
+        if row is None:
+            return 0, 0.0
+        return row.failed_attempts, (now - row.failing_since).total_seconds()
+
+
+# Storing a model reply or a tool result is progress: the run's failed attempts start again from zero.
+_PROGRESS = {"failed_attempts": 0, "failing_since": None}
 
 
 def _blocked(run_id_column: Any) -> Any:
