@@ -112,41 +112,11 @@ def cmd_docs(args: argparse.Namespace) -> None:
 def cmd_dlq(args: argparse.Namespace) -> None:
     """List, show or replay dead letters (ERPILOT_NATS_URL, ERPILOT_NATS_USER / ERPILOT_NATS_PASSWORD)."""
     import asyncio
-    import getpass
-    import json
 
-    import nats
-
-    from erpilot import dlq
-
-    async def run() -> list[str]:
-        user, password = os.environ.get("ERPILOT_NATS_USER"), os.environ.get("ERPILOT_NATS_PASSWORD")
-        servers = [url.strip() for url in _require("ERPILOT_NATS_URL").split(",")]
-        nc = await nats.connect(servers, user=user, password=password, connect_timeout=5,
-                                max_reconnect_attempts=2, name="erpilot-dlq")
-        try:
-            js = nc.jetstream()
-            if args.action == "list":
-                letters = await dlq.list_dead_letters(js, service=args.service, limit=args.limit)
-                if args.json:
-                    return [json.dumps([letter.as_json(with_body=False) for letter in letters], indent=2)]
-                return [f"{d.seq:>6}  {d.time[:19]}  {d.original_subject}  attempts={d.attempts or '?'}  "
-                        f"{'replayed' if d.replayed else 'not replayed'}  {d.reason[:120]}" for d in letters] \
-                    or ["no dead letters"]
-            if args.action == "show":
-                letter = await dlq.show_dead_letter(js, args.seq)
-                return [json.dumps(letter.as_json(), indent=2, ensure_ascii=False)]
-            lines = []
-            for seq in args.seq:
-                published, letter = await dlq.replay_dead_letter(js, seq, by=f"{getpass.getuser()} (erpilot dlq)")
-                lines.append(f"{seq}: {'replayed' if published else 'already replayed, nothing published'} "
-                             f"to {letter.original_subject} (record {letter.replayed['record_seq']})")
-            return lines
-        finally:
-            await nc.close()
+    from erpilot import dlq, dlq_cli
 
     try:
-        print("\n".join(asyncio.run(run())))
+        print("\n".join(asyncio.run(dlq_cli.run(args, _require("ERPILOT_NATS_URL"), _data_dir()))))
     except dlq.DeadLetterError as exc:
         sys.exit(f"erpilot dlq: {exc}")
 

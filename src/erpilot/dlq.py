@@ -7,27 +7,35 @@ A dead letter is addressed by its sequence number in that stream.
 
 Replay publishes the original body and headers to the original subject once per original message,
 whatever happens: the replay is first claimed with a record on
-``erpilot.v1.dlq.replayed.<original stream>.<original seq>`` published with
+``erpilot.v1.dlq.<service>.replayed.<original stream>.<original seq>`` published with
 ``Nats-Expected-Last-Subject-Sequence: 0``, which JetStream accepts only while no record exists (two
 replays racing, or a replay of a second copy of the same message, find the first claim); the message
 then goes out with ``Nats-Msg-Id: replay:<stream>:<seq>``. If that publish fails the claim is withdrawn,
 so the replay can be tried again. A replayed message that fails again is dead-lettered anew (a new
 original, with a new sequence) and can be replayed in turn.
+
+With the least-privilege NATS users (``nats_security``) each step runs as the user allowed to take it
+(``as_user``): reading as ``admin``, the record as the service that dead-lettered the message (it may
+publish ``erpilot.v1.dlq.<service>.>``), the message as a service that sends that subject.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from erpilot_contracts.subjects import DEAD_LETTER_STREAM, PREFIX
 
-REPLAYS_PREFIX = f"{PREFIX}.dlq.replayed"
+RECORD_TOKEN = "replayed"  # erpilot.v1.dlq.<service>.replayed.… (original subjects never start so)
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a failed Nats-Expected-Last-Subject-Sequence
 _NOT_REPLAYED = ("Erpilot-", "Nats-")
+
+
+AsUser = Callable[[str, str], Awaitable[Any]]
 
 
 class DeadLetterError(RuntimeError):
@@ -61,8 +69,13 @@ class DeadLetter:
         return data
 
 
-def record_subject(original: str) -> str:
-    return f"{REPLAYS_PREFIX}.{original.replace(':', '.')}"
+def record_subject(service: str, original: str) -> str:
+    return f"{PREFIX}.dlq.{service}.{RECORD_TOKEN}.{original.replace(':', '.')}"
+
+
+def is_record(subject: str) -> bool:
+    tokens = subject.split(".")
+    return len(tokens) > 4 and tokens[4] == RECORD_TOKEN
 
 
 def _decode(data: bytes | None) -> Any:
@@ -86,11 +99,11 @@ def _dead_letter(raw: Any) -> DeadLetter:
         headers=headers, body=_decode(raw.data), data=raw.data or b"")
 
 
-async def _replay_record(js: Any, original: str) -> dict[str, Any] | None:
+async def _replay_record(js: Any, letter: DeadLetter) -> dict[str, Any] | None:
     import nats.js.errors
 
     try:
-        raw = await js.get_last_msg(DEAD_LETTER_STREAM.name, record_subject(original))
+        raw = await js.get_last_msg(DEAD_LETTER_STREAM.name, record_subject(letter.service, letter.original))
     except nats.js.errors.NotFoundError:
         return None
     record = _decode(raw.data)
@@ -111,10 +124,10 @@ async def list_dead_letters(js: Any, *, service: str | None = None, limit: int =
         except nats.js.errors.NotFoundError:
             break
         seq = raw.seq + 1
-        if not raw.subject.startswith(REPLAYS_PREFIX + "."):
+        if not is_record(raw.subject):
             found = [*found[-(limit - 1):], _dead_letter(raw)] if limit > 1 else [_dead_letter(raw)]
     for letter in found:
-        letter.replayed = await _replay_record(js, letter.original)
+        letter.replayed = await _replay_record(js, letter)
     return found
 
 
@@ -125,35 +138,41 @@ async def show_dead_letter(js: Any, seq: int) -> DeadLetter:
         raw = await js.get_msg(DEAD_LETTER_STREAM.name, seq)
     except nats.js.errors.NotFoundError:
         raise DeadLetterError(f"no dead letter {seq} in {DEAD_LETTER_STREAM.name}") from None
-    if raw.subject.startswith(REPLAYS_PREFIX + ".") or not raw.subject.startswith(f"{PREFIX}.dlq."):
+    if is_record(raw.subject) or not raw.subject.startswith(f"{PREFIX}.dlq."):
         raise DeadLetterError(f"message {seq} is a replay record, not a dead letter")
     letter = _dead_letter(raw)
-    letter.replayed = await _replay_record(js, letter.original)
+    letter.replayed = await _replay_record(js, letter)
     return letter
 
 
-async def replay_dead_letter(js: Any, seq: int, *, by: str) -> tuple[bool, DeadLetter]:
-    """Publish the dead letter's message again, once per original: (published now?, the dead letter)."""
+async def replay_dead_letter(js: Any, seq: int, *, by: str, as_user: AsUser | None = None
+                             ) -> tuple[bool, DeadLetter]:
+    """Publish the dead letter's message again, once per original: (published now?, the dead letter).
+
+    ``as_user(role, subject)`` gives the JetStream context to publish with (``role`` is ``record`` or
+    ``message``); without it, ``js`` does everything."""
     import nats.js.errors
 
     letter = await show_dead_letter(js, seq)
     if not letter.original_subject:
         raise DeadLetterError(f"dead letter {seq} does not name its original subject")
+    record_js = await as_user("record", letter.subject) if as_user else js
+    message_js = await as_user("message", letter.original_subject) if as_user else js
     record = {"dead_letter_seq": seq, "subject": letter.original_subject, "by": by,
               "replayed_at": datetime.now(UTC).isoformat()}
     try:
-        claim = await js.publish(record_subject(letter.original), json.dumps(record).encode(),
+        claim = await record_js.publish(record_subject(letter.service, letter.original), json.dumps(record).encode(),
                                  stream=DEAD_LETTER_STREAM.name,
                                  headers={"Nats-Expected-Last-Subject-Sequence": "0"})
     except nats.js.errors.BadRequestError as exc:
         if exc.err_code != WRONG_LAST_SEQUENCE:
             raise
-        letter.replayed = await _replay_record(js, letter.original)
+        letter.replayed = await _replay_record(js, letter)
         return False, letter
     headers = {key: value for key, value in letter.headers.items() if not key.startswith(_NOT_REPLAYED)}
     headers |= {"Nats-Msg-Id": f"replay:{letter.original}", "Erpilot-Replay-Of": letter.original}
     try:
-        await js.publish(letter.original_subject, letter.data, headers=headers)
+        await message_js.publish(letter.original_subject, letter.data, headers=headers)
     except BaseException:
         with contextlib.suppress(Exception):  # withdraw the claim, so the operator can try again
             await js.delete_msg(DEAD_LETTER_STREAM.name, claim.seq)
