@@ -11,10 +11,12 @@ import os
 import secrets
 import subprocess
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from erpilot.dlq import record_subject
 from erpilot_contracts.base import Message
 from erpilot_contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, dead_letter_subject
 from erpilot_platform.broker import TransientError, create_broker, request
@@ -121,3 +123,21 @@ def test_showing_or_replaying_what_is_not_a_dead_letter_is_a_clear_error(nats_ur
     missing = dlq(nats_url, "show", "999999999")
     assert missing.returncode == 1 and "no dead letter 999999999" in missing.stderr
     assert dlq(nats_url, "replay", "999999999").returncode == 1
+
+
+async def test_a_replay_that_died_after_its_claim_is_completed_by_the_next_one(nats_url, broker, flaky):
+    subject, state, js = flaky
+    await request(broker, subject, FlakyV1(n=8), durable=True, timeout=60)
+    dead = await js.get_last_msg(DEAD_LETTER_STREAM.name, dead_letter_subject("testsvc", subject))
+    original = f"{dead.headers['Erpilot-Original-Stream']}:{dead.headers['Erpilot-Original-Seq']}"
+    # an operator's replay claimed it, then died before publishing
+    claim = {"dead_letter_seq": dead.seq, "replayed_at": datetime.now(UTC).isoformat()}
+    await js.publish(record_subject("testsvc", original), json.dumps(claim).encode(),
+                     stream=DEAD_LETTER_STREAM.name, headers={"Nats-Expected-Last-Subject-Sequence": "0"})
+    state["down"] = False
+
+    assert "replayed to" in dlq(nats_url, "replay", str(dead.seq)).stdout
+    await until(lambda: state["handled"] == [8])
+    published = await js.get_last_msg(COMMANDS_STREAM.name, subject)
+    assert "already replayed" in dlq(nats_url, "replay", str(dead.seq)).stdout
+    assert (await js.get_last_msg(COMMANDS_STREAM.name, subject)).seq == published.seq

@@ -11,8 +11,10 @@ whatever happens: the replay is first claimed with a record on
 ``Nats-Expected-Last-Subject-Sequence: 0``, which JetStream accepts only while no record exists (two
 replays racing, or a replay of a second copy of the same message, find the first claim); the message
 then goes out with ``Nats-Msg-Id: replay:<stream>:<seq>``. If that publish fails the claim is withdrawn,
-so the replay can be tried again. A replayed message that fails again is dead-lettered anew (a new
-original, with a new sequence) and can be replayed in turn.
+so the replay can be tried again; if the replaying process died in between, a replay within the
+streams' duplicate window publishes again under the same id (stored only if the first never was).
+A replayed message that fails again is dead-lettered anew (a new original, with a new sequence) and
+can be replayed in turn.
 
 With the least-privilege NATS users (``nats_security``) each step runs as the user allowed to take it
 (``as_user``): reading as ``admin``, the record as the service that dead-lettered the message (it may
@@ -31,6 +33,7 @@ from typing import Any
 from erpilot_contracts.subjects import DEAD_LETTER_STREAM, PREFIX
 
 RECORD_TOKEN = "replayed"  # erpilot.v1.dlq.<service>.replayed.… (original subjects never start so)
+DUPLICATE_WINDOW_SECONDS = 120.0  # the streams' duplicate_window (erpilot_platform.broker.ensure_streams)
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a failed Nats-Expected-Last-Subject-Sequence
 _NOT_REPLAYED = ("Erpilot-", "Nats-")
 
@@ -110,6 +113,14 @@ async def _replay_record(js: Any, letter: DeadLetter) -> dict[str, Any] | None:
     return {**record, "record_seq": raw.seq} if isinstance(record, dict) else {"record_seq": raw.seq}
 
 
+def _within_duplicate_window(record: dict[str, Any] | None) -> bool:
+    try:
+        age = datetime.now(UTC) - datetime.fromisoformat(record["replayed_at"])
+    except (TypeError, KeyError, ValueError):
+        return False
+    return age.total_seconds() < DUPLICATE_WINDOW_SECONDS - 10
+
+
 async def list_dead_letters(js: Any, *, service: str | None = None, limit: int = 50) -> list[DeadLetter]:
     """The newest ``limit`` dead letters (oldest first), each with its replay record if any."""
     import nats.js.errors
@@ -160,17 +171,22 @@ async def replay_dead_letter(js: Any, seq: int, *, by: str, as_user: AsUser | No
     message_js = await as_user("message", letter.original_subject) if as_user else js
     record = {"dead_letter_seq": seq, "subject": letter.original_subject, "by": by,
               "replayed_at": datetime.now(UTC).isoformat()}
+    headers = {key: value for key, value in letter.headers.items() if not key.startswith(_NOT_REPLAYED)}
+    headers |= {"Nats-Msg-Id": f"replay:{letter.original}", "Erpilot-Replay-Of": letter.original}
     try:
         claim = await record_js.publish(record_subject(letter.service, letter.original), json.dumps(record).encode(),
-                                 stream=DEAD_LETTER_STREAM.name,
-                                 headers={"Nats-Expected-Last-Subject-Sequence": "0"})
+                                        stream=DEAD_LETTER_STREAM.name,
+                                        headers={"Nats-Expected-Last-Subject-Sequence": "0"})
     except nats.js.errors.BadRequestError as exc:
         if exc.err_code != WRONG_LAST_SEQUENCE:
             raise
         letter.replayed = await _replay_record(js, letter)
+        if _within_duplicate_window(letter.replayed):
+            # A claim this recent may belong to a replay that died before publishing: publishing again
+            # under the same Nats-Msg-Id is stored only if the first never was.
+            ack = await message_js.publish(letter.original_subject, letter.data, headers=headers)
+            return not ack.duplicate, letter
         return False, letter
-    headers = {key: value for key, value in letter.headers.items() if not key.startswith(_NOT_REPLAYED)}
-    headers |= {"Nats-Msg-Id": f"replay:{letter.original}", "Erpilot-Replay-Of": letter.original}
     try:
         await message_js.publish(letter.original_subject, letter.data, headers=headers)
     except BaseException:
