@@ -1,4 +1,4 @@
-"""The `erpilot` command (SPEC §7): up, serve, migrate, seed, token, nats-config."""
+"""The `erpilot` command (SPEC §7): up, serve, migrate, seed, token, nats-config, dlq."""
 
 from __future__ import annotations
 
@@ -127,6 +127,18 @@ def cmd_docs(args: argparse.Namespace) -> None:
         sys.stdout.write(asyncapi.render())
 
 
+def cmd_dlq(args: argparse.Namespace) -> None:
+    """List, show or replay dead letters (ERPILOT_NATS_URL, ERPILOT_NATS_USER / ERPILOT_NATS_PASSWORD)."""
+    import asyncio
+
+    from erpilot import dlq, dlq_cli
+
+    try:
+        print("\n".join(asyncio.run(dlq_cli.run(args, _require("ERPILOT_NATS_URL"), _data_dir()))))
+    except dlq.DeadLetterError as exc:
+        sys.exit(f"erpilot dlq: {exc}")
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     from erpilot.bench import print_report, run_bench
 
@@ -170,6 +182,17 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("--out", help="write to this file (default: standard output)")
     docs.add_argument("--serve", type=int, metavar="PORT", help="serve it as a web page on this port")
     docs.set_defaults(func=cmd_docs)
+    dead = sub.add_parser("dlq", help="dead letters: list, show, replay (once per original message)")
+    dead_sub = dead.add_subparsers(dest="action", required=True)
+    dead_list = dead_sub.add_parser("list", help="the newest dead letters, with whether each was replayed")
+    dead_list.add_argument("--service", help="only the dead letters of this service (agent, approval, erp)")
+    dead_list.add_argument("--limit", type=int, default=50)
+    dead_list.add_argument("--json", action="store_true")
+    dead_sub.add_parser("show", help="one dead letter: headers, reason, body, replay record").add_argument(
+        "seq", type=int)
+    dead_sub.add_parser("replay", help="publish dead letters to their subjects again (idempotent)").add_argument(
+        "seq", type=int, nargs="+")
+    dead.set_defaults(func=cmd_dlq)
     bench = sub.add_parser("bench", help="approval cycles per second end to end, with stage percentiles")
     bench.add_argument("--concurrency", type=int, action="append", help="repeatable; default 1 and 32")
     bench.add_argument("--cycles", type=int, default=64, help="cycles per concurrency level")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import threading
 import time
@@ -172,6 +173,13 @@ def _scripted(messages: list[dict]) -> tuple[int, Any, float]:
         customer = json.loads(results[1]["content"])["result"]["items"][0]
         return 200, _completion(f"{product['sku']} costs {product['price_minor']} cents; "
                                 f"customer {customer['customer_id']}."), 0
+    if word == "ids":  # ids as real providers issue them, repeated across the runs of a session
+        if not results:
+            ids = [("call_0", "get_product", {"sku": "SKU-PEN-BLUE"})] if "again" in text else [
+                ("toolu_01ABC", "get_product", {"sku": "SKU-PEN-BLUE"}),
+                ("call_0", "search_customers", {"query": "Nordwind"})]
+            return 200, _completion(None, ids), 0
+        return 200, _completion(f"ids ok: {len(results)}"), 0
     if word == "badcalls":
         if not results:
             return 200, _completion(None, [("call_0", "get_product", "{not json"), ("call_1", "drop_tables", {}),
@@ -197,12 +205,45 @@ def _scripted(messages: list[dict]) -> tuple[int, Any, float]:
     return 200, _completion(f"echo: {text}"), 0
 
 
+_PROVIDER_ID = re.compile(r"^[a-zA-Z0-9_-]+$")  # what Anthropic's API accepts (PITFALLS.md)
+
+
+def id_problem(messages: list[dict], issued: list[list[str]]) -> str | None:
+    """Why a request's tool-call ids are not the ones this server issued (None when they are).
+
+    Every assistant message must carry exactly the ids of one answer the server gave, and the tool
+    messages after it must answer exactly those ids, in order.
+    """
+    expected: list[str] = []
+    for message in messages:
+        if message["role"] == "tool":
+            if not expected or message.get("tool_call_id") != expected.pop(0):
+                return f"tool result {message.get('tool_call_id')!r} does not answer the call before it"
+            continue
+        if expected:
+            return f"calls {expected} have no result"
+        ids = [call["id"] for call in message.get("tool_calls") or []]
+        if ids and ids not in issued:
+            return f"tool call ids {ids} were never issued (issued: {issued})"
+        if any(not _PROVIDER_ID.match(i) for i in ids):
+            return f"String should match pattern '^[a-zA-Z0-9_-]+$': {ids}"
+        expected = ids
+    return f"calls {expected} have no result" if expected else None
+
+
 class FakeLLM:
-    """An OpenAI-compatible /v1/chat/completions endpoint that records every request it gets."""
+    """An OpenAI-compatible /v1/chat/completions endpoint that records every request it gets.
+
+    Like a strict provider it refuses (HTTP 400) a request whose tool-call ids are not exactly the ones
+    it issued; each refusal is kept in ``id_problems``.
+    """
 
     def __init__(self, script: Callable[[list[dict]], tuple[int, Any, float]] = _scripted):
         self.requests: list[dict] = []
         self.script = script
+        self.issued: list[list[str]] = []  # the call ids of every answer, in order
+        self.id_problems: list[str] = []
+        self.lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -212,7 +253,17 @@ class FakeLLM:
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-                status, answer, delay = outer.script(body["messages"])
+                with outer.lock:
+                    problem = id_problem(body["messages"], outer.issued)
+                    if problem:
+                        outer.id_problems.append(problem)
+                        status, answer, delay = 400, {"error": {"message": problem, "type": "invalid_request"}}, 0
+                    else:
+                        status, answer, delay = outer.script(body["messages"])
+                        calls = answer.get("choices", [{}])[0].get("message", {}).get("tool_calls") \
+                            if isinstance(answer, dict) else None
+                        if calls:
+                            outer.issued.append([call["id"] for call in calls])
                 time.sleep(delay)
                 raw = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
                 try:
@@ -242,6 +293,7 @@ def fake_llm() -> Iterator[FakeLLM]:
     yield llm
     llm.server.shutdown()
     llm.server.server_close()
+    assert llm.id_problems == [], llm.id_problems  # no request ever carried ids the model did not issue
 
 
 @pytest.fixture(scope="module")
@@ -278,10 +330,10 @@ def test_the_model_gets_prompt_message_and_tools_and_parallel_calls_come_back_as
     assert [t["function"]["parameters"] for t in first["tools"]] == [t["input_schema"] for t in catalog]
     assert [t["function"]["description"] for t in first["tools"]] == [t["description"] for t in catalog]
 
-    call_ids = [f"{run_id}:call_0", f"{run_id}:call_1"]
+    call_ids = [f"{run_id}:call_0", f"{run_id}:call_1"]  # in the ledger and the events
     assistant, *results = second["messages"][2:]
-    assert assistant["role"] == "assistant" and [c["id"] for c in assistant["tool_calls"]] == call_ids
-    assert [r["tool_call_id"] for r in results] == call_ids
+    assert assistant["role"] == "assistant" and [c["id"] for c in assistant["tool_calls"]] == ["call_0", "call_1"]
+    assert [r["tool_call_id"] for r in results] == ["call_0", "call_1"]  # to the model: its own ids
     product = json.loads(results[0]["content"])
     assert product["status"] == "succeeded" and product["result"]["sku"] == "SKU-PEN-BLUE"
     assert json.loads(results[1]["content"])["result"]["items"][0]["customer_id"] == "C-1001"
@@ -290,6 +342,30 @@ def test_the_model_gets_prompt_message_and_tools_and_parallel_calls_come_back_as
     assert types[:3] == ["message", "run_started", "message"] and types[-2:] == ["message", "run_finished"]
     assert sorted(e["data"]["call_id"] for e in events if e["type"] == "tool_finished") == call_ids
     assert assistant_texts(events) == ["Looking both up.", "SKU-PEN-BLUE costs 1450 cents; customer C-1001."]
+
+
+def test_the_model_gets_back_exactly_the_tool_call_ids_it_issued_across_runs(user: Api, fake_llm):
+    session_id = user.new_session()
+    first = start_run(user, session_id, "ids like a provider's")
+    first_events = run_events(user, session_id, first)
+    second = start_run(user, session_id, "ids again")  # the model issues call_0 once more
+    second_events = run_events(user, session_id, second)
+
+    assert assistant_texts(first_events) == ["ids ok: 2"]
+    assert assistant_texts(of_run(second_events, second)) == ["ids ok: 1"]
+    _, last = fake_llm.sent_for("ids again")
+    sent = [(m["role"], [c["id"] for c in m["tool_calls"]] if m.get("tool_calls") else m.get("tool_call_id"))
+            for m in last["messages"]]
+    assert sent == [("system", None), ("user", None), ("assistant", ["toolu_01ABC", "call_0"]),
+                    ("tool", "toolu_01ABC"), ("tool", "call_0"), ("assistant", None), ("user", None),
+                    ("assistant", ["call_0"]), ("tool", "call_0")]
+    assert json.loads(last["messages"][4]["content"])["result"]["items"][0]["customer_id"] == "C-1001"
+    assert json.loads(last["messages"][8]["content"])["result"]["sku"] == "SKU-PEN-BLUE"
+    assert not any("model_id" in c for m in last["messages"] for c in m.get("tool_calls") or [])
+    # the ledger and the events keep the agent's globally unique ids
+    finished = [e["data"]["call_id"] for e in second_events if e["type"] == "tool_finished"]  # the whole session
+    assert sorted(finished) == sorted([f"{first}:toolu_01ABC", f"{first}:call_0", f"{second}:call_0"])
+    assert fake_llm.id_problems == []
 
 
 def test_the_next_run_sees_the_whole_history_of_the_session(user: Api, fake_llm):
@@ -330,7 +406,7 @@ def test_a_tool_result_too_large_for_the_context_reaches_the_model_as_the_omitte
     original = json.dumps({"status": "succeeded", "result": stored["result"]}, ensure_ascii=False).encode()
     _, second = fake_llm.sent_for("everything you sell")
     [result] = [m for m in second["messages"] if m["role"] == "tool"]
-    assert result["tool_call_id"] == call_id
+    assert result["tool_call_id"] == "call_0"
     assert json.loads(result["content"]) == {"omitted": True, "original_length": len(original),
                                              "sha256": hashlib.sha256(original).hexdigest(),
                                              "refresh_required": True, "call_id": result["tool_call_id"],

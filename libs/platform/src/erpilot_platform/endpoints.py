@@ -6,7 +6,9 @@ Error policy (see PITFALLS.md: faststream's default would TERM a message on any 
   ``invalid_arguments``), copied to the dead-letter stream and acknowledged: a poison message never blocks a consumer;
 - a transient failure (database or broker away, serialization conflict, downstream timeout) is NAKed
   with a growing delay, so it is retried;
-- any other exception is retried a few times, then dead-lettered and acknowledged.
+- any other exception is retried a few times, then dead-lettered and acknowledged;
+- retries are bounded (``erpilot_platform.retries.RetryPolicy``: attempts and age): a message given up
+  is dead-lettered, answered ``service_unavailable`` and acknowledged. ``erpilot dlq`` replays it.
 
 Every handler runs in a span ``"<service> handle <Model>"`` with the ids its message concerns (session,
 call, pending approval, operation) as attributes, and with those ids bound to every log line it writes.
@@ -34,15 +36,15 @@ from pydantic import BaseModel, ValidationError, WrapValidator
 
 from erpilot_contracts import json_input
 from erpilot_contracts.base import Message, ReplyV1
-from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, dead_letter_subject
+from erpilot_contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, dead_letter_subject
 from erpilot_platform.broker import ServiceUnavailable, TransientError
 from erpilot_platform.db import is_transient
 from erpilot_platform.logs import CONTEXT_KEYS, bind, unbind
+from erpilot_platform.retries import RetryPolicy, dead_letter_headers, message_age_seconds
 from erpilot_platform.telemetry import consumer_redeliveries, id_attributes, tracer
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
-MAX_ATTEMPTS_FOR_BUGS = 5
 # A message not acknowledged within this time is redelivered (e.g. its consumer crashed). Handlers
 # that take longer keep their message with an in-progress heartbeat, so a short wait is safe.
 ACK_WAIT_SECONDS = 15.0
@@ -93,18 +95,30 @@ def _invalid_reply(exc: Exception) -> ReplyV1:
 class ServiceBus:
     """Registers a service's endpoints on its broker with the shared error policy."""
 
-    def __init__(self, broker: NatsBroker, service: str):
+    def __init__(self, broker: NatsBroker, service: str, retry: RetryPolicy | None = None):
         self.broker = broker
         self.service = service
+        self.retry = retry or RetryPolicy()
 
-    async def dead_letter(self, message: Any, reason: str) -> None:
-        subject = dead_letter_subject(self.service, message.raw_message.subject)
-        headers = {"Erpilot-Reason": reason[:500], "Erpilot-Original-Subject": message.raw_message.subject}
+    async def dead_letter(self, message: Any, reason: str) -> bool:
+        """Copy the message to the dead-letter stream with its origin; False if that failed."""
+        raw = message.raw_message
+        subject = dead_letter_subject(self.service, raw.subject)
+        headers = {**dead_letter_headers(raw), "Erpilot-Reason": reason[:500],
+                   "Erpilot-Attempts": str(_delivery_count(message))}
         try:
-            await self.broker.publish(message.body, subject, headers=headers, stream="ERPILOT_DEAD_LETTERS")
-        except Exception:  # the dead-letter copy is best effort; the log line is the record of last resort
-            log.exception("could not dead-letter a message from %s", message.raw_message.subject)
-        log.error("dead-lettered message from %s: %s", message.raw_message.subject, reason)
+            await self.broker.publish(message.body, subject, headers=headers, stream=DEAD_LETTER_STREAM.name)
+        except Exception:  # the log line is the record of last resort
+            log.exception("could not dead-letter a message from %s", raw.subject)
+            return False
+        log.error("dead-lettered message from %s: %s", raw.subject, reason)
+        return True
+
+    async def _give_up(self, message: Any, reason: str, reply: ReplyV1) -> dict:
+        """Dead-letter and answer; if the copy cannot be stored, keep the message (retry later)."""
+        if not await self.dead_letter(message, reason):
+            raise NackMessage(delay=self.retry.transient_delay(_delivery_count(message)))
+        return reply.model_dump(mode="json")
 
     def _durable_name(self, subject: str) -> str:
         return f"{self.service}__{subject.replace('.', '_').replace('*', 'any').replace('>', 'all')}"
@@ -117,6 +131,8 @@ class ServiceBus:
             await self.dead_letter(message, f"invalid message: {exc}")
             return _invalid_reply(exc).model_dump(mode="json")
         attempt = _delivery_count(message)
+        if reason := self.retry.over_budget(attempt):
+            return await self._give_up(message, reason, _gave_up_reply(reason))
         if attempt > 1:
             consumer_redeliveries.add(1, {"service": self.service, "subject": message.raw_message.subject})
         ids = message_ids(parsed)
@@ -131,13 +147,16 @@ class ServiceBus:
         except Exception as exc:
             if isinstance(exc, TransientError) or is_transient(exc):
                 log.warning("transient failure on %s (attempt %d): %s", message.raw_message.subject, attempt, exc)
-                raise NackMessage(delay=min(0.2 * 2 ** attempt, 10.0)) from exc
+                reason = self.retry.give_up_transient(attempt, message_age_seconds(message.raw_message))
+                if reason is None:
+                    raise NackMessage(delay=self.retry.transient_delay(attempt)) from exc
+                reason = f"{reason}; last error: {exc!r}"
+                return await self._give_up(message, reason, _gave_up_reply(reason))
             log.exception("handler failed on %s (attempt %d)", message.raw_message.subject, attempt)
-            if attempt < MAX_ATTEMPTS_FOR_BUGS:
-                raise NackMessage(delay=0.5 * attempt) from exc
-            await self.dead_letter(message, f"failed {attempt} times: {exc!r}")
-            return ReplyV1.failure("internal_error", "the service could not process this message", 500
-                                   ).model_dump(mode="json")
+            if (reason := self.retry.give_up_bug(attempt)) is None:
+                raise NackMessage(delay=self.retry.bug_delay(attempt)) from exc
+            return await self._give_up(message, f"{reason}: {exc!r}", ReplyV1.failure(
+                "internal_error", "the service could not process this message", 500))
         finally:
             heartbeat.cancel()
             unbind(token)
@@ -158,7 +177,8 @@ class ServiceBus:
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
                 inbox_prefix=f"_INBOX.{self.service}.".encode(),
-                config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000),
+                config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000,
+                                      max_deliver=self.retry.max_deliver),
                 ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
@@ -218,6 +238,10 @@ async def _keep_in_progress(message: Any) -> None:
             await message.in_progress()
         except Exception:  # best effort: the worst case is a redelivery the idempotent handler absorbs
             return
+
+
+def _gave_up_reply(reason: str) -> ReplyV1:
+    return ReplyV1.failure("service_unavailable", f"not processed, dead-lettered: {reason}", 503)
 
 
 def _delivery_count(message: Any) -> int:

@@ -10,6 +10,8 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from erpilot_platform.retries import RetryPolicy
+
 DEV_SECRET_PLACEHOLDERS = {"", "changeme", "change-me", "secret", "dev"}
 _DURATION = re.compile(r"\s*(\d+)\s*([smhd])\s*")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -33,9 +35,17 @@ class PlatformSettings(BaseSettings):
     failpoints: str = ""
     log_level: str = "INFO"
     public_url: str = Field("http://127.0.0.1:8000", description="Base URL people use to reach the console.")
+    delivery_max_attempts: int = Field(30, ge=1, description="Deliveries of a failing command or event "
+                                       "before it is dead-lettered (erpilot_platform.retries).")
+    delivery_max_age_seconds: float = Field(1800.0, gt=0, description="A message still failing this long "
+                                            "after it was published is dead-lettered.")
 
     # Services that own a schema need a database; the gateway owns none.
     requires_database: ClassVar[bool] = True
+
+    def retry_policy(self) -> RetryPolicy:
+        """When this service's consumers give a failing message up (``ERPILOT_DELIVERY_*``)."""
+        return RetryPolicy(max_attempts=self.delivery_max_attempts, max_age_seconds=self.delivery_max_age_seconds)
 
     @model_validator(mode="after")
     def _database_required(self) -> PlatformSettings:

@@ -10,6 +10,7 @@ from erpilot_agent.adapters import repository
 from erpilot_agent.adapters.downstream import Downstream
 from erpilot_agent.adapters.models import Model, build_model, openai_tools
 from erpilot_agent.adapters.runs import SqlRunStore
+from erpilot_agent.domain.runs import RetryBudget
 from erpilot_agent.entrypoints import nats as nats_entry
 from erpilot_agent.service_layer.reconciler import run_reconciler
 from erpilot_agent.service_layer.run_tools import PipelineTools
@@ -31,7 +32,7 @@ def build(settings: AgentSettings, *, model: Model | None = None) -> ServiceApp:
     resumer. Nothing connects yet. ``model`` replaces the one ``ERPILOT_MODEL`` names (tests)."""
     engine = create_engine(settings.database_url, application_name="erpilot-agent")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
-    bus = ServiceBus(broker, SERVICE)
+    bus = ServiceBus(broker, SERVICE, settings.retry_policy())
     tool_calls = ToolCallService(engine, Downstream(broker), public_url=settings.public_url)
     runs = RunService(
         SqlRunStore(engine), PipelineTools(tool_calls),
@@ -39,7 +40,8 @@ def build(settings: AgentSettings, *, model: Model | None = None) -> ServiceApp:
                              max_retries=settings.model_max_retries),
         tool_specs=openai_tools(), budget_tokens=settings.context_budget_tokens,
         tool_bytes=settings.context_tool_bytes, max_steps=settings.max_steps,
-        max_concurrent_runs=settings.max_concurrent_runs)
+        max_concurrent_runs=settings.max_concurrent_runs,
+        retry=RetryBudget(settings.run_max_attempts, settings.run_give_up_seconds))
     tool_calls.on_finished = runs.on_call_finished
     register_ping(bus, engine)
     nats_entry.register(bus, engine, tool_calls, runs)

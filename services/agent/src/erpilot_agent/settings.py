@@ -19,3 +19,7 @@ class AgentSettings(PlatformSettings):
     reconcile_after_seconds: float = 5.0
     resume_runs_after_seconds: float = Field(
         5.0, description="A run left `running` this long without progress is re-driven (after a crash).")
+    run_max_attempts: int = Field(10, ge=1, description="Failed attempts in a row (downstream away, ...) "
+                                  "before a run fails with `retries_exhausted`.")
+    run_give_up_seconds: float = Field(600.0, gt=0, description="A run failing this long without progress "
+                                       "fails with `retries_exhausted`.")

@@ -146,3 +146,44 @@ async def test_a_running_run_is_resumed_only_once_it_is_stale(store):
     run_id, _ = await store.start_run(session_id=session_id, owner="alice", message_id="m", text="x")
     assert run_id not in await store.runs_to_resume(stale_seconds=3600)
     assert run_id in await store.runs_to_resume(stale_seconds=0)
+
+
+async def set_updated_at(store: SqlRunStore, run_id: str, seconds_ago: float) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from erpilot_agent.adapters.tables import runs
+
+    async with store.engine.begin() as conn:
+        await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+            updated_at=repository.now() - timedelta(seconds=seconds_ago)))
+
+
+async def test_failed_attempts_are_counted_backed_off_and_reset_by_progress(store):
+    session_id = await new_session(store)
+    run_id, _ = await store.start_run(session_id=session_id, owner="alice", message_id="m", text="x")
+
+    first = await store.note_failure(run_id)
+    second = await store.note_failure(run_id)
+    third = await store.note_failure(run_id)
+    assert [first[0], second[0], third[0]] == [1, 2, 3]
+    assert 0 <= first[1] <= second[1] <= third[1] < 60  # seconds since the first failure
+
+    # after 3 failures the next attempt waits stale * 2^2 = 4 s (stale 1 s)
+    await set_updated_at(store, run_id, 2)
+    assert run_id not in await store.runs_to_resume(stale_seconds=1)
+    await set_updated_at(store, run_id, 5)
+    assert run_id in await store.runs_to_resume(stale_seconds=1)
+    await set_updated_at(store, run_id, 61)  # and never more than a minute, however many failures
+    for _ in range(20):
+        await store.note_failure(run_id)
+    await set_updated_at(store, run_id, 61)
+    assert run_id in await store.runs_to_resume(stale_seconds=1)
+
+    await store.record_reply(run_id, assistant_message(None, [{"id": f"{run_id}:a", "name": "get_product",
+                                                               "arguments": {"sku": "S"}}]))
+    assert (await store.note_failure(run_id))[0] == 1  # a stored reply started the count again
+
+    await store.fail(run_id, "retries_exhausted", "gave up")
+    assert await store.note_failure(run_id) == (0, 0.0)  # an ended run counts nothing

@@ -15,7 +15,7 @@ import pytest
 
 from erpilot_agent.adapters.models import RulesModel, openai_tools
 from erpilot_agent.domain.history import Entry, tool_message, user_message
-from erpilot_agent.domain.runs import ModelError, ModelReply, ModelToolCall, StoredEntry
+from erpilot_agent.domain.runs import ModelError, ModelReply, ModelToolCall, RetryBudget, StoredEntry
 from erpilot_agent.service_layer.run_ports import (
     ACTIVE,
     CallStatus,
@@ -92,6 +92,7 @@ class MemoryStore:
         self.locked: set[str] = set()
         self.active: str | None = None
         self._n = 0
+        self.clock = 0.0  # seconds, moved by the tests
 
     async def start_run(self, *, session_id: str, owner: str, message_id: str, text: str) -> tuple[str, bool]:
         for run_id, run in self.runs.items():
@@ -130,6 +131,7 @@ class MemoryStore:
         run = self.runs[run_id]
         assert run["status"] in ACTIVE
         self.history.append(StoredEntry(run_id, json.loads(json.dumps(entry))))
+        self.progress(run_id)
         run["steps"] += 1
         run["status"] = "running"
         if entry.get("content"):
@@ -141,6 +143,7 @@ class MemoryStore:
         answered = {item.entry.get("tool_call_id") for item in self.history}
         for result in results:
             if result.call_id not in answered:
+                self.progress(run_id)
                 self.history.append(StoredEntry(run_id, tool_message(result.call_id, result.content)))
                 if result.rejected:
                     self.events.append(("tool_finished", {"call_id": result.call_id, **result.content}))
@@ -154,8 +157,15 @@ class MemoryStore:
         self.runs[run_id].update(status="failed", error={"code": code, "message": message})
         self.events.append(("run_failed", {"run_id": run_id, "error": {"code": code, "message": message}}))
 
-    async def touch(self, run_id: str) -> None:
-        pass
+    async def note_failure(self, run_id: str) -> tuple[int, float]:
+        run = self.runs[run_id]
+        run["failed_attempts"] = run.get("failed_attempts", 0) + 1
+        run.setdefault("failing_since", self.clock)
+        return run["failed_attempts"], self.clock - run["failing_since"]
+
+    def progress(self, run_id: str) -> None:
+        self.runs[run_id].pop("failed_attempts", None)
+        self.runs[run_id].pop("failing_since", None)
 
     async def resumable(self, run_id: str) -> bool:
         blocked = any(c["run_id"] == run_id and c["state"] in ("awaiting_approval", "approved", "executing")
@@ -208,13 +218,13 @@ def fails(code: str = "model_error") -> ModelError:
 
 class Harness:
     def __init__(self, model: Any, *, tools: FakeTools | None = None, budget_tokens: int = 32000,
-                 max_steps: int = 12):
+                 max_steps: int = 12, retry: RetryBudget | None = None):
         self.tools = tools or FakeTools({"get_product": PRODUCT, "search_products": {"items": [PRODUCT]}})
         self.store = MemoryStore(self.tools)
         self.model = model
         self.service = RunService(self.store, self.tools, model, tool_specs=openai_tools(),
                                   budget_tokens=budget_tokens, tool_bytes=4096, max_steps=max_steps,
-                                  system_prompt="SYSTEM PROMPT")
+                                  system_prompt="SYSTEM PROMPT", retry=retry)
         self.tools.on_finished = self.service.on_call_finished
 
     async def post(self, text_: str, message_id: str = "m1") -> ReplyV1:
@@ -269,9 +279,11 @@ async def test_the_assistant_message_with_call_ids_is_stored_before_the_call_run
     call_id = f"{run_id}:c1"
     assert seen_history[0][-1]["tool_calls"][0]["id"] == call_id
     assert h.tools.calls[call_id]["arguments"] == {"sku": "SKU-PEN-BLUE"}
+    assert seen_history[0][-1]["tool_calls"][0]["model_id"] == "c1"
     second = h.model.requests[1]
-    assert second[-2]["tool_calls"][0]["id"] == call_id
-    assert tool_results(second) == {call_id: {"status": "succeeded", "result": PRODUCT}}
+    assert second[-2]["tool_calls"][0] == {"id": "c1", "type": "function", "function": {
+        "name": "get_product", "arguments": '{"sku": "SKU-PEN-BLUE"}'}}  # the model's id, no model_id key
+    assert tool_results(second) == {"c1": {"status": "succeeded", "result": PRODUCT}}
     assert h.run(run_id)["status"] == "finished"
 
 
@@ -285,8 +297,35 @@ async def test_parallel_tool_calls_all_run_and_all_results_go_back_together():
     assert sorted(h.tools.starts) == [f"{run_id}:a", f"{run_id}:b"]
     second = h.model.requests[1]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
-    assert [m["tool_call_id"] for m in second[3:]] == [f"{run_id}:a", f"{run_id}:b"]
+    assert [c["id"] for c in second[2]["tool_calls"]] == ["a", "b"]  # the ids the model issued
+    assert [m["tool_call_id"] for m in second[3:]] == ["a", "b"]
     assert h.run(run_id)["status"] == "finished"
+
+
+async def test_the_model_gets_back_exactly_the_ids_it_issued_across_runs_and_parallel_calls():
+    h = Harness(ScriptedModel(
+        calls(("toolu_01ABC", "get_product", {"sku": "SKU-PEN-BLUE"}), ("call_0", "search_products", {"query": "pen"})),
+        text("found both"),
+        calls(("call_0", "get_product", {"sku": "SKU-PEN-BLUE"})),  # the same id again, in the next run
+        text("found it again")))
+
+    first = (await h.post("two lookups", message_id="m1")).data["run_id"]
+    second = (await h.post("one more", message_id="m2")).data["run_id"]
+
+    # the ledger keeps globally unique ids ...
+    assert set(h.tools.calls) == {f"{first}:toolu_01ABC", f"{first}:call_0", f"{second}:call_0"}
+    # ... and the model sees only its own, each result right after the call that asked for it
+    last = h.model.requests[-1]
+    sent_ids = [[c["id"] for c in m["tool_calls"]] if m["role"] == "assistant" and m.get("tool_calls")
+                else m.get("tool_call_id") for m in last]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "tool", "assistant", "user",
+                                         "assistant", "tool"]
+    assert sent_ids == [None, None, ["toolu_01ABC", "call_0"], "toolu_01ABC", "call_0", None, None,
+                        ["call_0"], "call_0"]
+    assert json.loads(last[4]["content"])["result"] == {"items": [PRODUCT]}  # run 1's call_0: the search
+    assert json.loads(last[8]["content"])["result"] == PRODUCT  # run 2's call_0: the product
+    assert not any("model_id" in c for m in last for c in m.get("tool_calls") or [])
+    assert all(":" not in str(i) for ids in sent_ids for i in (ids if isinstance(ids, list) else [ids]))
 
 
 async def test_bad_calls_from_the_model_become_error_results_and_the_run_goes_on():
@@ -299,12 +338,13 @@ async def test_bad_calls_from_the_model_become_error_results_and_the_run_goes_on
     run_id = (await h.post("do odd things")).data["run_id"]
 
     results = tool_results(h.model.requests[1])
-    assert results[f"{run_id}:x1"]["error"]["code"] == "invalid_arguments"
-    assert results[f"{run_id}:x2"] == {"status": "failed",
-                                       "error": {"code": "unknown_tool", "message": "unknown tool 'drop_tables'"}}
-    assert results[f"{run_id}:x3"]["error"]["code"] == "invalid_arguments"
-    assert results[f"{run_id}:x3"]["error"]["errors"][0]["loc"] == ["sku"]
-    assert results[f"{run_id}:x4"]["status"] == "not_executed" and results[f"{run_id}:x4"]["reason"] == "policy_denied"
+    assert results["x1"]["error"]["code"] == "invalid_arguments"
+    assert results["x2"] == {"status": "failed",
+                             "error": {"code": "unknown_tool", "message": "unknown tool 'drop_tables'"}}
+    assert results["x3"]["error"]["code"] == "invalid_arguments"
+    assert results["x3"]["error"]["errors"][0]["loc"] == ["sku"]
+    assert results["x4"]["status"] == "not_executed" and results["x4"]["reason"] == "policy_denied"
+    assert set(results) == {"x1", "x2", "x3", "x4"}
     assert h.tools.starts == []  # nothing was recorded or executed
     assert h.run(run_id)["status"] == "finished"
 
@@ -328,7 +368,7 @@ async def test_a_write_makes_the_run_wait_durably_and_its_result_resumes_it():
     await h.service.wait_idle()
 
     assert h.run(run_id)["status"] == "finished"
-    assert tool_results(h.model.requests[1]) == {call_id: {"status": "succeeded", "result": order}}
+    assert tool_results(h.model.requests[1]) == {"w": {"status": "succeeded", "result": order}}
     assert h.tools.starts == [call_id]
 
 
@@ -340,7 +380,7 @@ async def test_a_rejected_write_gives_the_model_not_executed_with_the_comment():
     await h.tools.finish_write(f"{run_id}:w", content)
     await h.service.wait_idle()
 
-    assert tool_results(h.model.requests[1])[f"{run_id}:w"] == content
+    assert tool_results(h.model.requests[1])["w"] == content
     assert h.run(run_id)["status"] == "finished"
 
 
@@ -402,6 +442,56 @@ async def test_after_a_crash_between_storing_the_calls_and_running_them_each_cal
     assert sorted(h.tools.starts) == [f"{run_id}:a", f"{run_id}:b"]
     assert len(h.model.requests) == 2  # the model was not asked again for the same step
     assert h.run(run_id)["status"] == "finished"
+
+
+async def resume(h: Harness, run_id: str) -> None:
+    assert await h.service.resume_stale(stale_seconds=0) == 1
+    await h.service.wait_idle()
+
+
+async def test_a_run_whose_downstream_stays_away_fails_with_retries_exhausted_after_its_attempts():
+    h = Harness(ScriptedModel(calls(("a", "get_product", {"sku": "SKU-PEN-BLUE"})), text("done")),
+                retry=RetryBudget(max_attempts=3, max_seconds=3600))
+    h.tools.fail_next_start = 1000  # the ERP never comes back
+    run_id = (await h.post("price?")).data["run_id"]  # attempt 1
+    await resume(h, run_id)  # attempt 2
+    assert h.run(run_id)["status"] == "running" and h.run(run_id)["failed_attempts"] == 2
+
+    await resume(h, run_id)  # attempt 3: the budget is spent
+
+    assert h.run(run_id)["status"] == "failed"
+    error = h.run(run_id)["error"]
+    assert error["code"] == "retries_exhausted"
+    assert "3 failed attempts" in error["message"] and "ConnectionError('ERP away')" in error["message"]
+    assert h.store.events[-1] == ("run_failed", {"run_id": run_id, "error": error})
+    assert await h.service.resume_stale(stale_seconds=0) == 0  # never retried again
+    assert len(h.model.requests) == 1
+
+
+async def test_a_run_also_gives_up_after_its_time_and_progress_starts_the_count_again():
+    h = Harness(ScriptedModel(calls(("a", "get_product", {"sku": "SKU-PEN-BLUE"})),
+                              calls(("b", "get_product", {"sku": "SKU-PAPER-A4"})), text("done"),
+                              calls(("c", "get_product", {"sku": "SKU-PAPER-A4"})), text("done")),
+                retry=RetryBudget(max_attempts=100, max_seconds=60))
+    h.tools.fail_next_start = 2
+    run_id = (await h.post("price?")).data["run_id"]
+    h.store.clock = 50.0
+    await resume(h, run_id)  # still failing, 50 s in
+    assert h.run(run_id)["failed_attempts"] == 2
+    await resume(h, run_id)  # the ERP is back: the call ran, the model asked for another
+    assert "failed_attempts" not in h.run(run_id) and h.tools.starts == [f"{run_id}:a", f"{run_id}:b"]
+    assert h.run(run_id)["status"] == "finished"
+
+    h.tools.fail_next_start = 1000
+    h.store.clock = 150.0
+    again = (await h.post("price again?", message_id="m2")).data["run_id"]
+    h.store.clock = 200.0
+    await resume(h, again)
+    assert h.run(again)["status"] == "running"  # 50 s after its own first failure
+    h.store.clock = 260.0
+    await resume(h, again)
+    assert h.run(again)["status"] == "failed" and h.run(again)["error"]["code"] == "retries_exhausted"
+    assert "over 110s" in h.run(again)["error"]["message"]
 
 
 async def test_resuming_a_finished_or_locked_run_does_nothing():

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, select, text, update
+from sqlalchemy import DateTime, and_, exists, func, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_agent.adapters import repository
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 LOCK_NAMESPACE = 7_311_002  # first key of pg_advisory_lock(int, int); the second is hashtext(session_id)
 # A waiting run may go on once none of its calls is still with a person or a commit.
 _BLOCKING_CALL_STATES = ("awaiting_approval", "approved", "executing")
+RETRY_DELAY_MAX_SECONDS = 60.0  # the longest wait between two attempts of a failing run
 
 
 class SqlRunStore:
@@ -114,11 +115,17 @@ class SqlRunStore:
         return found is not None
 
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]:
-        cutoff = repository.now() - timedelta(seconds=stale_seconds)
+        now = repository.now()
+        cutoff = now - timedelta(seconds=stale_seconds)
+        # After failed attempts, wait stale_seconds * 2^(attempts - 1), at most RETRY_DELAY_MAX_SECONDS.
+        since_last = func.extract("epoch", literal(now, DateTime(timezone=True)) - runs.c.updated_at)
+        delay = func.least(stale_seconds * func.power(2, func.greatest(runs.c.failed_attempts - 1, 0)),
+                           RETRY_DELAY_MAX_SECONDS)
+        due = (runs.c.failed_attempts == 0) | (since_last >= delay)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(select(runs.c.run_id).where(
-                (and_(runs.c.status == "running", runs.c.updated_at < cutoff))
-                | (and_(runs.c.status == "waiting", ~_blocked(runs.c.run_id)))
+                (and_(runs.c.status == "running", runs.c.updated_at < cutoff, due))
+                | (and_(runs.c.status == "waiting", ~_blocked(runs.c.run_id), due))
             ).order_by(runs.c.updated_at).limit(100))).scalars().all()
         return list(rows)
 
@@ -140,7 +147,7 @@ class SqlRunStore:
             if (entry.get("content") or "").strip():
                 events.append(("message", {"role": "assistant", "text": entry["content"], "run_id": run_id}))
             await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
-                steps=runs.c.steps + 1, status="running", updated_at=repository.now()))
+                steps=runs.c.steps + 1, status="running", updated_at=repository.now(), **_PROGRESS))
             if final:
                 events.append(("run_finished", {"run_id": run_id}))
                 await _close(conn, run.session_id, run_id, "finished", None)
@@ -170,7 +177,8 @@ class SqlRunStore:
                     ]
             await repository.append_events(conn, run.session_id, events)
             await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
-                status="waiting" if waiting else "running", updated_at=repository.now()))
+                status="waiting" if waiting else "running", updated_at=repository.now(),
+                **(_PROGRESS if fresh else {})))
         repository.outbox.wake()
 
     async def finish(self, run_id: str) -> None:
@@ -192,10 +200,21 @@ class SqlRunStore:
                                           data)
         repository.outbox.wake()
 
-    async def touch(self, run_id: str) -> None:
+    async def note_failure(self, run_id: str) -> tuple[int, float]:
+        now = repository.now()
         async with self.engine.begin() as conn:
-            await conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE))
-                               .values(updated_at=repository.now()))
+            row = (await conn.execute(
+                update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE))
+                .values(failed_attempts=runs.c.failed_attempts + 1,
+                        failing_since=func.coalesce(runs.c.failing_since, now), updated_at=now)
+                .returning(runs.c.failed_attempts, runs.c.failing_since))).first()
+        if row is None:
+            return 0, 0.0
+        return row.failed_attempts, (now - row.failing_since).total_seconds()
+
+
+# Storing a model reply or a tool result is progress: the run's failed attempts start again from zero.
+_PROGRESS = {"failed_attempts": 0, "failing_since": None}
 
 
 def _blocked(run_id_column: Any) -> Any:

@@ -65,6 +65,9 @@ runs = Table(
     Column("message_id", String(100), nullable=True),
     Column("error", JSON, nullable=True),
     Column("steps", Integer, nullable=False, server_default="0"),
+    # Failed attempts in a row and when the first of them happened (the run's RetryBudget).
+    Column("failed_attempts", Integer, nullable=False, server_default="0"),
+    Column("failing_since", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("session_id", "message_id", name="runs_session_message"),

@@ -12,7 +12,9 @@ A run starts with the user's message. Each step the driver looks at the stored h
 What the model answers is turned into one assistant entry (``assistant_turn``) with call ids that are
 globally unique (``<run_id>:<model's id>``, suffixed when the model repeats an id): ``call_id`` is the
 primary key of every tool call the agent records, models reuse ids like ``call_0`` freely, and the
-run id is random, so no other client can claim a model's call id in advance.
+run id is random, so no other client can claim a model's call id in advance. Each stored call also
+keeps the id the model issued, verbatim (``model_id``): the model gets its calls back under those
+(``domain.model_ids.for_model``), never under the global ones.
 """
 
 from __future__ import annotations
@@ -25,11 +27,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from erpilot_agent.domain.history import Entry
+from erpilot_agent.domain.model_ids import MODEL_ID
 from erpilot_contracts import json_input
 
 MAX_STEPS = 12
 CALL_ID_MAX = 100  # tool_calls.call_id column
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_.:-]")
+
+
+RETRIES_EXHAUSTED = "retries_exhausted"  # run_failed error.code when a run gives up
+
+
+@dataclass(frozen=True)
+class RetryBudget:
+    """How long a run whose steps keep failing (a downstream away, ...) is retried before it fails.
+
+    Attempts are counted in a row, across processes (they are stored with the run); any progress
+    (a model answer or a tool result stored) starts the count again.
+    """
+
+    max_attempts: int = 10
+    max_seconds: float = 600.0
+
+    def exhausted(self, attempts: int, failing_seconds: float) -> str | None:
+        """Why the run gives up now (None: try again later)."""
+        if attempts >= self.max_attempts:
+            return f"gave up after {attempts} failed attempts (ERPILOT_RUN_MAX_ATTEMPTS={self.max_attempts})"
+        if failing_seconds >= self.max_seconds:
+            return (f"gave up after {attempts} failed attempts over {failing_seconds:.0f}s "
+                    f"(ERPILOT_RUN_GIVE_UP_SECONDS={self.max_seconds:g})")
+        return None
 
 
 class ModelError(Exception):
@@ -135,14 +162,14 @@ def arguments_text(arguments: Any) -> str:
 
 
 def assistant_turn(reply: ModelReply, run_id: str, history: list[StoredEntry]) -> Entry:
-    """The assistant entry to store for a reply, with globally unique call ids."""
+    """The assistant entry to store for a reply: globally unique call ids, and the model's own beside them."""
     if not reply.tool_calls and not (reply.text or "").strip():
         raise ModelError("model_error", "the model answered with neither text nor tool calls")
     entry: Entry = {"role": "assistant", "content": reply.text}
     if reply.tool_calls:
         used = used_call_ids(history)
         entry["tool_calls"] = [
-            {"id": _global_id(run_id, call.id, used), "type": "function",
+            {"id": _global_id(run_id, call.id, used), MODEL_ID: call.id, "type": "function",
              "function": {"name": call.name, "arguments": arguments_text(call.arguments)}}
             for call in reply.tool_calls
         ]

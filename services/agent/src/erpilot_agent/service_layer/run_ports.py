@@ -80,8 +80,9 @@ class RunStore(Protocol):
 
     async def fail(self, run_id: str, code: str, message: str) -> None: ...
 
-    async def touch(self, run_id: str) -> None:
-        """Note that the run was just attempted (delays the next recovery attempt)."""
+    async def note_failure(self, run_id: str) -> tuple[int, float]:
+        """Count a failed attempt (it also delays the next recovery attempt): (failed attempts in a row,
+        seconds since the first of them). Storing a model reply or a tool result resets the count."""
         ...
 
     async def resumable(self, run_id: str) -> bool:

@@ -15,7 +15,10 @@ each step starts from what is stored:
 A crash anywhere leaves a run that ``resume_stale`` picks up: the stored history says what is next,
 and a stored call id is never issued as a new call (the pipeline is idempotent by ``call_id``).
 Model failures end the run with ``run_failed`` (``model_error``, ``model_timeout``,
-``context_overflow``, ``max_steps``) — only ever between steps, never with a call half done.
+``context_overflow``, ``max_steps``) — only ever between steps, never with a call half done. A step
+that keeps failing otherwise (a downstream away, the ERP answering 5xx) is retried by the resumer
+within a ``RetryBudget``; when that is spent the run fails with ``retries_exhausted``, naming the last
+error. Its calls keep whatever state they reached (nothing is claimed to have happened or not).
 """
 
 from __future__ import annotations
@@ -25,15 +28,18 @@ import logging
 from typing import Any
 
 from erpilot_agent.domain.context_view import ContextOverflow, build_context
-from erpilot_agent.domain.history import MalformedHistory, system_message
+from erpilot_agent.domain.history import MalformedHistory, estimate_tokens, system_message
+from erpilot_agent.domain.model_ids import for_model
 from erpilot_agent.domain.prompt import SYSTEM_PROMPT
 from erpilot_agent.domain.runs import (
     MAX_STEPS,
+    RETRIES_EXHAUSTED,
     ArgumentsNotJson,
     AskModel,
     CallRequest,
     Finish,
     ModelError,
+    RetryBudget,
     RunCalls,
     assistant_turn,
     next_action,
@@ -56,7 +62,8 @@ STARTABLE = frozenset({CallState.RECEIVED.value, CallState.RUNNING.value, CallSt
 class RunService:
     def __init__(self, store: RunStore, tools: Tools, model: Any, *, tool_specs: list[dict[str, Any]],
                  budget_tokens: int, tool_bytes: int, max_steps: int = MAX_STEPS,
-                 system_prompt: str = SYSTEM_PROMPT, max_concurrent_runs: int = 8):
+                 system_prompt: str = SYSTEM_PROMPT, max_concurrent_runs: int = 8,
+                 retry: RetryBudget | None = None):
         self.store = store
         self.tools = tools
         self.model = model
@@ -65,6 +72,7 @@ class RunService:
         self.tool_bytes = tool_bytes
         self.max_steps = max_steps
         self.system_prompt = system_prompt
+        self.retry = retry or RetryBudget()
         self._tasks: dict[str, asyncio.Task] = {}
         self._again: set[str] = set()
         # A driven run holds a database connection (its lock) and may wait on the model: bound how
@@ -155,21 +163,26 @@ class RunService:
                     await self._steps(run_id)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
+                except Exception as exc:
                     # Downstream away, database hiccup, or a bug: nothing is half done (every step
                     # starts from what is stored), so a later attempt continues from here.
                     log.warning("run %s could not advance now; it will be resumed", run_id, exc_info=True)
-                    await self._touch(run_id)
+                    await self._failed_attempt(run_id, exc)
                     return
             # A call may have finished while we held the lock (its hook could not take it).
             if not await self.store.resumable(run_id):
                 return
 
-    async def _touch(self, run_id: str) -> None:
+    async def _failed_attempt(self, run_id: str, exc: Exception) -> None:
+        """Count the failed attempt (it delays the next one); fail the run once its budget is spent."""
         try:
-            await self.store.touch(run_id)
-        except Exception:
-            log.debug("could not touch run %s", run_id, exc_info=True)
+            attempts, failing_seconds = await self.store.note_failure(run_id)
+            reason = self.retry.exhausted(attempts, failing_seconds)
+            if reason is not None:
+                log.error("run %s: %s", run_id, reason)
+                await self.store.fail(run_id, RETRIES_EXHAUSTED, f"{reason}; last error: {_short(exc)}")
+        except Exception:  # the database may be what is away: the resumer comes back anyway
+            log.debug("could not record the failed attempt of run %s", run_id, exc_info=True)
 
     async def _steps(self, run_id: str) -> None:
         # Each model request is a step and max_steps bounds them; the factor leaves room for the
@@ -200,7 +213,12 @@ class RunService:
             return False
         entries = [system_message(self.system_prompt), *(item.entry for item in snapshot.history)]
         try:
-            messages = build_context(entries, budget_tokens=self.budget_tokens, tool_bytes=self.tool_bytes)
+            # The view is built under the global call ids (a model's ids may repeat across runs);
+            # the model then gets every call back under the id it issued.
+            messages = for_model(build_context(entries, budget_tokens=self.budget_tokens,
+                                               tool_bytes=self.tool_bytes))
+            if estimate_tokens(messages) > self.budget_tokens:  # a model id longer than its global one
+                raise ContextOverflow(estimate_tokens(messages), self.budget_tokens)
         except ContextOverflow as exc:
             await self.store.fail(run.run_id, "context_overflow", str(exc))
             return False
@@ -257,6 +275,11 @@ class RunService:
             return ToolResult(call.call_id, rejected_content(error.code, error.message, error.details),
                               rejected=(call.name, arguments))
         return None
+
+
+def _short(exc: Exception, limit: int = 300) -> str:
+    text = repr(exc)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def run_resumer(service: RunService, *, stale_seconds: float, interval: float = 1.0) -> None:

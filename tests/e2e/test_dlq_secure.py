@@ -1,0 +1,76 @@
+"""`erpilot dlq` on the deployed least-privilege NATS users: it reads as `admin` and replays each
+step as the user allowed to take it (the record as the service that dead-lettered the message, the
+message as a service that sends its subject), without a single permission violation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import nats
+import pytest
+
+from erpilot.dlq import record_subject
+from erpilot.nats_security import ADMIN, password_variable
+from erpilot_contracts.subjects import AGENT_CMD_TOOL_CALL, COMMANDS_STREAM, DEAD_LETTER_STREAM
+from tests.e2e.test_nats_permissions import secure, violations  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.e2e
+
+
+def dlq(stack_secure, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ERPILOT_NATS_URL": stack_secure.server.url, "ERPILOT_NATS_USER": ADMIN,
+           "ERPILOT_NATS_PASSWORD": stack_secure.passwords[ADMIN],
+           "ERPILOT_DATA_DIR": str(stack_secure.stack.data_dir)}  # the other passwords: nats-passwords.json
+    for user in stack_secure.passwords:
+        env.pop(password_variable(user), None)
+    done = subprocess.run([sys.executable, "-m", "erpilot", "dlq", *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+async def test_a_dead_letter_is_listed_and_replayed_once_with_least_privilege(secure):  # noqa: F811
+    marker = f"poison-{uuid.uuid4().hex}"
+    gateway = await nats.connect(secure.server.url, user="gateway", password=secure.passwords["gateway"],
+                                 inbox_prefix="_INBOX.gateway", max_reconnect_attempts=0)
+    admin = await nats.connect(secure.server.url, user=ADMIN, password=secure.passwords[ADMIN],
+                               max_reconnect_attempts=0)
+    try:
+        # the gateway sends a command the agent cannot parse: the agent dead-letters it
+        await gateway.jetstream().publish(AGENT_CMD_TOOL_CALL, json.dumps({"tool": marker}).encode(),
+                                          stream=COMMANDS_STREAM.name)
+        js = admin.jetstream()
+
+        async def dead_letters() -> list:
+            letters = json.loads(dlq(secure, "list", "--service", "agent", "--json").stdout)
+            return [d for d in letters if marker in json.dumps(json.loads(dlq(secure, "show", str(d["seq"])).stdout))]
+
+        letters = []
+        for _ in range(150):  # a deadline, not a synchronisation: stop as soon as it is there
+            if letters := await dead_letters():
+                break
+            await asyncio.sleep(0.2)
+        letter = letters[0]
+        assert letter["reason"].startswith("invalid message")
+
+        first = dlq(secure, "replay", str(letter["seq"]))
+        assert f"{letter['seq']}: replayed to {AGENT_CMD_TOOL_CALL}" in first.stdout
+        replayed = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+        assert marker in replayed.data.decode() and replayed.headers["Erpilot-Replay-Of"] == letter["original"]
+        record = await js.get_last_msg(DEAD_LETTER_STREAM.name, record_subject("agent", letter["original"]))
+        assert json.loads(record.data)["dead_letter_seq"] == letter["seq"]
+
+        again = dlq(secure, "replay", str(letter["seq"]))
+        assert "already replayed, nothing published" in again.stdout
+        last = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+        assert last.seq == replayed.seq
+    finally:
+        await gateway.close()
+        await admin.close()
+    assert [v for v in violations(secure.server) if v["user"] in ("admin", "agent", "gateway")
+            and "erpilot-dlq" in v["client"]] == []
