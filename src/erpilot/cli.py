@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--cycles", type=int, default=64, help="cycles per concurrency level")
     bench.add_argument("--data-dir", help="where the benchmark's own NATS and PostgreSQL live (default: a temp dir)")
     bench.set_defaults(func=cmd_bench)
+    from erpilot.torture import add_parser as add_torture_parser
+
+    add_torture_parser(sub)
     return parser
 
 

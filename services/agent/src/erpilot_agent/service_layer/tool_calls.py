@@ -218,6 +218,7 @@ class ToolCallService:
             call_id, lambda c: c.resolve(pending_id, status, decided_by=decided_by, comment=comment),
             only_if_current=pending_id, **extra)
         if changed and status == "approved":
+            failpoint("agent.approval.after_record")  # the grant is recorded, the commit not yet started
             await self.advance(call_id)
 
     async def _require_known_pending(self, call_id: str, pending_id: str) -> None:
