@@ -190,7 +190,7 @@ def cmd_torture(args: argparse.Namespace) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    torture = sub.add_parser("torture", help="seeded crash campaign at every failpoint, invariants checked after each run")
+    torture = sub.add_parser("torture", help="seeded crash campaign at every failpoint, checked after each run")
     torture.add_argument("--runs", type=int, default=10, help="runs per failpoint (default 10)")
     torture.add_argument("--seed", type=int, default=1, help="seed of the first run; run k uses seed+k")
     torture.add_argument("--failpoint", action="append", help="only this failpoint (repeatable)")
