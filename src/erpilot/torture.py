@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from erpilot.torture_checks import Expected, Findings, check_call, check_ledger, check_session
+from erpilot.torture_checks import Expected, Findings, check_call, check_ledger, check_messages, check_session
 from erpilot.torture_stack import TortureStack, from_environment
 from erpilot.torture_workload import SKUS, Driver, Ledger, Workload, make_tokens
 
@@ -77,6 +77,7 @@ class Campaign:
         rng = random.Random(f"{failpoint}:{seed}")
         target = FAILPOINTS[failpoint] or rng.choice(OUTBOX_OWNERS)
         started = time.monotonic()
+        seqs = await self.ts.last_seqs()
         self.ts.arm(target, f"{failpoint}=crash")
         async with httpx.AsyncClient(base_url=self.ts.base_url, timeout=60) as client:
             driver = Driver(self.ts, target, client, make_tokens(self.ts.secret, f"{seed}-{rng.random():.6f}"))
@@ -97,6 +98,7 @@ class Campaign:
             findings.violations += [f"another process exited: {e}" for e in driver.other_exits]
             sessions = sorted({c.session_id for c in calls})
             self.sessions += sessions
+            check_messages(await self.ts.messages_since(seqs), findings)
             for session_id in sessions:
                 await check_session(self.ts, session_id, findings)
             for call in calls:

@@ -169,3 +169,14 @@ async def check_ledger(ts: TortureStack, expected: Expected, sessions: list[str]
         "and session_id = any(:sessions)", sessions=sessions)
     if refunds != committed_refunds:
         findings.doubled.append(f"{refunds} refund rows for {committed_refunds} committed refund operations")
+
+
+def check_messages(messages: dict[str, list], findings: Findings) -> None:
+    """No event stored twice (the outbox's re-publish must be de-duplicated), nothing dead-lettered."""
+    for stream in ("ERPILOT_EVENTS", "ERPILOT_SESSIONS"):
+        seen = Counter((subject, data) for subject, data, _ in messages.get(stream, []))
+        findings.doubled += [f"{stream}: a message on {subject} stored {n} times" for (subject, _), n in seen.items()
+                             if n > 1]
+    for subject, _data, headers in messages.get("ERPILOT_DEAD_LETTERS", []):
+        findings.violations.append(f"dead-lettered from {headers.get('Erpilot-Original-Subject', subject)}: "
+                                   f"{headers.get('Erpilot-Reason', '')[:200]}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
+import nats.js.errors
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -131,6 +132,33 @@ class TortureStack:
                     waiting = (consumer.num_pending or 0) + (consumer.num_ack_pending or 0)
                     if waiting:
                         found[f"{info.config.name}/{consumer.name}"] = waiting
+        finally:
+            await connection.close()
+        return found
+
+    async def last_seqs(self) -> dict[str, int]:
+        """The last sequence number of every stream (where a run's messages will begin)."""
+        connection = await nats.connect(self.nats_url, connect_timeout=5)
+        try:
+            return {info.config.name: info.state.last_seq for info in await connection.jetstream().streams_info()}
+        finally:
+            await connection.close()
+
+    async def messages_since(self, seqs: dict[str, int]) -> dict[str, list]:
+        """Every message stored after `seqs` (from last_seqs), per stream: (subject, data, headers)."""
+        connection = await nats.connect(self.nats_url, connect_timeout=5)
+        found: dict[str, list] = {}
+        try:
+            js = connection.jetstream()
+            for info in await js.streams_info():
+                name = info.config.name
+                first = max(seqs.get(name, 0) + 1, info.state.first_seq)
+                for seq in range(first, info.state.last_seq + 1):
+                    try:
+                        msg = await js.get_msg(name, seq)
+                    except nats.js.errors.NotFoundError:
+                        continue  # removed (e.g. a work-queue message already handled)
+                    found.setdefault(name, []).append((msg.subject, msg.data, msg.headers or {}))
         finally:
             await connection.close()
         return found
