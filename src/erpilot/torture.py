@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -124,7 +125,7 @@ class Campaign:
                     setattr(row, name, getattr(row, name) + getattr(result, name))
                 if result.failed and self.first_failure is None:
                     self.first_failure = (failpoint, seed + k, messages)
-                progress.advance(failed=bool(result.failed))
+                progress.advance(failed=bool(result.failed), crashed=bool(result.crashed))
         await self.ts.db().dispose()
 
 
@@ -140,11 +141,12 @@ class Progress:
         self.label = f"{failpoint} seed {seed}"
         self._draw()
 
-    def advance(self, *, failed: bool) -> None:
+    def advance(self, *, failed: bool, crashed: bool) -> None:
         self.done += 1
         self.failed += failed
         if not self.tty:
-            print(f"[{self.done}/{self.total}] {self.label}: {'FAILED' if failed else 'ok'}", file=self.stream)
+            print(f"[{self.done}/{self.total}] {self.label}: {'FAILED' if failed else 'ok'}"
+                  f"{'' if crashed else ' (failpoint not reached)'}", file=self.stream, flush=True)
         self._draw()
 
     def _draw(self) -> None:
@@ -168,8 +170,8 @@ def summary(campaign: Campaign, runs: int) -> str:
         lines += ["", f"first failing run: {failpoint} seed {seed}",
                   f"replay: erpilot torture --failpoint {failpoint} --seed {seed} --runs 1",
                   *(f"  {m}" for m in messages[:20])]
-    else:
-        lines += ["", f"every run passed ({runs} per failpoint)"]
+    elif sum(row.runs for row in campaign.rows.values()):
+        lines += ["", f"every run passed ({runs} per failpoint requested)"]
     return "\n".join(lines)
 
 
@@ -181,13 +183,21 @@ def cmd_torture(args: argparse.Namespace) -> None:
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="erpilot-torture-"))
     ts = from_environment(data_dir, ack_wait=args.ack_wait)
     campaign = Campaign(ts)
+    interrupted = False
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C: with the table so far
     try:
         print(f"starting the campaign's stack in {data_dir} ...", file=sys.stderr, flush=True)
         ts.start()
         asyncio.run(campaign.run(failpoints, args.runs, args.seed, Progress(args.runs * len(failpoints))))
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         ts.stop()
+    if interrupted:
+        print("interrupted: the table shows the runs that completed", file=sys.stderr)
     print(summary(campaign, args.runs))
+    if interrupted:
+        sys.exit(130)
     sys.exit(1 if campaign.first_failure else 0)
 
 
