@@ -117,8 +117,10 @@ class Campaign:
     async def run(self, failpoints: list[str], runs: int, seed: int, progress: Progress) -> None:
         await self.rebaseline()
         for failpoint in failpoints:
-            row = self.rows.setdefault(failpoint, Row())
-            for k in range(runs):
+            self.rows[failpoint] = Row()
+        for k in range(runs):  # round after round over every failpoint: an interrupted campaign stays even
+            for failpoint in failpoints:
+                row = self.rows[failpoint]
                 progress.show(failpoint, seed + k)
                 result, messages = await self.one_run(failpoint, seed + k)
                 for name in ("runs", "crashed", "lost", "doubled", "violations", "failed", "seconds"):
