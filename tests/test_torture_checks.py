@@ -58,12 +58,17 @@ def test_malformed_lifecycles_are_named(events, fragment):
 
 def test_expected_ledger_follows_committed_effects():
     expected = Expected(stock={"A": 10, "B": 5})
-    expected.apply("submit_order", {}, {"order_id": "O-1", "lines": [{"sku": "A", "qty": 3}, {"sku": "B", "qty": 1}]})
+    expected.apply("submit_order", {}, {"order_id": "O-1", "paid_minor": 900,
+                                        "lines": [{"sku": "A", "qty": 3}, {"sku": "B", "qty": 1}]})
+    expected.apply("submit_order", {}, {"order_id": "O-2", "paid_minor": 100, "lines": [{"sku": "A", "qty": 1}]})
     expected.apply("adjust_stock", {"sku": "B", "delta": 7}, {})
     expected.apply("refund_payment", {"order_id": "O-1", "amount_minor": 250}, {})
+    expected.apply("refund_payment", {"order_id": "O-2", "amount_minor": 100}, {})
+    assert expected.refundable() == {"O-1": 650}  # O-2 is refunded in full
     expected.apply("cancel_order", {}, {"order_id": "O-1", "lines": [{"sku": "A", "qty": 3}]})
-    assert expected.stock == {"A": 10, "B": 11}
-    assert expected.orders == 1 and expected.refunded == {"O-1": 250} and expected.cancelled == {"O-1"}
+    assert expected.stock == {"A": 9, "B": 11}
+    assert expected.orders == 2 and expected.refunded == {"O-1": 250, "O-2": 100} and expected.cancelled == {"O-1"}
+    assert expected.refundable() == {}  # O-1 is cancelled
 
 
 class FakeLedger:

@@ -68,10 +68,11 @@ class Campaign:
         """Take the ledger as it is as the expectation (at the start, and after a failing run)."""
         stock = {sku: on_hand for sku, on_hand in await self.ts.scalars("select sku, on_hand from erp.products")}
         self.expected = Expected(stock=stock)
-        rows = await self.ts.scalars("select order_id, refunded_minor, status from erp.orders "
+        rows = await self.ts.scalars("select order_id, paid_minor, refunded_minor, status from erp.orders "
                                      "where session_id = any(:s)", s=self.sessions)
         self.expected.orders = len(rows)
         self.expected.refunded = {r.order_id: r.refunded_minor for r in rows}
+        self.expected.paid = {r.order_id: r.paid_minor for r in rows}
         self.expected.cancelled = {r.order_id for r in rows if r.status == "cancelled"}
 
     async def one_run(self, failpoint: str, seed: int) -> tuple[Row, list[str]]:
@@ -105,10 +106,11 @@ class Campaign:
             for call in calls:
                 await check_call(driver, call, self.expected, findings)
             await check_ledger(self.ts, self.expected, self.sessions, findings)
-        self.ledger.low_stock = [sku for sku, n in self.expected.stock.items() if n < LOW_STOCK
-                                 and sku in SKUS]
         if not findings.ok:
             await self.rebaseline()
+        self.ledger.low_stock = [sku for sku, n in self.expected.stock.items() if n < LOW_STOCK
+                                 and sku in SKUS]
+        self.ledger.open_orders = self.expected.refundable()
         row = Row(runs=1, crashed=int(bool(driver.crashes)), lost=len(findings.lost), doubled=len(findings.doubled),
                   violations=len(findings.violations), failed=int(not findings.ok),
                   seconds=time.monotonic() - started)

@@ -39,6 +39,7 @@ class Expected:
 
     stock: dict[str, int]
     refunded: dict[str, int] = field(default_factory=dict)  # order_id -> refunded minor units
+    paid: dict[str, int] = field(default_factory=dict)  # order_id -> paid minor units
     cancelled: set[str] = field(default_factory=set)
     orders: int = 0  # campaign orders committed
 
@@ -46,6 +47,7 @@ class Expected:
         if tool == "submit_order":
             self.orders += 1
             self.refunded[result["order_id"]] = 0
+            self.paid[result["order_id"]] = result["paid_minor"]
             for line in result["lines"]:
                 self.stock[line["sku"]] -= line["qty"]
         elif tool == "cancel_order":
@@ -56,6 +58,11 @@ class Expected:
             self.stock[arguments["sku"]] += arguments["delta"]
         elif tool == "refund_payment":
             self.refunded[arguments["order_id"]] += arguments["amount_minor"]
+
+    def refundable(self) -> dict[str, int]:
+        """Orders still placed with money left to refund: what the next runs may cancel or refund."""
+        return {order_id: paid - self.refunded.get(order_id, 0) for order_id, paid in self.paid.items()
+                if order_id not in self.cancelled and paid > self.refunded.get(order_id, 0)}
 
 
 def lifecycle_problems(call_id: str, types: list[tuple[str, dict]]) -> tuple[list[str], list[str]]:

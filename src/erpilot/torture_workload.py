@@ -41,7 +41,7 @@ class Call:
 
 @dataclass
 class Ledger:
-    """Campaign orders known to be committed, for cancel/refund targets."""
+    """Campaign orders known to be committed (from the checks of earlier runs), for cancel/refund targets."""
 
     open_orders: dict[str, int] = field(default_factory=dict)  # order_id -> refundable remainder (minor)
     low_stock: list[str] = field(default_factory=list)  # SKUs the next run restocks (an approved adjust_stock)
@@ -194,12 +194,8 @@ class Workload:
         if answer.get("outcome") != "succeeded":
             return  # a business rejection is a legitimate answer; a broken call is already noted
         revision = answer["result"]
-        call = await self._write(session_id, "submit_order",
-                                 {"draft_id": revision["draft_id"], "revision": revision["revision"]}, intent)
-        view = await self.driver.view(call) if call.approved_by_api else None
-        if view and view.get("outcome") == "succeeded":
-            order = view["result"]
-            self.ledger.open_orders[order["order_id"]] = order["paid_minor"] - order["refunded_minor"]
+        await self._write(session_id, "submit_order",
+                          {"draft_id": revision["draft_id"], "revision": revision["revision"]}, intent)
 
     async def _write(self, session_id: str, tool: str, arguments: dict, intent: str,
                      edited: Callable[[dict], dict] | None = None) -> Call:
