@@ -16,6 +16,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,7 @@ class Campaign:
     expected: Expected | None = None
     ledger: Ledger = field(default_factory=Ledger)
     sessions: list[str] = field(default_factory=list)
+    tally: Counter = field(default_factory=Counter)  # (tool, outcome) of every call the campaign made
 
     async def rebaseline(self) -> None:
         """Take the ledger as it is as the expectation (at the start, and after a failing run)."""
@@ -104,7 +106,7 @@ class Campaign:
             for session_id in sessions:
                 await check_session(self.ts, session_id, findings)
             for call in calls:
-                await check_call(driver, call, self.expected, findings)
+                await check_call(driver, call, self.expected, findings, self.tally)
             await check_ledger(self.ts, self.expected, self.sessions, findings)
         if not findings.ok:
             await self.rebaseline()
@@ -169,6 +171,11 @@ def summary(campaign: Campaign, runs: int) -> str:
     for name, row in campaign.rows.items():
         lines.append(f"{name:<36} {row.runs:>5} {row.crashed:>7} {row.lost:>5} {row.doubled:>7} "
                      f"{row.violations:>9} {row.seconds / max(1, row.runs):>6.1f}")
+    if campaign.tally:
+        tools = sorted({tool for tool, _ in campaign.tally})
+        lines += ["", "calls made: " + "; ".join(
+            f"{tool} " + ", ".join(f"{outcome} {n}" for (t, outcome), n in sorted(campaign.tally.items()) if t == tool)
+            for tool in tools)]
     if campaign.first_failure:
         failpoint, seed, messages = campaign.first_failure
         lines += ["", f"first failing run: {failpoint} seed {seed}",

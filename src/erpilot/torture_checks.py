@@ -110,10 +110,13 @@ async def check_session(ts: TortureStack, session_id: str, findings: Findings) -
         findings.violations += malformed
 
 
-async def check_call(driver: Driver, call: Call, expected: Expected, findings: Findings) -> None:
+async def check_call(driver: Driver, call: Call, expected: Expected, findings: Findings,
+                     tally: Counter | None = None) -> None:
     """One call against its views; records its effect in `expected` when it committed."""
     findings.violations += [f"{call.call_id}: {p}" for p in call.problems]
     view = await driver.view(call)
+    if tally is not None and view is not None:
+        tally[(call.tool, view.get("outcome") or view["status"])] += 1
     if view is None:
         findings.lost.append(f"{call.tool} {call.call_id}: the API does not know the call")
         return
