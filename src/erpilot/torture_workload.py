@@ -186,6 +186,15 @@ class Workload:
         else:  # nothing to cancel or refund yet
             await self._order(session_id, "approve")
 
+    async def _current(self, call: Call) -> dict:
+        """The call's pending version as its view shows it (an edit whose answer a crash swallowed)."""
+        view = await self.driver.view(call) or {}
+        if view.get("approval_status") != "pending" or not view.get("pending_id"):
+            return {}
+        if view["pending_id"] not in call.pending_ids:
+            call.pending_ids.append(view["pending_id"])
+        return {"pending_id": view["pending_id"], "fingerprint": view["fingerprint"]}
+
     async def _order(self, session_id: str, intent: str) -> None:
         lines = [{"sku": sku, "qty": self.rng.randint(1, 3)} for sku in self.rng.sample(SKUS, self.rng.randint(1, 2))]
         draft, answer = await self.driver.call(session_id, "create_order_draft",
@@ -205,7 +214,7 @@ class Workload:
         if not pending.get("pending_id"):
             return call  # refused at prepare (a business rejection) or broken: the checks look at it
         if intent == "edit" and edited is not None:
-            pending = await self.driver.edit(call, pending, edited(arguments)) or {}
+            pending = await self.driver.edit(call, pending, edited(arguments)) or await self._current(call)
             if not pending:
                 return call
             intent = "approve"
