@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import rfc8785
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_agent.adapters import calls, repository
@@ -67,19 +68,21 @@ class ToolCallService:
                 if session is None or session.owner != owner:
                     raise CallRejected(ReplyV1.failure("not_found", f"session {session_id} not found", 404))
                 existing = await repository.get_tool_call(conn, call_id)
-            if existing is not None:
-                if existing.session_id != session_id or existing.request_hash != digest:
-                    raise CallRejected(ReplyV1.failure(
-                        "idempotency_conflict", f"call_id {call_id} was used with another request", 409))
-            else:
-                await self._record_new(session_id, call_id, tool, raw_arguments, digest, source, run_id)
+            if existing is None and not await self._record_new(session_id, call_id, tool, raw_arguments, digest,
+                                                               source, run_id):
+                async with self.engine.connect() as conn:  # a concurrent delivery recorded it first
+                    existing = await repository.get_tool_call(conn, call_id)
+            if existing is not None and (existing.session_id != session_id or existing.request_hash != digest):
+                raise CallRejected(ReplyV1.failure(
+                    "idempotency_conflict", f"call_id {call_id} was used with another request", 409))
             await self.advance(call_id)
             return await self.view(call_id)
         finally:
             unbind(token)
 
     async def _record_new(self, session_id: str, call_id: str, tool: str, raw_arguments: Any, digest: str,
-                          source: str, run_id: str | None) -> None:
+                          source: str, run_id: str | None) -> bool:
+        """Record a new call and its first event; False when a concurrent delivery of it won the race."""
         try:
             arguments = normalise(tool, raw_arguments)
         except UnknownTool:
@@ -92,14 +95,18 @@ class ToolCallService:
             raise CallRejected(ReplyV1.failure("policy_denied", f"the policy denies {tool}", 403))
         call = ToolCall(call_id=call_id, tool=tool, arguments=arguments)
         events = call.start(needs_approval=policy.action == "require_approval")
-        async with self.engine.begin() as conn:
-            if await repository.get_tool_call(conn, call_id) is not None:
-                return  # a concurrent delivery of the same command recorded it first
-            await repository.insert_tool_call(
-                conn, call_id=call_id, session_id=session_id, run_id=run_id, source=source, tool=tool,
-                request_hash=digest, operation_id=f"op_{uuid.uuid4().hex}", **calls.to_columns(call))
-            await self._emit(conn, session_id, events)
+        try:
+            async with self.engine.begin() as conn:
+                if await repository.get_tool_call(conn, call_id) is not None:
+                    return False  # a concurrent delivery of the same command recorded it first
+                await repository.insert_tool_call(
+                    conn, call_id=call_id, session_id=session_id, run_id=run_id, source=source, tool=tool,
+                    request_hash=digest, operation_id=f"op_{uuid.uuid4().hex}", **calls.to_columns(call))
+                await self._emit(conn, session_id, events)
+        except IntegrityError:  # both passed the check above; the other's insert committed first
+            return False
         repository.outbox.wake()
+        return True
 
     async def view(self, call_id: str) -> dict[str, Any]:
         async with self.engine.connect() as conn:
