@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     context_eval.add_argument("--json", action="store_true", help="machine-readable outcomes")
     context_eval.add_argument("--verbose", action="store_true", help="list every fact of every scenario")
     context_eval.set_defaults(func=cmd_context_eval)
+    from erpilot.torture import add_parser as add_torture_parser
+
+    add_torture_parser(sub)
     return parser
 
 

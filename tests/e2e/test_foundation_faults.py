@@ -18,6 +18,7 @@ import pytest
 from erpilot.stack import Stack, free_port
 from erpilot_platform.embedded import EmbeddedNats
 from tests.e2e.conftest import SECRET, Api, wait_for
+from tests.e2e.test_write_flow import decide, draft, finished, request_write, stock
 
 pytestmark = pytest.mark.e2e
 
@@ -67,6 +68,40 @@ def test_services_keep_working_when_nats_restarts(own_stack, own_nats):
     assert after.json()["result"]["sku"] == "SKU-PAPER-A3"
     events = user.events(session_id, until=lambda evs: len(evs) >= 4)
     assert [e["seq"] for e in events] == [1, 2, 3, 4]
+
+
+def test_commands_and_events_in_flight_during_a_nats_outage_are_handled_once_after_it(own_stack, own_nats):
+    """What JetStream holds when NATS goes down (a tool call, a decision's event) survives the restart."""
+    user = Api(own_stack.base_url, f"outage-{uuid.uuid4().hex[:6]}", "requester")
+    approver = Api(own_stack.base_url, f"outage-appr-{uuid.uuid4().hex[:6]}", "approver")
+    session_id = user.new_session()
+    revision = draft(user, session_id, [("SKU-NOTEBOOK-A5", 2)])
+    pending = request_write(user, session_id, "submit_order",
+                            {"draft_id": revision["draft_id"], "revision": revision["revision"]})
+    before = stock(user, "SKU-NOTEBOOK-A5")
+
+    own_stack.supervisor.stop("agent")  # nobody consumes: what follows stays in JetStream, unhandled
+    call_id = f"queued-{uuid.uuid4().hex}"
+    queued = user.call(session_id, "get_product", {"sku": "SKU-PAPER-A4"}, call_id=call_id)
+    assert queued.status_code == 503 and queued.json()["code"] == "service_unavailable"
+    assert decide(approver, pending, "approve").status_code == 200  # its event waits for the agent
+
+    own_nats.stop()  # the outage, with a command and an event in flight
+    wait_for(lambda: not ready(own_stack), timeout=30)
+    own_nats.start()
+    own_stack.supervisor.restart("agent")
+    wait_for(lambda: ready(own_stack), timeout=60)
+
+    view = wait_for(lambda: (r := user.get(f"/v1/sessions/{session_id}/tool-calls/{call_id}")).status_code
+                    == 200 and r.json()["status"] == "finished" and r.json(), timeout=60)
+    assert view["outcome"] == "succeeded" and view["result"]["sku"] == "SKU-PAPER-A4"
+    committed = finished(user, session_id, pending["call_id"], timeout=60)
+    assert committed["outcome"] == "succeeded"
+    assert stock(user, "SKU-NOTEBOOK-A5") == before - 2  # exactly once
+    events = user.events(session_id, until=lambda evs: {call_id, pending["call_id"]} <= {
+        e["data"]["call_id"] for e in evs if e["type"] == "tool_finished"})
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert [e["type"] for e in events if e["data"].get("call_id") == pending["call_id"]].count("tool_finished") == 1
 
 
 def test_a_command_sent_while_the_agent_is_down_is_handled_when_it_returns(own_stack):
@@ -142,13 +177,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"])
 def test_erpilot_up_leaves_no_stray_process(tmp_path, sig):
     data_dir = tmp_path / f"up-{uuid.uuid4().hex[:6]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ERPILOT_")}
     env["ERPILOT_DATA_DIR"] = str(data_dir)
     up = subprocess.Popen([sys.executable, "-m", "erpilot", "up", "--port", str(free_port())], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
     try:
         lines = []
         deadline = time.monotonic() + 120
@@ -161,8 +196,15 @@ def test_erpilot_up_leaves_no_stray_process(tmp_path, sig):
         children = _descendants(up.pid)
         assert len(children) >= 6, "NATS, PostgreSQL and four services should be running"
 
-        up.send_signal(sig)
+        if sig == signal.SIGINT:  # Ctrl-C: the terminal signals the whole foreground process group
+            os.killpg(up.pid, sig)
+        else:
+            up.send_signal(sig)
         up.wait(timeout=60)
+        if sig != signal.SIGKILL:  # an orderly stop: everything stopped, then a clean exit
+            rest = up.stdout.read()
+            assert up.returncode == 0, rest
+            assert rest.rstrip().endswith("stopped."), rest
     finally:
         if up.poll() is None:  # the test failed early: never leave a stack running
             up.kill()

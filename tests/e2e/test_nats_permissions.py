@@ -26,7 +26,7 @@ import pytest
 from nats.js.api import StreamConfig
 
 from erpilot import db_roles, nats_credentials, nats_security
-from erpilot.nats_security import ADMIN, DEFAULT_INBOX, JS_DOMAIN, durable_name
+from erpilot.nats_security import ADMIN, JS_DOMAIN, durable_name
 from erpilot.stack import Stack, free_port, merge_envs, migrate_all, seed
 from erpilot_contracts import subjects
 from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
@@ -37,6 +37,9 @@ from tests.e2e.test_write_flow import call_events, decide, draft, finished, requ
 
 pytestmark = pytest.mark.e2e
 
+# Each user's own inbox prefix, where replies to its requests arrive (the deployment's contract).
+INBOXES = {"gateway": "_INBOX.gateway", "agent": "_INBOX.agent", "approval": "_INBOX.approval", "erp": "_INBOX.erp",
+           "admin": "_INBOX"}
 PROBE = "permission-probe"  # the connection name of this test's own clients, told apart in the server log
 VIOLATION = re.compile(r'"(?P<client>[^"]*)" - "\$G/user:(?P<user>[^"]+)" - (?P<kind>Publish|Subscription) '
                        r'Violation - Subject "(?P<subject>[^"]+)"')
@@ -87,13 +90,14 @@ async def connect(server: EmbeddedNats, user: str, password: str, errors: list[s
 
     return await nats.connect(server.url, user=user, password=password, name=PROBE, error_cb=on_error,
                               max_reconnect_attempts=0,
-                              inbox_prefix=nats_security.service_inboxes().get(user, DEFAULT_INBOX))
+                              inbox_prefix=INBOXES[user])
 
 
 async def refused(errors: list[str], what: str, subject: str) -> bool:
     """Whether the server reported a permissions violation for ``what`` ("publish to"/"subscription to")."""
     needle = f'permissions violation for {what} "{subject.lower()}"'
-    for _ in range(50):
+    deadline = time.monotonic() + 15  # the -ERR precedes flush()'s PONG; the callback may run a little later
+    while time.monotonic() < deadline:
         if any(needle in error for error in errors):
             return True
         await asyncio.sleep(0.05)
@@ -208,23 +212,54 @@ async def test_the_agent_cannot_change_streams_or_use_other_services_consumers(s
         await admin.close()
 
 
-@pytest.mark.xfail(not nats_security.inboxes_isolated(), strict=True, reason=(
-    "every service uses the default _INBOX prefix, so any service may subscribe to _INBOX.> and see "
-    "(and publish into) the inboxes where other services' pull consumers receive their messages; "
-    "per-service prefixes close it: inbox_prefix=f'_INBOX.{service}' in create_broker and "
-    "inbox_prefix=f'_INBOX.{service}.'.encode() on ServiceBus's pull subscribers"))
-async def test_the_agent_cannot_read_other_services_inboxes(secure):
-    server, passwords = secure.server, secure.passwords
-    received: list[str] = []
-    agent = await connect(server, "agent", passwords["agent"], [])
+# What each service's credentials must NOT do, written out here (not derived from nats_security.py):
+# publishing what only another service may publish, reading another service's inbox or work, and
+# changing a stream. Every one must come back from the server as a permissions violation.
+SESSION_EVENTS = "erpilot.v1.sessions.ses_probe.events"
+DELETE_STREAM = "$JS.API.STREAM.DELETE.ERPILOT_COMMANDS"
+REFUSED = {
+    "gateway": {
+        "publish to": ("erpilot.v1.cmd.erp.commit", "erpilot.v1.cmd.erp.prepare", "erpilot.v1.cmd.approval.request",
+                       "erpilot.v1.evt.approval.resolved", "erpilot.v1.evt.erp.operation_finished", SESSION_EVENTS,
+                       DELETE_STREAM),
+        "subscription to": ("_INBOX.agent.>", "_INBOX.>", "erpilot.v1.cmd.approval.decide"),
+    },
+    "agent": {
+        "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.approval.edit",
+                       "erpilot.v1.evt.approval.resolved", "erpilot.v1.evt.approval.requested",
+                       "erpilot.v1.evt.erp.operation_finished", "erpilot.v1.cmd.erp.update_product", DELETE_STREAM),
+        "subscription to": ("_INBOX.approval.>", "_INBOX.erp.>", "_INBOX.>", "erpilot.v1.query.approval.>"),
+    },
+    "approval": {
+        "publish to": ("erpilot.v1.cmd.erp.commit", "erpilot.v1.cmd.erp.draft", "erpilot.v1.cmd.agent.tool_call",
+                       "erpilot.v1.evt.erp.operation_finished", SESSION_EVENTS, DELETE_STREAM),
+        "subscription to": ("_INBOX.erp.>", "_INBOX.agent.>", "erpilot.v1.query.erp.>"),
+    },
+    "erp": {
+        "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.approval.request",
+                       "erpilot.v1.cmd.agent.tool_call", "erpilot.v1.evt.approval.resolved", SESSION_EVENTS,
+                       DELETE_STREAM),
+        "subscription to": ("_INBOX.agent.>", "_INBOX.approval.>", "erpilot.v1.cmd.approval.>"),
+    },
+}
 
-    async def spy(msg) -> None:
-        received.append(msg.subject)
 
+@pytest.mark.parametrize("user", sorted(REFUSED))
+async def test_every_service_is_refused_what_is_not_its_own(secure, user):
+    errors: list[str] = []
+    client = await connect(secure.server, user, secure.passwords[user], errors)
+    missing = []
     try:
-        await agent.subscribe(f"{DEFAULT_INBOX}.>", cb=spy)
-        await asyncio.sleep(3)  # the ERP's and approval's pull consumers poll their inboxes every second
+        for subject in REFUSED[user]["publish to"]:
+            await client.publish(subject, b"probe")
+            await client.flush()
+            if not await refused(errors, "publish to", subject):
+                missing.append(f"publish to {subject}")
+        for subject in REFUSED[user]["subscription to"]:
+            await client.subscribe(subject)
+            await client.flush()
+            if not await refused(errors, "subscription to", subject):
+                missing.append(f"subscription to {subject}")
     finally:
-        await agent.close()
-    assert received == []
-
+        await client.close()
+    assert missing == [], f"{user} was not refused: {missing}; server said: {errors}"

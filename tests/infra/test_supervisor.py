@@ -29,6 +29,7 @@ def _on_term_append(name: str, path: Path) -> list[str]:
             open({str(path)!r}, "a").write({name!r} + "\\n")
             sys.exit(0)
         signal.signal(signal.SIGTERM, bye)
+        print("ready", flush=True)
         time.sleep(600)
     """)
     return [PY, "-c", code]
@@ -42,7 +43,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_dead(pids: list[int], timeout: float = 5.0) -> list[int]:
+def _wait_dead(pids: list[int], timeout: float = 30.0) -> list[int]:
     deadline = time.monotonic() + timeout
     while (alive := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -52,9 +53,10 @@ def _wait_dead(pids: list[int], timeout: float = 5.0) -> list[int]:
 def test_stop_all_in_reverse_order(tmp_path: Path) -> None:
     order = tmp_path / "order"
     with Supervisor(tmp_path / "logs") as sup:
-        sup.start("first", _on_term_append("first", order))
-        sup.start("second", _on_term_append("second", order))
-        time.sleep(0.5)  # let the children install their handlers
+        first = sup.start("first", _on_term_append("first", order))
+        second = sup.start("second", _on_term_append("second", order))
+        for child in (first, second):  # each has installed its handler
+            wait_for_line(child.log_path, "ready")
     assert order.read_text().split() == ["second", "first"]
     assert all(c.process.returncode == 0 for c in sup.children.values())
 
@@ -65,7 +67,7 @@ def test_child_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
     wait_for_line(child.log_path, "up")
     started = time.monotonic()
     assert sup.stop("stubborn") == -signal.SIGKILL
-    assert 0.9 < time.monotonic() - started < 5
+    assert time.monotonic() - started >= 0.9  # it was given its grace period first (no upper bound: a loaded host)
     assert sup.check() == []  # a stop we asked for is not a crash
 
 
@@ -74,7 +76,7 @@ def test_unexpected_exit_is_reported_once_and_restart_works(tmp_path: Path) -> N
     try:
         sup.start("crasher", [PY, "-c", "print('boom at startup'); raise SystemExit(3)"])
         child = sup.start("svc", [PY, "-c", "import time; time.sleep(600)"])
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while not (exits := sup.check()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert [(e.name, e.returncode) for e in exits] == [("crasher", 3)]
@@ -108,12 +110,12 @@ def test_wait_http_ready(tmp_path: Path) -> None:
             wait_http_ready("http://127.0.0.1:9/", 0.3)
 
 
-SUPERVISOR_SCRIPT = textwrap.dedent("""
+SUPERVISOR_SCRIPT = textwrap.dedent(f"""
     import sys
     from pathlib import Path
     from erpilot.supervisor import Supervisor
     sup = Supervisor(Path(sys.argv[1]), stop_timeout=1.0)
-    ignore = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    ignore = {IGNORE_TERM!r}
     a = sup.start("a", [sys.executable, "-c", "import time; time.sleep(600)"])
     b = sup.start("b", [sys.executable, "-c", ignore])
     print(a.pid, b.pid, flush=True)
@@ -127,7 +129,7 @@ def test_no_orphan_when_the_supervisor_is_signalled(tmp_path: Path, sig: signal.
     try:
         pids = [int(p) for p in proc.stdout.readline().split()]
         assert len(pids) == 2 and all(_alive(p) for p in pids)
-        time.sleep(0.3)  # let `b` ignore SIGTERM
+        wait_for_line(tmp_path / "b.log", "up")  # `b` ignores SIGTERM from now on
         proc.send_signal(sig)
         code = proc.wait(10)
         assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
@@ -137,7 +139,7 @@ def test_no_orphan_when_the_supervisor_is_signalled(tmp_path: Path, sig: signal.
         proc.wait()
 
 
-def wait_for_line(path: Path, text: str, timeout: float = 5.0) -> None:
+def wait_for_line(path: Path, text: str, timeout: float = 30.0) -> None:
     """Wait until a log file has the line `text` (the start header also quotes the command)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 # A message not acknowledged within this time is redelivered (e.g. its consumer crashed). Handlers
 # that take longer keep their message with an in-progress heartbeat, so a short wait is safe.
+# ERPILOT_ACK_WAIT_SECONDS overrides it per deployment (`erpilot torture` shortens it to see redeliveries).
 ACK_WAIT_SECONDS = 15.0
 HEARTBEAT_SECONDS = 5.0
 # Documents the model without validating: a malformed body must reach the error policy, not fail in faststream.
@@ -95,10 +96,14 @@ def _invalid_reply(exc: Exception) -> ReplyV1:
 class ServiceBus:
     """Registers a service's endpoints on its broker with the shared error policy."""
 
-    def __init__(self, broker: NatsBroker, service: str, retry: RetryPolicy | None = None):
+    def __init__(self, broker: NatsBroker, service: str, retry: RetryPolicy | None = None, *,
+                 ack_wait: float = ACK_WAIT_SECONDS):
         self.broker = broker
         self.service = service
         self.retry = retry or RetryPolicy()
+        self.ack_wait = ack_wait
+        # The heartbeat must beat well inside the ack wait, or a slow handler's message is redelivered.
+        self.heartbeat = min(HEARTBEAT_SECONDS, ack_wait / 3)
 
     async def dead_letter(self, message: Any, reason: str) -> bool:
         """Copy the message to the dead-letter stream with its origin; False if that failed."""
@@ -137,7 +142,7 @@ class ServiceBus:
             consumer_redeliveries.add(1, {"service": self.service, "subject": message.raw_message.subject})
         ids = message_ids(parsed)
         token = bind(**ids)
-        heartbeat = asyncio.create_task(_keep_in_progress(message))
+        heartbeat = asyncio.create_task(_keep_in_progress(message, self.heartbeat))
         try:
             with tracer.start_as_current_span(f"{self.service} handle {model.__name__}",
                                               attributes={"erpilot.service": self.service, **id_attributes(**ids)}):
@@ -177,7 +182,7 @@ class ServiceBus:
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
                 inbox_prefix=f"_INBOX.{self.service}.".encode(),
-                config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, max_ack_pending=1000,
+                config=ConsumerConfig(ack_wait=self.ack_wait, max_ack_pending=1000,
                                       max_deliver=self.retry.max_deliver),
                 ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
@@ -230,10 +235,10 @@ def _as_reply(result: Any) -> dict | None:
     return json.loads(json.dumps(result, default=str))
 
 
-async def _keep_in_progress(message: Any) -> None:
+async def _keep_in_progress(message: Any, every: float) -> None:
     """Tell JetStream the message is still being worked on, so it is not redelivered meanwhile."""
     while True:
-        await asyncio.sleep(HEARTBEAT_SECONDS)
+        await asyncio.sleep(every)
         try:
             await message.in_progress()
         except Exception:  # best effort: the worst case is a redelivery the idempotent handler absorbs

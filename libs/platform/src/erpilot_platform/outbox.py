@@ -89,6 +89,7 @@ class Outbox:
             finally:
                 if published:
                     await conn.execute(delete(self.table).where(self.table.c.id.in_(published)))
+                    failpoint("outbox.before_commit")  # the batch is published and deleted, not committed
             return len(published)
 
     async def run(self, engine: AsyncEngine, broker: Any, *, poll_interval: float = 0.1) -> None:

@@ -33,6 +33,8 @@ class PlatformSettings(BaseSettings):
     data_dir: Path = Path(".erpilot")
     dev_mode: bool = Field(False, description="Set by `erpilot up`: allows generated dev secrets.")
     failpoints: str = ""
+    ack_wait_seconds: float = Field(15.0, ge=1.0, description="JetStream ack wait of every durable consumer: "
+                                    "an unacknowledged message (its consumer crashed) is redelivered after it.")
     log_level: str = "INFO"
     public_url: str = Field("http://127.0.0.1:8000", description="Base URL people use to reach the console.")
     delivery_max_attempts: int = Field(30, ge=1, description="Deliveries of a failing command or event "

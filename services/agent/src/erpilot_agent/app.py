@@ -32,7 +32,7 @@ def build(settings: AgentSettings, *, model: Model | None = None) -> ServiceApp:
     resumer. Nothing connects yet. ``model`` replaces the one ``ERPILOT_MODEL`` names (tests)."""
     engine = create_engine(settings.database_url, application_name="erpilot-agent")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
-    bus = ServiceBus(broker, SERVICE, settings.retry_policy())
+    bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     tool_calls = ToolCallService(engine, Downstream(broker), public_url=settings.public_url)
     runs = RunService(
         SqlRunStore(engine), PipelineTools(tool_calls),

@@ -30,7 +30,7 @@ def build(settings: ApprovalSettings) -> ServiceApp:
     signing_key = settings.signing_key()
     engine = create_engine(settings.database_url, application_name="erpilot-approval")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
-    bus = ServiceBus(broker, SERVICE, settings.retry_policy())
+    bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
     deps = Deps(engine=engine, outbox=outbox, policy=policy, signing_key=signing_key, erp=ErpClient(broker))
     register_ping(bus, engine)

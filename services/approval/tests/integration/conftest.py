@@ -112,6 +112,18 @@ async def events(nats_url):
     await collector.stop()
 
 
+async def later_marker(approvals: Approvals, events: Events, *, expiring: bool = False) -> None:
+    """Wait for the event of an approval requested now (``expiring``: for its expiry, 2 s later).
+
+    Events arrive in stream order and the service publishes its outbox in id order, so whatever an
+    earlier command emitted has arrived once the marker has: "no second event" is then a fact, not
+    the hope of a sleep. An expiring marker also proves a sweep ran after everything before it.
+    """
+    record = await approvals.create("cancel_order" if expiring else "submit_order")
+    kind = "resolved" if expiring else "requested"
+    await events.wait(lambda: events.of(record["pending_id"], kind), timeout=30)
+
+
 def actor(sub: str, *roles: str) -> Actor:
     return Actor(sub=sub, roles=list(roles))
 

@@ -12,7 +12,7 @@ from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.grants import verify_grant
 
-from .conftest import VERIFY_KEY, actor, at, uid
+from .conftest import VERIFY_KEY, actor, at, later_marker, uid
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service")]
 
@@ -29,7 +29,7 @@ async def test_request_is_idempotent_by_operation_id_and_announced(approvals, ev
     assert (at(record["expires_at"]) - at(record["created_at"])).total_seconds() == 15 * 60
 
     await events.wait(lambda: events.of(record["pending_id"], "requested"))
-    await asyncio.sleep(0.3)
+    await later_marker(approvals, events)
     assert len(events.of(record["pending_id"], "requested")) == 1  # the repeat emitted nothing
 
     arguments = {"draft_id": "D-1", "revision": 9}
@@ -112,7 +112,7 @@ async def test_eight_concurrent_deciders_exactly_one_wins(approvals, events) -> 
     assert repeat.ok and repeat.data == won.data
     other_action = "reject" if action == "approve" else "approve"
     assert (await approvals.decide(record, other_action, who)).error.code == "already_decided"
-    await asyncio.sleep(0.3)
+    await later_marker(approvals, events)
     assert len(events.of(record["pending_id"])) == 1
     body = resolved[0][1]
     if action == "approve":
@@ -132,7 +132,7 @@ async def test_one_person_pressing_approve_eight_times_at_once_decides_once(appr
     assert all(reply.ok for reply in replies)
     assert len({(r.data["status"], r.data["decided_by"], r.data["decided_at"]) for r in replies}) == 1
     await events.wait(lambda: events.of(record["pending_id"]))
-    await asyncio.sleep(0.3)
+    await later_marker(approvals, events)
     assert len(events.of(record["pending_id"])) == 1
 
 

@@ -10,7 +10,7 @@ from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.fingerprint import fingerprint
 
-from .conftest import actor, at
+from .conftest import actor, at, later_marker
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service", "fake_erp")]
 BOB = actor("bob", "approver")
@@ -77,7 +77,7 @@ async def test_edits_that_must_fail_change_nothing(approvals, events) -> None:
     assert (forbidden.error.code, forbidden.error.status) == ("forbidden", 403)
 
     assert (await approvals.get(old["pending_id"], BOB)).data["status"] == "pending"
-    await asyncio.sleep(0.3)
+    await later_marker(approvals, events)
     assert not events.of(old["pending_id"])
 
 

@@ -19,7 +19,22 @@ from erpilot_contracts.subjects import ping_subject
 from erpilot_platform.broker import ServiceUnavailable, request
 from erpilot_platform.runtime import PingV1
 
-from .conftest import actor
+from .conftest import actor, later_marker
+
+DECIDE_CONSUMER = "approval__erpilot_v1_cmd_approval_decide"
+
+
+async def redelivered_and_acknowledged(broker, timeout: float = 90.0) -> None:
+    """Wait until the decide consumer holds nothing: the command the dead replica never acknowledged
+    was redelivered (after the ack wait) and handled, so its effects, if any, are in."""
+    js = broker.config.connection_state.stream
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = await js.consumer_info("ERPILOT_COMMANDS", DECIDE_CONSUMER)
+        if info.num_ack_pending == 0 and info.num_pending == 0 and info.num_redelivered == 0:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the decide command is still unacknowledged: {info}")
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +81,8 @@ async def test_a_crash_after_the_decision_commit_loses_nothing(settings_for, bro
         assert (body["status"], body["decided_by"]) == ("approved", "bob") and body["grant"]
         retry = await approvals.decide(record, "approve", bob)  # the person retries after the error
         assert retry.ok and (retry.data["status"], retry.data["decided_at"]) == ("approved", body["decided_at"])
-        await asyncio.sleep(0.3)
+        await redelivered_and_acknowledged(broker)  # the crashed replica's unacked command came back
+        await later_marker(approvals, events)
         assert len(events.of(record["pending_id"])) == 1
     finally:
         await app.stop()

@@ -45,7 +45,7 @@ def build(settings: ErpSettings) -> ServiceApp:
     """Compose the ERP: endpoints on a broker, an engine, the outbox relay. Nothing connects yet."""
     engine = create_engine(settings.database_url, application_name="erpilot-erp")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
-    bus = ServiceBus(broker, SERVICE, settings.retry_policy())
+    bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
     inbox = Inbox(tables.inbox)
     register_ping(bus, engine)

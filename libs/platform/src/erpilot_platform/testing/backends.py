@@ -152,16 +152,25 @@ def with_database(url: str, name: str) -> str:
 
 def execute_sql(url: str, sql: str) -> None:
     """Run one statement (e.g. CREATE DATABASE) from sync code, even inside a running event loop."""
+    _on_connection(url, lambda conn: conn.execute(sql))
+
+
+def fetch_sql(url: str, sql: str, *args: object) -> list:
+    """The rows of one query (``$1``… parameters), from sync code: tests read a ledger from outside."""
+    return _on_connection(url, lambda conn: conn.fetch(sql, *args))
+
+
+def _on_connection(url: str, work):
     import asyncpg
 
-    async def run() -> None:
+    async def run():
         # asyncpg wants a plain libpq scheme, not SQLAlchemy's postgresql+asyncpg://
         conn = await asyncpg.connect(re.sub(r"^postgres(ql)?\+\w+://", "postgresql://", url))
         try:
-            await conn.execute(sql)
+            return await work(conn)
         finally:
             await conn.close()
 
     # A fresh loop in a worker thread: the caller may itself be inside a running event loop.
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, run()).result()
+        return pool.submit(asyncio.run, run()).result()

@@ -109,6 +109,7 @@ class ToolCallService:
                 return  # a concurrent delivery of the same command recorded it first: no second call
             await self._emit(conn, session_id, events)
         repository.outbox.wake()
+        return True
 
     async def view(self, key: str) -> dict[str, Any]:
         async with self.engine.connect() as conn:
@@ -230,6 +231,7 @@ class ToolCallService:
             key, lambda c: c.resolve(pending_id, status, decided_by=decided_by, comment=comment),
             only_if_current=pending_id, **extra)
         if changed and status == "approved":
+            failpoint("agent.approval.after_record")  # the grant is recorded, the commit not yet started
             await self.advance(key)
 
     async def _require_known_pending(self, key: str, pending_id: str) -> None:

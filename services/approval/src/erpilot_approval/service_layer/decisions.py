@@ -43,6 +43,7 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
         await repository.append_decision(conn, decided.pending_id, actor=cmd.actor.sub, action=cmd.action,
                                          fingerprint=cmd.fingerprint, comment=cmd.comment, at=now)
         await emit_resolved(conn, deps.outbox, decided, grant)
+        failpoint("approval.decide.before_db_commit")  # grant signed, decision and event written, not committed
         return ReplyV1.success(decided.to_record()), "decided"
 
     async with deps.engine.connect() as conn:

@@ -172,6 +172,7 @@ class OperationService:
         status = operation_status(row)
         await self.outbox.add(conn, subjects.ERP_EVT_OPERATION_FINISHED, status,
                               msg_id=f"erp.operation_finished.{op.operation_id}")
+        failpoint("erp.commit.before_db_commit")  # effect, result and consumed grant written, not committed
         return ReplyV1.success(status), False
 
 

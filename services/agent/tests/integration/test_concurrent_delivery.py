@@ -1,0 +1,85 @@
+"""Two deliveries of one tool-call command at once (a redelivery racing a person's retry of the same
+`call_id`, as `erpilot torture` found at `approval.decide.before_db_commit`): both pass the "already
+recorded?" check while the policy query is slow, one insert wins, and the other must answer with the
+recorded call instead of failing on the primary key (which dead-lettered the command)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from erpilot_agent.adapters import repository
+from erpilot_agent.adapters.tables import session_events
+from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
+from erpilot_contracts.approval.v1 import ToolPolicyV1
+from erpilot_contracts.erp.v1 import ToolResultV1
+from erpilot_platform.db import create_engine
+
+pytestmark = pytest.mark.integration
+
+
+class SlowPolicyDownstream:
+    """Holds every policy query until two are waiting, so both deliveries pass the existence check."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self.both = asyncio.Event()
+
+    async def policy(self, tool: str) -> ToolPolicyV1:
+        self.waiting += 1
+        if self.waiting >= 2:
+            self.both.set()
+        await asyncio.wait_for(self.both.wait(), 30)
+        return ToolPolicyV1(tool=tool, action="allow", roles=[], ttl_seconds=900)
+
+    async def read(self, cmd) -> ToolResultV1:
+        return ToolResultV1(outcome="succeeded", result={"sku": cmd.arguments["sku"]})
+
+
+@pytest.fixture
+async def engine(database_url):
+    engine = create_engine(database_url, pool_size=4)
+    yield engine
+    await engine.dispose()
+
+
+async def new_session(engine) -> str:
+    session_id = f"ses_{uuid.uuid4().hex[:20]}"
+    async with engine.begin() as conn:
+        await repository.create_session(conn, session_id, "alice", None)
+    return session_id
+
+
+async def test_two_concurrent_deliveries_of_one_call_record_it_once_and_both_answer(engine):
+    service = ToolCallService(engine, SlowPolicyDownstream(), public_url="http://test")
+    session_id = await new_session(engine)
+    call_id = f"call_{uuid.uuid4().hex}"
+
+    def deliver():
+        return service.start(session_id=session_id, owner="alice", tool="get_product",
+                             raw_arguments={"sku": "SKU-PAPER-A4"}, call_id=call_id)
+
+    first, second = await asyncio.gather(deliver(), deliver())
+
+    assert first == second and first["status"] == "finished" and first["outcome"] == "succeeded"
+    async with engine.connect() as conn:
+        types = (await conn.scalars(select(session_events.c.type).where(session_events.c.session_id == session_id)
+                                    .order_by(session_events.c.seq))).all()
+    assert types == ["tool_started", "tool_finished"]  # recorded once, run once
+
+
+async def test_a_concurrent_delivery_with_another_body_is_still_a_conflict(engine):
+    service = ToolCallService(engine, SlowPolicyDownstream(), public_url="http://test")
+    session_id = await new_session(engine)
+    call_id = f"call_{uuid.uuid4().hex}"
+
+    def deliver(sku: str):
+        return service.start(session_id=session_id, owner="alice", tool="get_product",
+                             raw_arguments={"sku": sku}, call_id=call_id)
+
+    results = await asyncio.gather(deliver("SKU-PAPER-A4"), deliver("SKU-PAPER-A3"), return_exceptions=True)
+    conflicts = [r for r in results if isinstance(r, CallRejected)]
+    assert len(conflicts) == 1 and conflicts[0].reply.error.code == "idempotency_conflict", results

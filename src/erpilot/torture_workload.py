@@ -1,0 +1,237 @@
+"""What one `erpilot torture` run does through the HTTP API: a seeded mix of tool calls and decisions.
+
+Every request is watched: when the armed service dies at its failpoint, the process group is SIGKILLed
+and the service restarted (disarmed) while the request is still waiting; a request the crash broke
+is repeated as a person would (same `call_id`, same decision), which the API must answer idempotently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from erpilot import tokens
+from erpilot.torture_stack import TortureStack
+
+CUSTOMERS = ("C-1001", "C-1002", "C-1004", "C-1005")
+SKUS = ("SKU-PAPER-A4", "SKU-STAPLES", "SKU-BINDER-A4", "SKU-CABLE-HDMI-2M", "SKU-MARKER-SET")
+KINDS = ("order", "order", "adjust", "cancel", "refund")
+INTENTS = {"order": ("approve", "approve", "reject"), "adjust": ("approve", "reject", "edit", "expire"),
+           "cancel": ("approve", "reject"), "refund": ("approve", "reject", "edit")}
+ATTEMPTS = 6
+
+
+@dataclass
+class Call:
+    """One tool call of the run, with what the API answered along the way."""
+
+    session_id: str
+    call_id: str
+    tool: str
+    intent: str | None = None  # approve | reject | edit | expire (writes only)
+    pending_ids: list[str] = field(default_factory=list)
+    approved_by_api: bool = False  # a decision `approve` was answered 200 `approved`
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Ledger:
+    """Campaign orders known to be committed (from the checks of earlier runs), for cancel/refund targets."""
+
+    open_orders: dict[str, int] = field(default_factory=dict)  # order_id -> refundable remainder (minor)
+    low_stock: list[str] = field(default_factory=list)  # SKUs the next run restocks (an approved adjust_stock)
+
+
+class Driver:
+    def __init__(self, ts: TortureStack, target: str, client: httpx.AsyncClient, tokens_: dict[str, str]):
+        self.ts = ts
+        self.target = target
+        self.client = client
+        self.tokens = tokens_
+        self.crashes: list[int] = []
+        self.other_exits: list[str] = []
+        self._lock = asyncio.Lock()
+
+    async def recover(self) -> None:
+        """If the armed service died, SIGKILL its group and restart it disarmed (once per crash)."""
+        async with self._lock:
+            code = self.ts.exit_code(self.target)
+            if code is not None:
+                self.crashes.append(code)
+                self.ts.disarm(self.target)
+                self.ts.kill(self.target)  # SIGKILL the rest of its group; not reported as unexpected
+            self.other_exits += self.ts.unexpected_exits()
+            if code is not None:
+                await asyncio.to_thread(self.ts.restart, self.target)
+
+    async def send(self, who: str, method: str, path: str, body: dict | None = None) -> httpx.Response | None:
+        """Send, restarting a crashed service meanwhile; repeat after a crash-made 5xx or timeout."""
+        headers = {"Authorization": f"Bearer {self.tokens[who]}"}
+        for _ in range(ATTEMPTS):
+            task = asyncio.create_task(self.client.request(method, path, json=body, headers=headers))
+            while not task.done():
+                await asyncio.wait({task}, timeout=0.2)
+                await self.recover()
+            try:
+                response = task.result()
+            except httpx.HTTPError:
+                response = None
+            if response is not None and response.status_code < 500:
+                return response
+            await self.recover()
+            await asyncio.sleep(0.5)
+        return None
+
+    async def call(self, session_id: str, tool: str, arguments: dict, call: Call | None = None) -> tuple[Call, dict]:
+        call = call or Call(session_id, f"torture-{uuid.uuid4().hex}", tool)
+        response = await self.send("requester", "POST", f"/v1/sessions/{session_id}/tool-calls",
+                                   {"tool": tool, "arguments": arguments, "call_id": call.call_id})
+        if response is None or response.status_code not in (200, 202):
+            call.problems.append(f"{tool} call answered {_describe(response)}")
+            return call, {}
+        answer = response.json()
+        if answer.get("pending_id"):
+            call.pending_ids.append(answer["pending_id"])
+        return call, answer
+
+    async def decide(self, call: Call, pending: dict, action: str) -> None:
+        response = await self.send("decider", "POST", f"/v1/approvals/{pending['pending_id']}/decision",
+                                   {"action": action, "fingerprint": pending["fingerprint"], "comment": "torture"})
+        if response is None or response.status_code not in (200, 409):
+            call.problems.append(f"decision {action} answered {_describe(response)}")
+        elif response.status_code == 200 and response.json().get("status") == "approved":
+            call.approved_by_api = True
+
+    async def edit(self, call: Call, pending: dict, arguments: dict) -> dict | None:
+        response = await self.send("decider", "POST", f"/v1/approvals/{pending['pending_id']}/edit",
+                                   {"fingerprint": pending["fingerprint"], "arguments": arguments})
+        if response is None or response.status_code not in (201, 409):
+            call.problems.append(f"edit answered {_describe(response)}")
+            return None
+        if response.status_code == 409:
+            return None
+        record = response.json()
+        call.pending_ids.append(record["pending_id"])
+        return record
+
+    async def view(self, call: Call) -> dict | None:
+        response = await self.send("requester", "GET", f"/v1/sessions/{call.session_id}/tool-calls/{call.call_id}")
+        return response.json() if response is not None and response.status_code == 200 else None
+
+    async def wait_finished(self, calls: list[Call], timeout: float) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        waiting = list(calls)
+        while waiting and asyncio.get_running_loop().time() < deadline:
+            waiting = [c for c in waiting if ((await self.view(c)) or {}).get("status") != "finished"]
+            if waiting:
+                await asyncio.sleep(0.3)
+
+
+class Workload:
+    """The seeded actions of one run; `run` returns every tool call it made."""
+
+    def __init__(self, driver: Driver, rng: random.Random, ledger: Ledger, *, expiry_ttl: float):
+        self.driver = driver
+        self.rng = rng
+        self.ledger = ledger
+        self.expiry_ttl = expiry_ttl
+        self.calls: list[Call] = []
+
+    def plan(self) -> list[tuple[str, str]]:
+        """3-5 actions; always one approved order, which passes every failpoint of the write path."""
+        actions = [("order", "approve")]
+        for _ in range(self.rng.randint(2, 4)):
+            kind = self.rng.choice(KINDS)
+            actions.append((kind, self.rng.choice(INTENTS[kind])))
+        self.rng.shuffle(actions)
+        return actions
+
+    async def run(self) -> list[Call]:
+        session = await self.driver.send("requester", "POST", "/v1/sessions", {})
+        if session is None or session.status_code != 201:
+            raise RuntimeError(f"could not open a session: {_describe(session)}")
+        session_id = session.json()["session_id"]
+        steps = [self._action(session_id, kind, intent) for kind, intent in self.plan()]
+        steps += [self._write(session_id, "adjust_stock", {"sku": sku, "delta": 200, "reason": "torture restock"},
+                              "approve") for sku in self.ledger.low_stock]
+        self.ledger.low_stock = []
+        await asyncio.gather(*steps)  # concurrently: the crash meets several requests in flight
+        return self.calls
+
+    async def _action(self, session_id: str, kind: str, intent: str) -> None:
+        await asyncio.sleep(self.rng.random() * 0.3)
+        if kind == "order":
+            await self._order(session_id, intent)
+        elif kind == "adjust":
+            sku = self.rng.choice(SKUS)
+            await self._write(session_id, "adjust_stock", {"sku": sku, "delta": self.rng.randint(1, 9),
+                                                           "reason": "torture"}, intent,
+                              edited=lambda args: {**args, "delta": args["delta"] + 1})
+        elif kind == "cancel" and self.ledger.open_orders:
+            order_id = self.rng.choice(sorted(self.ledger.open_orders))
+            self.ledger.open_orders.pop(order_id)
+            await self._write(session_id, "cancel_order", {"order_id": order_id, "reason": "torture"}, intent)
+        elif kind == "refund" and self.ledger.open_orders:
+            order_id = self.rng.choice(sorted(self.ledger.open_orders))
+            remaining = self.ledger.open_orders.pop(order_id)  # one refund per order at a time
+            amount = self.rng.randint(1, max(1, min(remaining, 400)))
+            await self._write(session_id, "refund_payment", {"order_id": order_id, "amount_minor": amount,
+                                                             "currency": "EUR", "channel": "original"}, intent,
+                              edited=lambda args: {**args, "amount_minor": max(1, args["amount_minor"] - 1)})
+        else:  # nothing to cancel or refund yet
+            await self._order(session_id, "approve")
+
+    async def _current(self, call: Call) -> dict:
+        """The call's pending version as its view shows it (an edit whose answer a crash swallowed)."""
+        view = await self.driver.view(call) or {}
+        if view.get("approval_status") != "pending" or not view.get("pending_id"):
+            return {}
+        if view["pending_id"] not in call.pending_ids:
+            call.pending_ids.append(view["pending_id"])
+        return {"pending_id": view["pending_id"], "fingerprint": view["fingerprint"]}
+
+    async def _order(self, session_id: str, intent: str) -> None:
+        lines = [{"sku": sku, "qty": self.rng.randint(1, 3)} for sku in self.rng.sample(SKUS, self.rng.randint(1, 2))]
+        draft, answer = await self.driver.call(session_id, "create_order_draft",
+                                               {"customer_id": self.rng.choice(CUSTOMERS), "lines": lines})
+        self.calls.append(draft)
+        if answer.get("outcome") != "succeeded":
+            return  # a business rejection is a legitimate answer; a broken call is already noted
+        revision = answer["result"]
+        await self._write(session_id, "submit_order",
+                          {"draft_id": revision["draft_id"], "revision": revision["revision"]}, intent)
+
+    async def _write(self, session_id: str, tool: str, arguments: dict, intent: str,
+                     edited: Callable[[dict], dict] | None = None) -> Call:
+        call, pending = await self.driver.call(session_id, tool, arguments)
+        call.intent = intent
+        self.calls.append(call)
+        if not pending.get("pending_id"):
+            return call  # refused at prepare (a business rejection) or broken: the checks look at it
+        if intent == "edit" and edited is not None:
+            pending = await self.driver.edit(call, pending, edited(arguments)) or await self._current(call)
+            if not pending:
+                return call
+            intent = "approve"
+        if intent == "expire":
+            await self.driver.wait_finished([call], timeout=self.expiry_ttl + 60)
+        else:
+            await self.driver.decide(call, pending, "approve" if intent == "approve" else "reject")
+        return call
+
+
+def make_tokens(secret: str, run: str) -> dict[str, str]:
+    return {"requester": tokens.make_token(secret, f"torture-req-{run}", ["requester"]),
+            "decider": tokens.make_token(secret, f"torture-dec-{run}", ["approver", "manager", "admin"])}
+
+
+def _describe(response: httpx.Response | None) -> str:
+    if response is None:
+        return "nothing (no answer after repeated attempts)"
+    return f"{response.status_code}: {response.text[:200]}"
+
