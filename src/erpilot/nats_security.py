@@ -73,13 +73,16 @@ TRAFFIC: dict[str, Traffic] = {
         sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION),
         publishes_events=(s.session_events_subject("*"),),
         consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE),
-        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED),
+        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
         answers_queries=(s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL, s.ping_subject("agent")),
     ),
     "approval": Traffic(
         sends_commands=(s.ERP_CMD_PREPARE,),
-        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED),
+        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT),
+        # Webhooks (service_layer/webhooks.py): what outgoing notifications tell, from committed events only.
+        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
+                         s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
                          s.ping_subject("approval")),
     ),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
 from erpilot_contracts.approval.v1 import PolicyViewV1, ToolPolicyV1
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
@@ -22,9 +23,9 @@ MAX_TTL = timedelta(days=366)
 
 _DURATION = re.compile(r"([1-9][0-9]{0,6})([smh])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
-_TOP_KEYS = ("defaults", "tools")
+_TOP_KEYS = ("defaults", "tools", "webhooks")
 _DEFAULTS_KEYS = ("ttl",)
-_TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check")
+_TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before")
 _RULE_KEYS = ("min_amount_minor", "roles")
 
 
@@ -50,6 +51,7 @@ class ToolPolicy:
     separation_of_duties: bool = False
     rules: tuple[AmountRule, ...] = ()
     stock_check: str | None = None  # only submit_order has one
+    warn_before: timedelta | None = None  # approval_expiring this long before the deadline; None: no warning
 
     def required_roles(self, amount_minor: int | None) -> list[str]:
         """The roles that may decide: the highest matching amount rule's, else the tool's."""
@@ -67,6 +69,7 @@ class Policy:
     tools: dict[str, ToolPolicy]
     default_ttl: timedelta = DEFAULT_TTL
     version: str = field(default="", compare=False)
+    webhooks: tuple[Webhook, ...] = ()
 
     def for_tool(self, name: str) -> ToolPolicy:
         """The tool's policy; a tool not in the catalog is denied."""
@@ -111,7 +114,11 @@ def load_policy(text: str | None) -> Policy:
         tools[name] = ToolPolicy(**merged)
         if tools[name].action == "require_approval" and not tools[name].roles:
             raise PolicyError(f"tools.{name}.roles: require_approval needs at least one role")
-    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools))
+    try:
+        webhooks = parse_webhooks(raw.get("webhooks", []), "webhooks")
+    except WebhookConfigError as exc:
+        raise PolicyError(str(exc)) from None
+    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks)
 
 
 def _builtin(name: str) -> dict[str, Any]:
@@ -143,7 +150,7 @@ def _tool_table(name: str, value: Any) -> dict[str, Any]:
             parsed[key] = _choice(item, ACTIONS, path)
         elif key == "roles":
             parsed[key] = _roles(item, path, allow_empty=True)
-        elif key == "ttl":
+        elif key in ("ttl", "warn_before"):
             parsed[key] = _duration(item, path)
         elif key == "separation_of_duties":
             if not isinstance(item, bool):
@@ -191,6 +198,11 @@ def _roles(value: Any, path: str, *, allow_empty: bool) -> tuple[str, ...]:
     return tuple(role for role in ROLES if role in value)
 
 
+def parse_duration(value: Any, path: str) -> timedelta:
+    """A duration as the policy writes it ("2s", "90s", "15m", "24h")."""
+    return _duration(value, path)
+
+
 def _duration(value: Any, path: str) -> timedelta:
     match = _DURATION.fullmatch(value) if isinstance(value, str) else None
     if match is None:
@@ -236,6 +248,7 @@ def _version(tools: dict[str, ToolPolicy]) -> str:
             "separation_of_duties": tool.separation_of_duties,
             "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles)} for r in tool.rules],
             "stock_check": tool.stock_check,
+            **({"warn_before_seconds": int(tool.warn_before.total_seconds())} if tool.warn_before else {}),
         }
         for name, tool in sorted(tools.items())
     }
