@@ -78,6 +78,7 @@ def test_the_text_reads_like_a_person_wrote_it_and_cannot_forge_links():
     order = notices.subject("submit_order", {}, {"amount_minor": 5760, "currency": "EUR",
                                                  "target": "Evil <https://phish|click> & Co"})
     assert order == "Order 57.60 EUR for Evil &lt;https://phish|click&gt; &amp; Co"
-    assert notices.resolved(what, "expired", "system:expiry") == "Refund 120.00 EUR on O-5101 expired without a decision"
+    assert notices.resolved(what, "expired", "system:expiry") == (
+        "Refund 120.00 EUR on O-5101 expired without a decision")
     assert notices.finished(what, "rejected", "stock_changed") == (
         "Refund 120.00 EUR on O-5101 was not carried out (stock_changed)")
