@@ -97,8 +97,8 @@ async def serving(receiver: Receiver, port: int):
     app = Starlette(routes=[Route("/{name}", receiver.handle, methods=["POST"])])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
-    while not server.started:  # uvicorn offers no event for this
-        await asyncio.sleep(0.02)  # noqa: ASYNC110
+    while not server.started:  # noqa: ASYNC110 (uvicorn offers no event for this)
+        await asyncio.sleep(0.02)
     try:
         yield
     finally:
