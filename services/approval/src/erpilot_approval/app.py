@@ -65,7 +65,7 @@ def build(settings: ApprovalSettings) -> ServiceApp:
 
     background = [relay, expiry, pending_gauge]
     background += [webhook_dispatch] if webhooks else []
-    background += [expiry_warnings] if warnings.warn_before else []  # a loop with nothing to do would end
+    background += [expiry_warnings] if warnings.windows else []  # a loop with nothing to do would end
     return ServiceApp(SERVICE, broker, engine, background=background)
 
 

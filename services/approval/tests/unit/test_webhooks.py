@@ -69,6 +69,19 @@ def test_the_policy_file_takes_webhooks_and_warn_before():
         load_policy('[[webhooks]]\nurl = "nope"\nsecret = "0123456789abcdef"\n')
 
 
+def test_an_amount_rule_may_warn_earlier_or_alone():
+    policy = load_policy('[[tools.submit_order.rules]]\nmin_amount_minor = 1000000\nroles = ["manager"]\n'
+                         'warn_before = "1h"\n')
+    submit = policy.tools["submit_order"]
+    assert submit.warn_before_for(5_000) is None and submit.warn_before_for(2_000_000) == timedelta(hours=1)
+    assert submit.longest_warning() == timedelta(hours=1) and policy.tools["cancel_order"].longest_warning() is None
+    both = load_policy('[tools.submit_order]\nwarn_before = "5m"\n[[tools.submit_order.rules]]\n'
+                       'min_amount_minor = 100\nroles = ["manager"]\n').tools["submit_order"]
+    assert both.warn_before_for(500) == timedelta(minutes=5)  # a rule without warn_before keeps the tool's
+    with pytest.raises(PolicyError, match=r"rules\[0\]\.warn_before"):
+        load_policy('[[tools.submit_order.rules]]\nmin_amount_minor = 1\nroles = ["manager"]\nwarn_before = 5\n')
+
+
 def test_the_text_reads_like_a_person_wrote_it_and_cannot_forge_links():
     refund = {"order_id": "O-5101", "amount_minor": 12000, "currency": "EUR", "channel": "original"}
     what = notices.subject("refund_payment", refund, {"amount_minor": 12000, "currency": "EUR"})

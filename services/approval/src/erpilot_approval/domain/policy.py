@@ -26,7 +26,7 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 _TOP_KEYS = ("defaults", "tools", "webhooks")
 _DEFAULTS_KEYS = ("ttl",)
 _TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before")
-_RULE_KEYS = ("min_amount_minor", "roles")
+_RULE_KEYS = ("min_amount_minor", "roles", "warn_before")
 
 
 class PolicyError(ValueError):
@@ -39,6 +39,7 @@ class AmountRule:
 
     min_amount_minor: int
     roles: tuple[str, ...]
+    warn_before: timedelta | None = None  # replaces the tool's warn_before from this amount upwards
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,22 @@ class ToolPolicy:
             if matching:
                 return list(max(matching, key=lambda rule: rule.min_amount_minor).roles)
         return list(self.roles)
+
+    def warn_before_for(self, amount_minor: int | None) -> timedelta | None:
+        """The warning time: the highest matching amount rule's ``warn_before`` if it sets one, else the tool's."""
+        rule = self._rule_for(amount_minor)
+        return rule.warn_before if rule is not None and rule.warn_before is not None else self.warn_before
+
+    def longest_warning(self) -> timedelta | None:
+        """The earliest any approval of this tool may be warned (None: never)."""
+        times = [t for t in (self.warn_before, *(rule.warn_before for rule in self.rules)) if t is not None]
+        return max(times, default=None)
+
+    def _rule_for(self, amount_minor: int | None) -> AmountRule | None:
+        if amount_minor is None:
+            return None
+        matching = [rule for rule in self.rules if amount_minor >= rule.min_amount_minor]
+        return max(matching, key=lambda rule: rule.min_amount_minor) if matching else None
 
 
 @dataclass(frozen=True)
@@ -173,7 +190,7 @@ def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
         rule_path = f"{path}[{index}]"
         table = _table(item, rule_path)
         _reject_unknown_keys(table, _RULE_KEYS, rule_path + ".")
-        for key in _RULE_KEYS:
+        for key in ("min_amount_minor", "roles"):
             if key not in table:
                 raise PolicyError(f"{rule_path}.{key}: missing")
         amount = table["min_amount_minor"]
@@ -182,7 +199,8 @@ def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
             raise PolicyError(f"{rule_path}.min_amount_minor: expected an integer >= 0, got {amount!r}")
         if any(rule.min_amount_minor == amount for rule in rules):
             raise PolicyError(f"{rule_path}.min_amount_minor: threshold {amount} appears twice")
-        rules.append(AmountRule(amount, _roles(table["roles"], f"{rule_path}.roles", allow_empty=False)))
+        warn = _duration(table["warn_before"], f"{rule_path}.warn_before") if "warn_before" in table else None
+        rules.append(AmountRule(amount, _roles(table["roles"], f"{rule_path}.roles", allow_empty=False), warn))
     return tuple(sorted(rules, key=lambda rule: rule.min_amount_minor))
 
 
@@ -246,7 +264,9 @@ def _version(tools: dict[str, ToolPolicy]) -> str:
             "roles": list(tool.roles),
             "ttl_seconds": int(tool.ttl.total_seconds()),
             "separation_of_duties": tool.separation_of_duties,
-            "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles)} for r in tool.rules],
+            "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles),
+                       **({"warn_before_seconds": int(r.warn_before.total_seconds())} if r.warn_before else {})}
+                      for r in tool.rules],
             "stock_check": tool.stock_check,
             **({"warn_before_seconds": int(tool.warn_before.total_seconds())} if tool.warn_before else {}),
         }

@@ -1,5 +1,5 @@
-"""``approval_expiring``: once per pending approval, ``warn_before`` its deadline (per tool in the policy,
-off by default), also after a restart, never after the approval ended.
+"""``approval_expiring``: once per pending approval, ``warn_before`` its deadline (per tool and per amount
+rule in the policy, off by default), also after a restart, never after the approval ended.
 
 The warning is a row in ``expiry_warnings`` written with its ``evt.approval.expiring`` outbox event in
 one transaction that holds the approval's row lock and finds it still pending: a decision either
@@ -30,8 +30,10 @@ class WarningSweeper:
                  batch: int = 200):
         self.engine = engine
         self.outbox = outbox
-        self.warn_before: dict[str, timedelta] = {
-            name: tool.warn_before for name, tool in policy.tools.items() if tool.warn_before}
+        self.policy = policy
+        # Per tool, the longest warning any approval of it may get (the tool's or an amount rule's).
+        self.windows: dict[str, timedelta] = {
+            name: window for name, tool in policy.tools.items() if (window := tool.longest_warning())}
         self.poll_seconds = poll_seconds
         self.batch = batch
 
@@ -41,8 +43,12 @@ class WarningSweeper:
         async def work(conn: AsyncConnection) -> int:
             now = await repository.db_now(conn)
             warned = 0
-            for tool, warn_before in self.warn_before.items():
-                for approval in await notifications.lock_due_warnings(conn, tool, warn_before, now, self.batch):
+            for tool, window in self.windows.items():
+                for approval in await notifications.lock_due_warnings(conn, tool, window, now, self.batch):
+                    amount = approval.preview.get("amount_minor")
+                    warn_before = self.policy.for_tool(tool).warn_before_for(amount if type(amount) is int else None)
+                    if warn_before is None or approval.expires_at - warn_before > now:
+                        continue  # its own warning time (by amount) has not come
                     if await notifications.record_warning(conn, approval.pending_id, now):
                         await self.outbox.add(conn, subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1(
                             pending_id=approval.pending_id, call_id=approval.call_id,
@@ -59,7 +65,7 @@ class WarningSweeper:
 
     async def run(self) -> None:
         """Forever (nothing to do when no tool has ``warn_before``); failures are logged and retried."""
-        if not self.warn_before:
+        if not self.windows:
             return
         while True:
             try:

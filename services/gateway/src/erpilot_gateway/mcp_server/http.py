@@ -24,6 +24,7 @@ from erpilot_gateway.problems import Problem, problem_response
 from erpilot_gateway.services import Services
 
 PATH = "/mcp"
+MAX_BODY_BYTES = 1024 * 1024
 _USER = "erpilot.user"
 _TOKEN_KEY = "erpilot.token_key"
 
@@ -34,7 +35,8 @@ class McpHttp:
     def __init__(self, services: Services, auth_secret: str):
         self.auth_secret = auth_secret
         self.mcp = ErpilotMcp(services, http_caller)
-        self.manager = StreamableHTTPSessionManager(app=self.mcp.server)
+        # The HTTP API's body limit (SPEC §9: 1 MiB) holds for MCP requests too.
+        self.manager = StreamableHTTPSessionManager(app=self.mcp.server, max_request_body_size=MAX_BODY_BYTES)
         self._sdk = StreamableHTTPASGIApp(self.manager)
 
     def run(self):
