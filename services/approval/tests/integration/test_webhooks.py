@@ -45,12 +45,6 @@ APPROVER = actor("bob", "approver")
 REFUND = {"order_id": "O-5101", "amount_minor": 12000, "currency": "EUR", "channel": "original"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def verify(headers, body: bytes) -> bool:
     """Standard Webhooks: base64(HMAC-SHA256(key, "<id>.<timestamp>.<body>")) in "v1,<sig>"."""
     key = base64.b64decode(SECRET.removeprefix("whsec_"))
@@ -108,7 +102,11 @@ async def serving(receiver: Receiver, port: int):
 
 @pytest.fixture(scope="module")
 def ports():
-    return {"main": free_port(), "late": free_port()}
+    """Two distinct free ports (both sockets held while choosing, so the OS cannot hand out one twice)."""
+    with socket.socket() as first, socket.socket() as second:
+        first.bind(("127.0.0.1", 0))
+        second.bind(("127.0.0.1", 0))
+        return {"main": first.getsockname()[1], "late": second.getsockname()[1]}
 
 
 @pytest.fixture(scope="module")
