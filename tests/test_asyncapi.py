@@ -45,5 +45,9 @@ def test_every_subscription_and_outbox_event_is_documented(generated):
                  f"agent:{subjects.session_events_subject('*')}"):
         assert name in channels, name
     actions = {name: op["action"] for name, op in generated["operations"].items()}
-    assert actions[f"approval:{subjects.APPROVAL_EVT_RESOLVED}"] == "send"
+    # The approval service publishes its events and also consumes them itself (webhooks).
+    assert actions[f"approval:{subjects.APPROVAL_EVT_RESOLVED}:published"] == "send"
+    assert actions[f"approval:{subjects.APPROVAL_EVT_RESOLVED}"] == "receive"
+    assert actions[f"approval:{subjects.APPROVAL_EVT_EXPIRING}:published"] == "send"
+    assert actions[f"agent:{subjects.APPROVAL_EVT_EXPIRING}"] == "receive"
     assert actions[f"agent:{subjects.APPROVAL_EVT_RESOLVED}"] == "receive"

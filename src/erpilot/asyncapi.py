@@ -16,7 +16,7 @@ from typing import Any
 from faststream.specification import AsyncAPI, Specification
 
 from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import ApprovalRequestedV1, ApprovalResolvedV1
+from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalRequestedV1, ApprovalResolvedV1
 from erpilot_contracts.base import Message
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_contracts.sessions.v1 import SessionEventV1
@@ -32,6 +32,8 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
         (subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, "A pending approval was stored."),
         (subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1,
          "An approval left pending: decided, expired or superseded; carries the grant when approved."),
+        (subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1,
+         "A pending approval reached its warning time (warn_before its deadline) undecided; once per approval."),
     ],
     "agent": [(subjects.session_events_subject("*"), SessionEventV1,
                "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway.")],
@@ -54,10 +56,16 @@ def specification() -> Specification:
                 build_agent(AgentSettings(**common, model="rules"))]
     for app in apps:
         for subject, model, description in PUBLISHED[app.name]:
-            app.broker.publisher(subject, schema=model, title=f"{app.name}:{subject}", description=description)
+            # The approval service also consumes its own events (webhooks): its subscriber has the plain title.
+            title = f"{app.name}:{subject}" + (":published" if subject in _consumed(app) else "")
+            app.broker.publisher(subject, schema=model, title=title, description=description)
     return AsyncAPI(*(app.broker for app in apps), title="Erpilot", version="1",
                     description="Commands, queries and events between the Erpilot services (contracts v1).",
                     ).to_specification()
+
+
+def _consumed(app: Any) -> set[str]:
+    return {sub._resolved_subject_string for sub in app.broker.subscribers}
 
 
 def document() -> dict[str, Any]:

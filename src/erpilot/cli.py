@@ -1,4 +1,4 @@
-"""The `erpilot` command (SPEC §7): up, serve, migrate, seed, token, nats-config, dlq."""
+"""The `erpilot` command (SPEC §7): up, serve, migrate, seed, token, nats-config, dlq, mcp."""
 
 from __future__ import annotations
 
@@ -73,12 +73,7 @@ def cmd_seed(_: argparse.Namespace) -> None:
 
 
 def cmd_token(args: argparse.Namespace) -> None:
-    secret = os.environ.get("ERPILOT_AUTH_SECRET")
-    if not secret:
-        path = _data_dir() / "auth_secret"
-        if not path.exists():
-            sys.exit("erpilot token: set ERPILOT_AUTH_SECRET (or run `erpilot up` once to create a dev secret)")
-        secret = path.read_text().strip()
+    secret = os.environ.get("ERPILOT_AUTH_SECRET") or _dev_secret()
     try:
         print(tokens.make_token(secret, args.sub, args.role or ["requester"], timedelta(hours=args.hours)))
     except ValueError as exc:
@@ -91,6 +86,36 @@ def cmd_keygen(_: argparse.Namespace) -> None:
 
     for name, value in new_keypair_env().items():
         print(f"export {name}={value}")
+
+
+def cmd_mcp(args: argparse.Namespace) -> None:
+    """Serve MCP on stdin/stdout for the token in ERPILOT_TOKEN (or --token), against ERPILOT_NATS_URL."""
+    import asyncio
+
+    from erpilot_gateway.auth import TokenRules
+    from erpilot_gateway.mcp_server.stdio import TokenRefused, serve_stdio, stdio_user
+    from erpilot_gateway.settings import GatewaySettings
+    from erpilot_platform.logs import configure_logging
+    from erpilot_platform.settings import ConfigurationError
+
+    if not args.stdio:
+        sys.exit("erpilot mcp: only --stdio is served here; Streamable HTTP is at /mcp of the gateway")
+    settings = GatewaySettings()
+    configure_logging("gateway", settings.log_level)  # stderr: stdout carries the protocol
+    try:
+        rules = settings.token_rules() if settings.auth_secret else TokenRules(
+            secret=_dev_secret(), issuer=settings.auth_issuer, audience=settings.auth_audience)
+        user = stdio_user(args.token or os.environ.get("ERPILOT_TOKEN"), rules)
+    except (TokenRefused, ConfigurationError) as exc:
+        sys.exit(f"erpilot mcp: {exc}")
+    asyncio.run(serve_stdio(settings, user))
+
+
+def _dev_secret() -> str:
+    path = _data_dir() / "auth_secret"
+    if not path.exists():
+        sys.exit("erpilot: set ERPILOT_AUTH_SECRET (or run `erpilot up` once to create a dev secret)")
+    return path.read_text().strip()
 
 
 def cmd_up(args: argparse.Namespace) -> None:
@@ -178,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--role", action="append", choices=tokens.ALL_ROLES)
     token.add_argument("--hours", type=float, default=12.0)
     token.set_defaults(func=cmd_token)
+    mcp = sub.add_parser("mcp", help="the MCP server on stdin/stdout (ERPILOT_TOKEN, ERPILOT_NATS_URL)")
+    mcp.add_argument("--stdio", action="store_true", required=True, help="speak MCP on stdin/stdout")
+    mcp.add_argument("--token", help="bearer token (default: $ERPILOT_TOKEN)")
+    mcp.set_defaults(func=cmd_mcp)
     docs = sub.add_parser("docs", help="the AsyncAPI document of every NATS endpoint (docs/asyncapi/erpilot.json)")
     docs.add_argument("--out", help="write to this file (default: standard output)")
     docs.add_argument("--serve", type=int, metavar="PORT", help="serve it as a web page on this port")

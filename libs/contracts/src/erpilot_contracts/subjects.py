@@ -59,6 +59,7 @@ APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1({items})
 APPROVAL_EVT_REQUESTED = f"{PREFIX}.evt.approval.requested"    # ApprovalRequestedV1
 APPROVAL_EVT_RESOLVED = f"{PREFIX}.evt.approval.resolved"      # ApprovalResolvedV1
+APPROVAL_EVT_EXPIRING = f"{PREFIX}.evt.approval.expiring"      # ApprovalExpiringV1
 
 # --- Agent -------------------------------------------------------------------------------------
 AGENT_CMD_CREATE_SESSION = f"{PREFIX}.cmd.agent.create_session"  # CreateSessionV1 -> ReplyV1({session_id})

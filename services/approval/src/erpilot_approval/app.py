@@ -8,9 +8,13 @@ from pathlib import Path
 from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.erp import ErpClient
 from erpilot_approval.entrypoints import nats as nats_entry
+from erpilot_approval.entrypoints import webhooks as webhook_entry
 from erpilot_approval.service_layer.common import Deps
 from erpilot_approval.service_layer.expiry import ExpirySweeper
+from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
+from erpilot_approval.service_layer.webhook_dispatch import WebhookDispatcher
+from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
@@ -36,6 +40,13 @@ def build(settings: ApprovalSettings) -> ServiceApp:
     register_ping(bus, engine)
     nats_entry.register(bus, deps)
     sweeper = ExpirySweeper(engine, outbox, poll_seconds=settings.expiry_poll_seconds)
+    webhooks = settings.load_webhooks(policy)
+    dispatcher = WebhookDispatcher(engine, webhooks, broker=broker,
+                                   retry_base_seconds=settings.webhook_retry_base_seconds,
+                                   give_up_after=settings.give_up_after(),
+                                   timeout_seconds=settings.webhook_timeout_seconds)
+    webhook_entry.register(bus, WebhookEvents(engine, webhooks, settings.public_url, wake=dispatcher.wake))
+    warnings = WarningSweeper(engine, outbox, policy)
 
     async def relay() -> None:
         await outbox.run(engine, broker)
@@ -46,7 +57,16 @@ def build(settings: ApprovalSettings) -> ServiceApp:
     async def pending_gauge() -> None:
         await refresh_pending_gauge(engine)
 
-    return ServiceApp(SERVICE, broker, engine, background=[relay, expiry, pending_gauge])
+    async def webhook_dispatch() -> None:
+        await dispatcher.run()
+
+    async def expiry_warnings() -> None:
+        await warnings.run()
+
+    background = [relay, expiry, pending_gauge]
+    background += [webhook_dispatch] if webhooks else []
+    background += [expiry_warnings] if warnings.windows else []  # a loop with nothing to do would end
+    return ServiceApp(SERVICE, broker, engine, background=background)
 
 
 def main() -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field
 
-from erpilot_approval.domain.policy import Policy, PolicyError, load_policy
+from erpilot_approval.domain.policy import Policy, PolicyError, load_policy, parse_duration
+from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
 from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_signing_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings
 
@@ -16,6 +19,10 @@ class ApprovalSettings(PlatformSettings):
     policy: Path | None = None
     grant_signing_key: str | None = Field(None, description="Base64 raw Ed25519 key; unset: the data dir's pair.")
     expiry_poll_seconds: float = Field(0.2, gt=0, le=1.0, description="Longest sleep of the expiry sweeper.")
+    webhooks: str | None = Field(None, description='JSON list of {"url", "events"?, "secret"} (added to [[webhooks]]).')
+    webhook_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry delay; doubles each time.")
+    webhook_give_up_after: str = Field("24h", description="After this long since the event, a delivery is dead.")
+    webhook_timeout_seconds: float = Field(10.0, gt=0, le=120)
 
     def load_policy(self) -> Policy:
         """The policy in force; a malformed file stops start-up with a message naming the key."""
@@ -29,6 +36,22 @@ class ApprovalSettings(PlatformSettings):
             return load_policy(text)
         except PolicyError as exc:
             raise ConfigurationError(f"ERPILOT_POLICY {self.policy}: {exc}") from exc
+
+    def load_webhooks(self, policy: Policy) -> tuple[Webhook, ...]:
+        """``[[webhooks]]`` of the policy file, then ``ERPILOT_WEBHOOKS``; a malformed entry stops start-up."""
+        if not self.webhooks:
+            return policy.webhooks
+        try:
+            entries = json.loads(self.webhooks)
+            return policy.webhooks + parse_webhooks(entries, "ERPILOT_WEBHOOKS")
+        except ValueError as exc:  # JSON errors and WebhookConfigError alike
+            raise ConfigurationError(f"ERPILOT_WEBHOOKS: {exc}") from exc
+
+    def give_up_after(self) -> timedelta:
+        try:
+            return parse_duration(self.webhook_give_up_after, "ERPILOT_WEBHOOK_GIVE_UP_AFTER")
+        except PolicyError as exc:
+            raise ConfigurationError(str(exc)) from exc
 
     def signing_key(self) -> Ed25519PrivateKey:
         """ERPILOT_GRANT_SIGNING_KEY; only in dev mode, else the key pair under ERPILOT_DATA_DIR (created once).

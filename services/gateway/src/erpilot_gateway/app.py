@@ -11,6 +11,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from erpilot_gateway import console, problems
 from erpilot_gateway.input_guard import InputGuard
+from erpilot_gateway.mcp_server.http import McpHttp
 from erpilot_gateway.routes import approvals, erp, health, sessions, tools
 from erpilot_gateway.services import Services
 from erpilot_gateway.settings import GatewaySettings
@@ -33,7 +34,8 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         await connect_with_retry(broker)
-        yield
+        async with mcp.run():  # the MCP transport's sessions live as long as the app
+            yield
         await broker.stop()
         shutdown_telemetry()  # uvicorn ends the process with the signal it caught: exit hooks do not run
 
@@ -45,11 +47,13 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     app.state.auth_secret = rules
     app.state.broker = broker
     app.state.services = Services(broker, settings.request_timeout_seconds)
+    mcp = McpHttp(app.state.services, rules)
     problems.install(app)
     app.add_middleware(InputGuard)  # size, hostile JSON and NUL checks before routing and authentication
     for module in (health, tools, sessions, approvals, erp):
         app.include_router(module.router)
     app.include_router(console.router)  # web console and approval page (GET /, /resume/{id})
+    mcp.install(app)  # MCP (Streamable HTTP) at /mcp
     # An HTTP request starts the trace; the NATS middleware carries it to every service it reaches.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz",
                                        server_request_hook=_mark_gateway_span)

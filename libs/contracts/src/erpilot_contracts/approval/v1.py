@@ -132,6 +132,19 @@ class ApprovalRequestedV1(Message):
     record: ApprovalRecordV1
 
 
+class ApprovalExpiringV1(Message):
+    """A pending approval reaches its warning time (``warn_before`` its deadline) still undecided; sent
+    once per approval, never after it ended."""
+
+    pending_id: str
+    call_id: str
+    session_id: str
+    operation_id: str
+    tool: str
+    expires_at: datetime
+    warned_at: datetime
+
+
 class ApprovalResolvedV1(Message):
     """A pending approval left ``pending``. ``grant`` is present only when approved."""
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from erpilot_agent.service_layer import sessions
+from erpilot_agent.service_layer import expiry_warnings, sessions
 from erpilot_agent.service_layer.runs import RunService
 from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, PostMessageV1, StartToolCallV1
-from erpilot_contracts.approval.v1 import ApprovalRequestedV1, ApprovalResolvedV1
+from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalRequestedV1, ApprovalResolvedV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.endpoints import ServiceBus
 
@@ -42,6 +42,11 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
         await tool_calls.on_approval_resolved(
             session_id=evt.session_id, call_id=evt.call_id, pending_id=evt.pending_id, status=evt.status,
             decided_by=evt.decided_by, comment=evt.comment, grant=evt.grant)
+
+    @bus.event(subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1,
+               description="A pending approval nears its deadline: approval_expiring on the session stream.")
+    async def approval_expiring(evt: ApprovalExpiringV1) -> None:
+        await expiry_warnings.on_approval_expiring(engine, evt)
 
     @bus.query(subjects.AGENT_QUERY_SESSION, GetSessionV1, description="The owner's view of a session.")
     async def get_session(query: GetSessionV1) -> ReplyV1:

@@ -14,6 +14,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     func,
     text,
 )
@@ -87,6 +88,34 @@ decisions = Table(
     Column("fingerprint", String(80), nullable=False),
     Column("comment", Text, nullable=True),
     Column("decided_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# Outgoing webhooks (service_layer/webhooks.py): one row per (event, endpoint), written when the event is
+# consumed, delivered by the dispatcher; the row is also the dead letter once it gives up.
+webhook_deliveries = Table(
+    "webhook_deliveries", metadata,
+    Column("delivery_id", BigInteger, primary_key=True, autoincrement=True),
+    Column("event_id", String(40), nullable=False),
+    Column("event_type", String(40), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("pending_id", String(100), nullable=True),
+    Column("body", Text, nullable=False),  # the exact bytes signed and sent, on every attempt
+    Column("status", String(20), nullable=False, server_default="pending"),  # pending|delivered|dead|skipped
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", Text, nullable=True),
+    UniqueConstraint("event_id", "url", name="webhook_deliveries_event_url"),
+)
+Index("webhook_deliveries_due", webhook_deliveries.c.next_attempt_at,
+      postgresql_where=webhook_deliveries.c.status == "pending")
+
+# One row per approval whose approval_expiring warning was emitted (in the warning's transaction).
+expiry_warnings = Table(
+    "expiry_warnings", metadata,
+    Column("pending_id", String(100), primary_key=True),
+    Column("warned_at", DateTime(timezone=True), nullable=False),
 )
 
 outbox = outbox_table(metadata)

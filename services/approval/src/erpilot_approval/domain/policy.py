@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
 from erpilot_contracts.approval.v1 import PolicyViewV1, ToolPolicyV1
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
@@ -22,10 +23,10 @@ MAX_TTL = timedelta(days=366)
 
 _DURATION = re.compile(r"([1-9][0-9]{0,6})([smh])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
-_TOP_KEYS = ("defaults", "tools")
+_TOP_KEYS = ("defaults", "tools", "webhooks")
 _DEFAULTS_KEYS = ("ttl",)
-_TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check")
-_RULE_KEYS = ("min_amount_minor", "roles")
+_TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before")
+_RULE_KEYS = ("min_amount_minor", "roles", "warn_before")
 
 
 class PolicyError(ValueError):
@@ -38,6 +39,7 @@ class AmountRule:
 
     min_amount_minor: int
     roles: tuple[str, ...]
+    warn_before: timedelta | None = None  # replaces the tool's warn_before from this amount upwards
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class ToolPolicy:
     separation_of_duties: bool = False
     rules: tuple[AmountRule, ...] = ()
     stock_check: str | None = None  # only submit_order has one
+    warn_before: timedelta | None = None  # approval_expiring this long before the deadline; None: no warning
 
     def required_roles(self, amount_minor: int | None) -> list[str]:
         """The roles that may decide: the highest matching amount rule's, else the tool's."""
@@ -59,6 +62,22 @@ class ToolPolicy:
                 return list(max(matching, key=lambda rule: rule.min_amount_minor).roles)
         return list(self.roles)
 
+    def warn_before_for(self, amount_minor: int | None) -> timedelta | None:
+        """The warning time: the highest matching amount rule's ``warn_before`` if it sets one, else the tool's."""
+        rule = self._rule_for(amount_minor)
+        return rule.warn_before if rule is not None and rule.warn_before is not None else self.warn_before
+
+    def longest_warning(self) -> timedelta | None:
+        """The earliest any approval of this tool may be warned (None: never)."""
+        times = [t for t in (self.warn_before, *(rule.warn_before for rule in self.rules)) if t is not None]
+        return max(times, default=None)
+
+    def _rule_for(self, amount_minor: int | None) -> AmountRule | None:
+        if amount_minor is None:
+            return None
+        matching = [rule for rule in self.rules if amount_minor >= rule.min_amount_minor]
+        return max(matching, key=lambda rule: rule.min_amount_minor) if matching else None
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -67,6 +86,7 @@ class Policy:
     tools: dict[str, ToolPolicy]
     default_ttl: timedelta = DEFAULT_TTL
     version: str = field(default="", compare=False)
+    webhooks: tuple[Webhook, ...] = ()
 
     def for_tool(self, name: str) -> ToolPolicy:
         """The tool's policy; a tool not in the catalog is denied."""
@@ -111,7 +131,11 @@ def load_policy(text: str | None) -> Policy:
         tools[name] = ToolPolicy(**merged)
         if tools[name].action == "require_approval" and not tools[name].roles:
             raise PolicyError(f"tools.{name}.roles: require_approval needs at least one role")
-    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools))
+    try:
+        webhooks = parse_webhooks(raw.get("webhooks", []), "webhooks")
+    except WebhookConfigError as exc:
+        raise PolicyError(str(exc)) from None
+    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks)
 
 
 def _builtin(name: str) -> dict[str, Any]:
@@ -143,7 +167,7 @@ def _tool_table(name: str, value: Any) -> dict[str, Any]:
             parsed[key] = _choice(item, ACTIONS, path)
         elif key == "roles":
             parsed[key] = _roles(item, path, allow_empty=True)
-        elif key == "ttl":
+        elif key in ("ttl", "warn_before"):
             parsed[key] = _duration(item, path)
         elif key == "separation_of_duties":
             if not isinstance(item, bool):
@@ -166,7 +190,7 @@ def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
         rule_path = f"{path}[{index}]"
         table = _table(item, rule_path)
         _reject_unknown_keys(table, _RULE_KEYS, rule_path + ".")
-        for key in _RULE_KEYS:
+        for key in ("min_amount_minor", "roles"):
             if key not in table:
                 raise PolicyError(f"{rule_path}.{key}: missing")
         amount = table["min_amount_minor"]
@@ -175,7 +199,8 @@ def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
             raise PolicyError(f"{rule_path}.min_amount_minor: expected an integer >= 0, got {amount!r}")
         if any(rule.min_amount_minor == amount for rule in rules):
             raise PolicyError(f"{rule_path}.min_amount_minor: threshold {amount} appears twice")
-        rules.append(AmountRule(amount, _roles(table["roles"], f"{rule_path}.roles", allow_empty=False)))
+        warn = _duration(table["warn_before"], f"{rule_path}.warn_before") if "warn_before" in table else None
+        rules.append(AmountRule(amount, _roles(table["roles"], f"{rule_path}.roles", allow_empty=False), warn))
     return tuple(sorted(rules, key=lambda rule: rule.min_amount_minor))
 
 
@@ -189,6 +214,11 @@ def _roles(value: Any, path: str, *, allow_empty: bool) -> tuple[str, ...]:
     if not value and not allow_empty:
         raise PolicyError(f"{path}: expected at least one role")
     return tuple(role for role in ROLES if role in value)
+
+
+def parse_duration(value: Any, path: str) -> timedelta:
+    """A duration as the policy writes it ("2s", "90s", "15m", "24h")."""
+    return _duration(value, path)
 
 
 def _duration(value: Any, path: str) -> timedelta:
@@ -234,8 +264,11 @@ def _version(tools: dict[str, ToolPolicy]) -> str:
             "roles": list(tool.roles),
             "ttl_seconds": int(tool.ttl.total_seconds()),
             "separation_of_duties": tool.separation_of_duties,
-            "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles)} for r in tool.rules],
+            "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles),
+                       **({"warn_before_seconds": int(r.warn_before.total_seconds())} if r.warn_before else {})}
+                      for r in tool.rules],
             "stock_check": tool.stock_check,
+            **({"warn_before_seconds": int(tool.warn_before.total_seconds())} if tool.warn_before else {}),
         }
         for name, tool in sorted(tools.items())
     }

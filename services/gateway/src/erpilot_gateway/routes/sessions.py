@@ -10,7 +10,8 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
 from erpilot_contracts import subjects
-from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, PostMessageV1, StartToolCallV1
+from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, PostMessageV1
+from erpilot_gateway import tool_calls
 from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
 from erpilot_gateway.bodies import CreateSessionBody, PostMessageBody, ToolCallBody
 from erpilot_gateway.problems import Problem
@@ -78,9 +79,8 @@ async def start_tool_call(request: Request, session_id: str, body: ToolCallBody,
     if key is not None and body.call_id is not None and key != body.call_id:
         raise Problem(422, "invalid_idempotency_key", "Idempotency-Key and call_id name different calls")
     call_id = body.call_id or key or f"call_{uuid.uuid4().hex}"  # fixed before the first publish
-    cmd = StartToolCallV1(session_id=session_id, owner=user.sub, tool=body.tool, arguments=body.arguments,
-                          call_id=call_id)
-    view = await _services(request).command(subjects.AGENT_CMD_TOOL_CALL, cmd)
+    view = await tool_calls.start_tool_call(_services(request), session_id=session_id, owner=user.sub,
+                                            tool=body.tool, arguments=body.arguments, call_id=call_id)
     return tool_call_response(view)
 
 
@@ -114,13 +114,5 @@ def _user_for_stream(request: Request) -> User:
 
 def tool_call_response(view: dict) -> JSONResponse:
     """SPEC §5: finished → 200 with outcome and result; awaiting approval → 202 with the approval."""
-    if view["status"] == "finished":
-        body = {"call_id": view["call_id"], "status": "finished", "outcome": view["outcome"],
-                "result": view.get("result")}
-        if view.get("error"):
-            body["error"] = {"code": view["error"]["code"], "message": view["error"]["message"]}
-        return JSONResponse(body, status_code=200)
-    if view["status"] == "awaiting_approval":
-        keys = ("call_id", "status", "pending_id", "fingerprint", "expires_at", "approval_url", "preview")
-        return JSONResponse({k: view.get(k) for k in keys}, status_code=202)
-    return JSONResponse({"call_id": view["call_id"], "status": view["status"]}, status_code=202)
+    status, body = tool_calls.tool_call_answer(view)
+    return JSONResponse(body, status_code=status)

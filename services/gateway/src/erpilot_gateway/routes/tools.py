@@ -8,6 +8,7 @@ from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import PolicyQueryV1
 from erpilot_contracts.tools.v1 import TOOLS
 from erpilot_gateway.auth import require_roles
+from erpilot_gateway.services import Services
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 
@@ -23,7 +24,12 @@ def format_ttl(seconds: int) -> str:
 @router.get("", dependencies=[require_roles("requester")])
 async def list_tools(request: Request) -> dict:
     """Every tool with its kind, input schema and the policy that applies to it."""
-    policy = await request.app.state.services.query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1())
+    return await tool_catalogue(request.app.state.services)
+
+
+async def tool_catalogue(services: Services) -> dict:
+    """The catalogue with the policy in force (also what the MCP endpoint lists)."""
+    policy = await services.query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1())
     by_tool = {p["tool"]: p for p in policy["tools"]}
     items = []
     for spec in TOOLS.values():

@@ -1,0 +1,47 @@
+"""``approval_expiring`` on the session stream (SPEC §4/§9), from the approval service's ``evt.approval.expiring``.
+
+Emitted at most once per pending approval, and only while the call still waits for exactly that
+approval: a warning that arrives after the decision (the events travel through separate consumers)
+is dropped, never shown. One that overtakes the call's own ``approval_requested`` is retried later.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import exists, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from erpilot_agent.adapters import calls, repository
+from erpilot_agent.adapters.tables import session_events
+from erpilot_agent.domain.tool_calls import CallState
+from erpilot_contracts.approval.v1 import ApprovalExpiringV1
+from erpilot_platform.broker import TransientError
+
+log = logging.getLogger(__name__)
+EVENT = "approval_expiring"
+
+
+async def on_approval_expiring(engine: AsyncEngine, evt: ApprovalExpiringV1) -> bool:
+    """Append the warning to the call's session if it still waits for that approval; True when appended."""
+    async with engine.begin() as conn:
+        row = await repository.get_tool_call(conn, evt.call_id, lock=True)  # serialises with transitions
+        if row is None or row.session_id != evt.session_id:
+            log.warning("expiry warning for unknown call %s ignored", evt.call_id)
+            return False
+        call = calls.to_domain(row)
+        waiting = call.state is CallState.AWAITING_APPROVAL and call.pending is not None and (
+            call.pending.pending_id == evt.pending_id)
+        if not waiting:
+            if evt.pending_id not in call.resolutions and call.state in (CallState.RECEIVED, CallState.PREPARING):
+                raise TransientError(f"approval {evt.pending_id} of call {evt.call_id} is not known here yet")
+            return False  # decided, expired or superseded meanwhile: the warning would be false
+        already = await conn.scalar(select(exists().where(
+            session_events.c.session_id == evt.session_id, session_events.c.type == EVENT,
+            session_events.c.data["pending_id"].as_string() == evt.pending_id)))
+        if already:
+            return False
+        await repository.append_event(conn, evt.session_id, EVENT, {
+            "call_id": evt.call_id, "pending_id": evt.pending_id, "expires_at": evt.expires_at.isoformat()})
+    repository.outbox.wake()
+    return True

@@ -1,0 +1,27 @@
+"""Durable event consumers that turn committed events into webhook deliveries (service_layer/webhook_events.py)."""
+
+from __future__ import annotations
+
+from erpilot_approval.service_layer.webhook_events import WebhookEvents
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalRequestedV1, ApprovalResolvedV1
+from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_platform.endpoints import ServiceBus
+
+
+def register(bus: ServiceBus, events: WebhookEvents) -> None:
+    @bus.event(subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, description="Webhooks: approval.requested.")
+    async def notify_requested(evt: ApprovalRequestedV1) -> None:
+        await events.on_requested(evt.record.pending_id)
+
+    @bus.event(subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1, description="Webhooks: approval.expiring.")
+    async def notify_expiring(evt: ApprovalExpiringV1) -> None:
+        await events.on_expiring(evt)
+
+    @bus.event(subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1, description="Webhooks: approval.resolved.")
+    async def notify_resolved(evt: ApprovalResolvedV1) -> None:
+        await events.on_resolved(evt)
+
+    @bus.event(subjects.ERP_EVT_OPERATION_FINISHED, OperationStatusV1, description="Webhooks: operation.finished.")
+    async def notify_finished(evt: OperationStatusV1) -> None:
+        await events.on_operation_finished(evt)

@@ -1,0 +1,131 @@
+"""The webhook dispatcher, one per approval replica: delivers due rows of ``webhook_deliveries``.
+
+Rows are leased (``next_attempt_at`` pushed past the attempt) in a short transaction, then posted
+outside any transaction with Standard Webhooks signatures (a fresh timestamp per attempt, the same id
+and body every time). A 2xx answer ends the delivery; anything else, a timeout or a refused
+connection is retried with exponential backoff until ``give_up_after`` has passed since the event,
+when the row becomes a dead letter (status ``dead``, copied to ERPILOT_DEAD_LETTERS). A receiver that
+is down loses nothing: the row waits in PostgreSQL. A crash mid-attempt only delays the row until its
+lease ends, so a receiver may see an id twice and must de-duplicate by ``webhook-id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from faststream.nats import NatsBroker
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from erpilot_approval.adapters import notifications, repository
+from erpilot_approval.domain.webhooks import Webhook, backoff, sign
+from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
+
+log = logging.getLogger(__name__)
+LEASE = timedelta(seconds=60)
+
+
+class WebhookDispatcher:
+    def __init__(self, engine: AsyncEngine, webhooks: tuple[Webhook, ...], *, broker: NatsBroker | None = None,
+                 retry_base_seconds: float = 1.0, give_up_after: timedelta = timedelta(hours=24),
+                 timeout_seconds: float = 10.0, poll_seconds: float = 1.0, batch: int = 50):
+        self.engine = engine
+        self.by_url = {hook.url: hook for hook in webhooks}
+        self.broker = broker
+        self.retry_base_seconds = retry_base_seconds
+        self.give_up_after = give_up_after
+        self.timeout_seconds = timeout_seconds
+        self.poll_seconds = poll_seconds
+        self.batch = batch
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def dispatch_once(self, client: httpx.AsyncClient) -> int:
+        """Attempt every due delivery once; returns how many were attempted."""
+        async with self.engine.begin() as conn:
+            now = await repository.db_now(conn)
+            rows = await notifications.claim_due(conn, now, self.batch, LEASE)
+        await asyncio.gather(*(self._attempt(client, row) for row in rows))
+        return len(rows)
+
+    async def _attempt(self, client: httpx.AsyncClient, row: Any) -> None:
+        hook = self.by_url.get(row.url)
+        async with self.engine.begin() as conn:
+            now = await repository.db_now(conn)
+            if hook is None:
+                await notifications.finish(conn, row.delivery_id, status="dead", attempts=row.attempts, at=now,
+                                           error="the endpoint is no longer configured")
+                return
+            if row.event_type == "approval.expiring" and await notifications.approval_status(
+                    conn, row.pending_id) != "pending":
+                await notifications.finish(conn, row.delivery_id, status="skipped", attempts=row.attempts, at=now,
+                                           error="the approval ended before the warning went out")
+                return
+        error = await self._post(client, hook, row, int(now.timestamp()))
+        attempts = row.attempts + 1
+        async with self.engine.begin() as conn:
+            now = await repository.db_now(conn)
+            if error is None:
+                await notifications.finish(conn, row.delivery_id, status="delivered", attempts=attempts, at=now)
+            elif now - row.created_at >= self.give_up_after:
+                await notifications.finish(conn, row.delivery_id, status="dead", attempts=attempts, at=now,
+                                           error=error)
+            else:
+                await notifications.retry_later(conn, row.delivery_id, attempts=attempts, error=error,
+                                                at=now + backoff(attempts, self.retry_base_seconds))
+                return
+        if error is not None:
+            log.error("webhook %s to %s gave up after %d attempts: %s", row.event_id, row.url, attempts, error)
+            await self._dead_letter(row, error)
+
+    async def _post(self, client: httpx.AsyncClient, hook: Webhook, row: Any, timestamp: int) -> str | None:
+        """None on a 2xx answer, else what went wrong."""
+        body = row.body.encode()
+        try:
+            response = await client.post(hook.url, content=body, headers=sign(hook, row.event_id, timestamp, body),
+                                         timeout=self.timeout_seconds)
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"[:500]
+        if 200 <= response.status_code < 300:
+            return None
+        return f"HTTP {response.status_code}"
+
+    async def _dead_letter(self, row: Any, error: str) -> None:
+        if self.broker is None:
+            return
+        headers = {"Erpilot-Reason": error[:500], "Erpilot-Webhook-Url": row.url,
+                   "Nats-Msg-Id": f"wh-{row.delivery_id}"}
+        try:
+            await self.broker.publish(row.body.encode(), dead_letter_subject("approval", f"webhook.{row.event_type}"),
+                                      headers=headers, stream=DEAD_LETTER_STREAM.name)
+        except Exception:  # the row (status dead) is the record; the stream copy is for `erpilot dlq`
+            log.exception("could not copy dead webhook %s to the dead-letter stream", row.event_id)
+
+    async def next_wait(self) -> float:
+        async with self.engine.connect() as conn:
+            seconds = await notifications.seconds_to_next_delivery(conn)
+        return self.poll_seconds if seconds is None else min(max(seconds, 0.0), self.poll_seconds)
+
+    async def run(self) -> None:
+        """Forever; failures are logged and retried, never fatal."""
+        async with httpx.AsyncClient(follow_redirects=False) as client:
+            while True:
+                self._wake.clear()  # before looking: a wake-up during the pass is not lost
+                try:
+                    if await self.dispatch_once(client) >= self.batch:
+                        continue
+                    wait = await self.next_wait()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.warning("webhook dispatch failed; retrying", exc_info=True)
+                    wait = 1.0
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
+                except TimeoutError:
+                    pass

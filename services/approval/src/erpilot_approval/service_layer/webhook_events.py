@@ -1,0 +1,117 @@
+"""From committed events to webhook deliveries (ARCHITECTURE "Outgoing webhooks").
+
+The approval service consumes ``evt.approval.requested|resolved|expiring`` (its own outbox's events)
+and ``evt.erp.operation_finished`` from ERPILOT_EVENTS with durable consumers. Each event becomes one
+delivery row per subscribed endpoint, keyed by a stable event id, so a redelivered event adds nothing
+and a receiver sees the same ``webhook-id`` on every retry. What the payload says comes from this
+service's approval record and the ledger's event, never from the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from erpilot_approval.adapters import notifications, repository
+from erpilot_approval.domain import notices
+from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.webhooks import Webhook, body_of, event_id
+from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalResolvedV1
+from erpilot_contracts.erp.v1 import OperationStatusV1
+
+log = logging.getLogger(__name__)
+
+
+class WebhookEvents:
+    def __init__(self, engine: AsyncEngine, webhooks: tuple[Webhook, ...], public_url: str,
+                 wake=lambda: None):
+        self.engine = engine
+        self.webhooks = webhooks
+        self.public_url = public_url.rstrip("/")
+        self.wake = wake
+
+    def wants(self, event_type: str) -> list[str]:
+        return [hook.url for hook in self.webhooks if event_type in hook.events]
+
+    async def on_requested(self, pending_id: str) -> None:
+        async def build(approval: PendingApproval, _: str | None) -> tuple[datetime, dict, str]:
+            text = notices.requested(self._what(approval), approval.required_roles, self._url(approval))
+            return approval.created_at, {**self._data(approval), "status": "pending"}, text
+
+        await self._record("approval.requested", pending_id, pending_id, build)
+
+    async def on_expiring(self, evt: ApprovalExpiringV1) -> None:
+        async def build(approval: PendingApproval, status: str | None) -> tuple[datetime, dict, str] | None:
+            if status != "pending":
+                return None  # ended meanwhile: a warning now would be false
+            text = notices.expiring(self._what(approval), approval.required_roles,
+                                    approval.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC"), self._url(approval))
+            return evt.warned_at, {**self._data(approval), "warned_at": evt.warned_at.isoformat()}, text
+
+        await self._record("approval.expiring", evt.pending_id, evt.pending_id, build)
+
+    async def on_resolved(self, evt: ApprovalResolvedV1) -> None:
+        async def build(approval: PendingApproval, _: str | None) -> tuple[datetime, dict, str]:
+            data = {**self._data(approval), "status": evt.status, "decided_by": evt.decided_by,
+                    "decided_at": evt.decided_at.isoformat() if evt.decided_at else None, "comment": evt.comment,
+                    "superseded_by": evt.superseded_by}
+            text = notices.resolved(self._what(approval), evt.status, evt.decided_by)
+            return evt.decided_at or approval.created_at, data, text
+
+        await self._record("approval.resolved", evt.pending_id, evt.pending_id, build)
+
+    async def on_operation_finished(self, status: OperationStatusV1) -> None:
+        if status.status == "prepared" or not self.wants("operation.finished"):
+            return
+        async with self.engine.connect() as conn:
+            approval = await repository.get_by_operation(conn, status.operation_id)
+            now = await repository.db_now(conn)
+        what = self._what(approval) if approval else notices.escape(status.tool)
+        data = {"operation_id": status.operation_id, "tool": status.tool, "status": status.status,
+                "session_id": status.session_id, "result": status.result,
+                "error": status.error.model_dump(mode="json") if status.error else None,
+                "committed_at": status.committed_at.isoformat() if status.committed_at else None,
+                "pending_id": approval.pending_id if approval else None}
+        text = notices.finished(what, status.status, status.error.code if status.error else None)
+        await self._store("operation.finished", status.operation_id, data.get("pending_id"),
+                          body_of("operation.finished", status.committed_at or now, data, text))
+
+    # --- helpers -----------------------------------------------------------------------------
+    async def _record(self, event_type: str, key: str, pending_id: str, build) -> None:
+        if not self.wants(event_type):
+            return
+        async with self.engine.connect() as conn:
+            approval = await repository.get(conn, pending_id)
+        if approval is None:
+            log.warning("%s for unknown approval %s ignored", event_type, pending_id)
+            return
+        built = await build(approval, approval.status)
+        if built is None:
+            return
+        occurred_at, data, text = built
+        await self._store(event_type, key, pending_id, body_of(event_type, occurred_at, data, text))
+
+    async def _store(self, event_type: str, key: str, pending_id: str | None, body: bytes) -> None:
+        async with self.engine.begin() as conn:
+            added = await notifications.add_deliveries(
+                conn, event_id=event_id(event_type, key), event_type=event_type, pending_id=pending_id,
+                body=body.decode(), urls=self.wants(event_type))
+        if added:
+            self.wake()
+
+    def _url(self, approval: PendingApproval) -> str:
+        return f"{self.public_url}/resume/{approval.pending_id}"
+
+    @staticmethod
+    def _what(approval: PendingApproval) -> str:
+        return notices.subject(approval.tool, approval.arguments, approval.preview)
+
+    def _data(self, approval: PendingApproval) -> dict[str, Any]:
+        return {"pending_id": approval.pending_id, "call_id": approval.call_id, "session_id": approval.session_id,
+                "tool": approval.tool, "operation_id": approval.operation_id, "arguments": approval.arguments,
+                "preview": approval.preview, "required_roles": approval.required_roles,
+                "requested_by": approval.requested_by, "expires_at": approval.expires_at.isoformat(),
+                "status": approval.status, "approval_url": self._url(approval)}

@@ -1,0 +1,1 @@
+"""MCP endpoint (SPEC §9): the gated tools for external agents over Streamable HTTP (``/mcp``) and stdio."""
