@@ -57,14 +57,22 @@ def cmd_migrate(args: argparse.Namespace) -> None:
         print("roles: " + ", ".join(db_roles.ROLES.values())
               + (f" (no password set for {', '.join(unset)})" if unset else ""))
     nats_url = os.environ.get("ERPILOT_NATS_URL")
-    if nats_url:  # streams belong to operations: declared here with the admin NATS user (if any)
+    if nats_url:  # streams and consumers belong to operations: declared here with the admin NATS user
         import asyncio
 
-        from erpilot.nats_credentials import declare_streams
+        from erpilot.nats_credentials import migrate_jetstream
+        from erpilot_platform.jetstream import JETSTREAM_VERSION, replicas_from_env
 
-        how = asyncio.run(declare_streams(nats_url, user=os.environ.get("ERPILOT_NATS_USER"),
-                                          password=os.environ.get("ERPILOT_NATS_PASSWORD")))
-        print(f"declared JetStream streams ({how})")
+        try:
+            replicas = replicas_from_env()
+        except ValueError as exc:
+            sys.exit(f"erpilot migrate: {exc}")
+        how, done = asyncio.run(migrate_jetstream(nats_url, user=os.environ.get("ERPILOT_NATS_USER"),
+                                                  password=os.environ.get("ERPILOT_NATS_PASSWORD"),
+                                                  replicas=replicas))
+        for line in done:
+            print(f"  {line}")
+        print(f"JetStream migrated to version {JETSTREAM_VERSION}: {replicas} replica(s) ({how})")
 
 
 def cmd_seed(_: argparse.Namespace) -> None:

@@ -81,6 +81,9 @@ class Stack:
     # Per-service additions to ``env`` (each service's own NATS user and database role, when used).
     service_envs: dict[str, dict[str, str]] = field(default_factory=dict)
     replicas: dict[str, int] = field(default_factory=dict)
+    # JetStream: copies of every stream (3 on a three-node cluster) and the admin user that declares them.
+    nats_replicas: int = 1
+    nats_admin: tuple[str, str] | None = None
     supervisor: Supervisor | None = None
 
     def __post_init__(self) -> None:
@@ -102,10 +105,20 @@ class Stack:
             "ERPILOT_DATA_DIR": str(self.data_dir),
             "ERPILOT_HTTP_PORT": str(self.http_port),
             "ERPILOT_PUBLIC_URL": self.env.get("ERPILOT_PUBLIC_URL", self.base_url),
+            "ERPILOT_NATS_REPLICAS": str(self.nats_replicas),
             **self.env,
         }
 
+    def migrate_jetstream(self) -> list[str]:
+        """Declare the streams and durable consumers (as `erpilot migrate` does): services only verify them."""
+        from erpilot.nats_credentials import migrate_jetstream
+
+        user, password = self.nats_admin or (None, None)
+        return asyncio.run(migrate_jetstream(self.nats_url, user=user, password=password,
+                                             replicas=self.nats_replicas))[1]
+
     def start(self) -> None:
+        self.migrate_jetstream()
         self.supervisor = Supervisor(self.data_dir / "logs")
         for service in SERVICES:
             for index in range(self.replicas.get(service, 1)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -51,9 +50,6 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
             nats = EmbeddedNats(data_dir, port=int(os.environ.get("ERPILOT_NATS_PORT", "0")) or None,
                                 **_secure_nats_options(passwords))
             nats_url = nats.start()
-        if passwords is not None:
-            asyncio.run(nats_credentials.declare_streams(nats_url, user=nats_security.ADMIN,
-                                                      password=passwords[nats_security.ADMIN]))
         if not database_url:
             print("starting embedded PostgreSQL ...", flush=True)
             postgres = EmbeddedPostgres(data_dir)
@@ -70,7 +66,8 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
         secret = os.environ.get("ERPILOT_AUTH_SECRET") or tokens.dev_auth_secret(data_dir)
         running = stack.Stack(nats_url, database_url, data_dir, http_port=http_port, env={
             "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": secret, **dev_grant_keys(data_dir)},
-            service_envs=service_envs)
+            service_envs=service_envs,
+            nats_admin=(nats_security.ADMIN, passwords[nats_security.ADMIN]) if passwords else None)
         running.start()
         running.supervisor.handle_signals()
         running.wait_ready()
