@@ -80,7 +80,8 @@ def test_no_service_may_create_or_change_a_durable_consumer_not_even_its_own(ser
         assert perms.may_publish(f"$JS.API.CONSUMER.INFO.{stream}.{durable}")  # verified at start-up
         assert perms.may_publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}")
         for api in (f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.{consumer.subject}",
-                    f"$JS.API.CONSUMER.CREATE.{stream}.{durable}", f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+                    f"$JS.API.CONSUMER.CREATE.{stream}.{durable}",
+                    f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
                     f"$JS.API.CONSUMER.DELETE.{stream}.{durable}"):
             assert not perms.may_publish(api), api
     for stream in ALL_STREAMS:

@@ -104,7 +104,8 @@ def cmd_keygen(_: argparse.Namespace) -> None:
 def cmd_up(args: argparse.Namespace) -> None:
     from erpilot.up import run_up
 
-    sys.exit(run_up(_data_dir(), http_port=args.port, secure=args.secure))
+    sys.exit(run_up(_data_dir(), http_port=args.port, secure=args.secure, cluster=args.cluster,
+                    replicas=args.replicas))
 
 
 def cmd_nats_config(args: argparse.Namespace) -> None:
@@ -155,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=int(os.environ.get("ERPILOT_HTTP_PORT", "8000")))
     up.add_argument("--secure", action="store_true",
                     help="one least-privilege NATS user per service (as deployed), not an open NATS")
+    up.add_argument("--cluster", type=int, choices=(3,), help="a local three-node NATS cluster, streams with 3 replicas")
+    up.add_argument("--replicas", type=int, default=1, help="processes of every service (default 1)")
     up.set_defaults(func=cmd_up)
     serve = sub.add_parser("serve", help="run one service (any number of replicas may run)")
     serve.add_argument("service", choices=sorted(SERVE_TARGETS))

@@ -82,8 +82,26 @@ async def migrate_jetstream(nats_url: str, *, user: str | None = None, password:
                 except (nats.errors.NoRespondersError, nats.errors.TimeoutError,
                         nats.js.errors.ServiceUnavailableError):
                     continue  # no such domain on this server
-            done = await migrate_jetstream_on(js, replicas=replicas)
+            done = await _retrying(lambda: migrate_jetstream_on(js, replicas=replicas))
             return (f"domain {JS_DOMAIN}" if js_options else "default API"), done
         finally:
             await broker.stop()
     raise AssertionError("unreachable")
+
+
+async def _retrying(run, *, seconds: float = 60.0):
+    """Retry while the JetStream API does not answer (a cluster electing a leader after a node died)."""
+    import asyncio
+
+    import nats.errors
+    import nats.js.errors
+
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + seconds
+    while True:
+        try:
+            return await run()
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+            if loop.time() > give_up_at:
+                raise
+            await asyncio.sleep(0.5)

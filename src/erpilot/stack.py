@@ -85,6 +85,8 @@ class Stack:
     nats_replicas: int = 1
     nats_admin: tuple[str, str] | None = None
     supervisor: Supervisor | None = None
+    # Gateway replica i > 0 listens on a port of its own (replica 0 on http_port).
+    gateway_ports: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Grant keys reach the approval (signing) and ERP (verify) as variables, never through a shared
@@ -97,6 +99,12 @@ class Stack:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def gateway_urls(self) -> list[str]:
+        """Every gateway replica's base URL (a load balancer would sit in front of them)."""
+        return [self.base_url] + [f"http://127.0.0.1:{self.gateway_ports[i]}"
+                                  for i in range(1, self.replicas.get("gateway", 1))]
 
     def service_env(self) -> dict[str, str]:
         return {
@@ -120,6 +128,8 @@ class Stack:
     def start(self) -> None:
         self.migrate_jetstream()
         self.supervisor = Supervisor(self.data_dir / "logs")
+        for index in range(1, self.replicas.get("gateway", 1)):
+            self.gateway_ports.setdefault(index, free_port())
         for service in SERVICES:
             for index in range(self.replicas.get(service, 1)):
                 self.start_service(service, index)
@@ -140,6 +150,8 @@ class Stack:
         name = service if index == 0 else f"{service}-{index + 1}"
         argv = [sys.executable, "-m", "erpilot", "serve", service]
         env, withheld = self.env_for(service)
+        if service == "gateway" and index > 0:
+            env["ERPILOT_HTTP_PORT"] = str(self.gateway_ports[index])
         self.supervisor.start(name, argv, env=env, unset=withheld)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
@@ -151,9 +163,8 @@ class Stack:
             if exits:
                 raise RuntimeError("a service stopped during start-up:\n" + "\n".join(map(str, exits)))
             try:
-                with urllib.request.urlopen(f"{self.base_url}/readyz", timeout=3) as response:
-                    if response.status == 200:
-                        return
+                if all(_ready(url) for url in self.gateway_urls):
+                    return
             except Exception as exc:
                 last = str(exc)
             time.sleep(0.3)
@@ -163,3 +174,8 @@ class Stack:
         if self.supervisor is not None:
             self.supervisor.stop_all()
 
+
+
+def _ready(base_url: str) -> bool:
+    with urllib.request.urlopen(f"{base_url}/readyz", timeout=3) as response:
+        return response.status == 200
