@@ -139,7 +139,8 @@ def cmd_docs(args: argparse.Namespace) -> None:
 def cmd_bench(args: argparse.Namespace) -> None:
     from erpilot.bench import print_report, run_bench
 
-    results = run_bench(args.concurrency or [1, 32], args.cycles, Path(args.data_dir) if args.data_dir else None)
+    results = run_bench(args.concurrency or [1, 32], args.cycles, Path(args.data_dir) if args.data_dir else None,
+                        cluster=args.cluster or 0, replicas=args.replicas)
     print_report(results)
 
 
@@ -156,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=int(os.environ.get("ERPILOT_HTTP_PORT", "8000")))
     up.add_argument("--secure", action="store_true",
                     help="one least-privilege NATS user per service (as deployed), not an open NATS")
-    up.add_argument("--cluster", type=int, choices=(3,), help="a local three-node NATS cluster, streams with 3 replicas")
+    up.add_argument("--cluster", type=int, choices=(3,),
+                    help="a local three-node NATS cluster, streams with 3 replicas")
     up.add_argument("--replicas", type=int, default=1, help="processes of every service (default 1)")
     up.set_defaults(func=cmd_up)
     serve = sub.add_parser("serve", help="run one service (any number of replicas may run)")
@@ -185,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--concurrency", type=int, action="append", help="repeatable; default 1 and 32")
     bench.add_argument("--cycles", type=int, default=64, help="cycles per concurrency level")
     bench.add_argument("--data-dir", help="where the benchmark's own NATS and PostgreSQL live (default: a temp dir)")
+    bench.add_argument("--cluster", type=int, choices=(3,), help="on a local three-node NATS cluster (R3 streams)")
+    bench.add_argument("--replicas", type=int, default=1, help="processes of every service (default 1)")
     bench.set_defaults(func=cmd_bench)
     context_eval = sub.add_parser("context-eval", help="the context view on frozen long sessions (offline)")
     context_eval.add_argument("--json", action="store_true", help="machine-readable outcomes")

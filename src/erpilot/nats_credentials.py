@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 from erpilot.nats_security import JS_DOMAIN, SERVICES, USERS, password_variable
@@ -82,7 +83,7 @@ async def migrate_jetstream(nats_url: str, *, user: str | None = None, password:
                 except (nats.errors.NoRespondersError, nats.errors.TimeoutError,
                         nats.js.errors.ServiceUnavailableError):
                     continue  # no such domain on this server
-            done = await _retrying(lambda: migrate_jetstream_on(js, replicas=replicas))
+            done = await _retrying(partial(migrate_jetstream_on, js, replicas=replicas))
             return (f"domain {JS_DOMAIN}" if js_options else "default API"), done
         finally:
             await broker.stop()

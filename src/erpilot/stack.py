@@ -87,6 +87,7 @@ class Stack:
     supervisor: Supervisor | None = None
     # Gateway replica i > 0 listens on a port of its own (replica 0 on http_port).
     gateway_ports: dict[int, int] = field(default_factory=dict)
+    nats: object | None = None  # the embedded NATS server or cluster, when the caller started one
 
     def __post_init__(self) -> None:
         # Grant keys reach the approval (signing) and ERP (verify) as variables, never through a shared

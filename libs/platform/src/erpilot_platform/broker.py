@@ -12,6 +12,7 @@ import logging
 
 import nats.aio.client
 import nats.errors
+import nats.js.errors
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.security import SASLPlaintext
@@ -98,6 +99,9 @@ async def request(broker: NatsBroker, subject: str, payload: Message, *, durable
         raise PayloadTooLarge(subject, size, limit) from exc
     except nats.errors.NoRespondersError as exc:
         raise ServiceUnavailable(subject, "no service is listening") from exc
+    except (nats.js.errors.NoStreamResponseError, nats.js.errors.ServiceUnavailableError) as exc:
+        # The stream stored nothing (no PubAck): on a cluster, its leader is being re-elected.
+        raise ServiceUnavailable(subject, "the command stream is not available") from exc
     except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
             nats.errors.StaleConnectionError, nats.errors.OutboundBufferLimitError) as exc:
         raise ServiceUnavailable(subject, "broker unavailable") from exc
