@@ -29,7 +29,7 @@ RECOVERY_LIMIT_SECONDS = 10.0
 @pytest.fixture(scope="module")
 def cluster_stack(database_url, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("cluster")
-    with isolated_stack(database_url, data_dir, {"ERPILOT_REQUEST_TIMEOUT_SECONDS": "5"},
+    with isolated_stack(database_url, data_dir, {"ERPILOT_REQUEST_TIMEOUT_SECONDS": "3"},
                         replicas=dict.fromkeys(SERVICES, 2), cluster=3) as running:
         wait_for(lambda: all(running.supervisor.children[f"{s}-2"].running() for s in SERVICES), timeout=60)
         yield running
@@ -44,7 +44,8 @@ def test_a_node_and_a_replica_of_each_service_die_under_load_and_nothing_is_lost
     running, cluster = cluster_stack, cluster_stack.nats
     admin = Api(running.base_url, "cluster-admin", "admin", "requester")
     before = stock(admin)
-    load = Load(running.gateway_urls, token("cluster-req", "requester"), token("cluster-mgr", "manager"))
+    load = Load(running.gateway_urls, token("cluster-req", "requester"), token("cluster-mgr", "manager"),
+                cycle_workers=3)
     load.start()
     recoveries: dict[str, float | None] = {}
     try:
@@ -52,8 +53,8 @@ def test_a_node_and_a_replica_of_each_service_die_under_load_and_nothing_is_lost
         for index, node in enumerate(cluster.nodes):
             killed_at = time.monotonic()
             cluster.kill(index)
+            node.start()  # restarted at once: it rejoins while the others elect new leaders
             recoveries[f"nats-{index + 1}"] = load.wait_recovered(killed_at)
-            node.start()
             wait_for(cluster.has_leader, timeout=60)
             load.wait_recovered(time.monotonic())  # the node is back before the next one dies
         for service in SERVICES:
