@@ -3,7 +3,8 @@
 - ``backend``: NATS and PostgreSQL for the whole run (embedded wheels by default; existing servers
   with ERPILOT_TEST_NATS_URL / ERPILOT_TEST_DATABASE_URL; Docker with ERPILOT_TEST_BACKEND=docker).
 - ``database_url``: that database, migrated (every schema) and seeded with the demo catalog.
-- ``broker``: a connected faststream NATS broker with every stream declared, for tests that talk
+- ``broker``: a connected faststream NATS broker with every stream and durable consumer declared (the
+  JetStream migration of `erpilot migrate`), for tests that talk
   NATS directly (integration tests that run a service in-process via its ``build()``).
 """
 
@@ -39,10 +40,10 @@ def nats_url(backend) -> str:
 async def broker(nats_url):
     from faststream.nats import NatsBroker
 
-    from erpilot_platform.broker import ensure_streams
+    from erpilot.nats_credentials import migrate_jetstream_on
 
     client = NatsBroker(nats_url, max_reconnect_attempts=-1)
     await client.connect()
-    await ensure_streams(client)
+    await migrate_jetstream_on(client.config.connection_state.stream)  # as `erpilot migrate` does
     yield client
     await client.stop()

@@ -31,12 +31,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from faststream.nats import NatsBroker
 from sqlalchemy import text
 
+from erpilot.nats_credentials import migrate_jetstream_on
 from erpilot_approval.adapters import repository
 from erpilot_approval.app import MIGRATIONS
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import Actor, DecideV1, ListApprovalsV1
 from erpilot_contracts.subjects import ping_subject
-from erpilot_platform.broker import ServiceUnavailable, ensure_streams, request
+from erpilot_platform.broker import ServiceUnavailable, request
 from erpilot_platform.db import create_engine
 from erpilot_platform.grants import encode_signing_key
 from erpilot_platform.migrations import upgrade
@@ -155,7 +156,7 @@ async def run(args: argparse.Namespace, nats_url: str, database_url: str, data_d
                    ).scalar_one()
     broker = NatsBroker(nats_url)
     await broker.connect()
-    await ensure_streams(broker)
+    await migrate_jetstream_on(broker.config.connection_state.stream)
     env = {"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url, "ERPILOT_DATA_DIR": str(data_dir),
            "ERPILOT_GRANT_SIGNING_KEY": encode_signing_key(Ed25519PrivateKey.generate()),
            "ERPILOT_LOG_LEVEL": "WARNING"}

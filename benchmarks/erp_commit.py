@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from faststream.nats import NatsBroker
 from sqlalchemy import func, select
 
+from erpilot.nats_credentials import migrate_jetstream_on
 from erpilot.stack import migrate_all
 from erpilot.supervisor import Supervisor
 from erpilot_contracts import subjects
@@ -39,7 +40,7 @@ from erpilot_contracts.erp.v1 import CommitOperationV1, ExecuteToolV1, PrepareOp
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.adapters.tables import customers, products
-from erpilot_platform.broker import ServiceUnavailable, ensure_streams, request
+from erpilot_platform.broker import ServiceUnavailable, request
 from erpilot_platform.db import create_engine
 from erpilot_platform.grants import encode_public_key, sign_grant
 from erpilot_platform.runtime import PingV1
@@ -159,7 +160,7 @@ async def main_async(opts: argparse.Namespace, nats_url: str, database_url: str,
            "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(key.public_key()), "ERPILOT_LOG_LEVEL": "INFO"}
     broker = NatsBroker(nats_url, max_reconnect_attempts=-1, log_level=40)
     await broker.connect()
-    await ensure_streams(broker)
+    await migrate_jetstream_on(broker.config.connection_state.stream)
     engine = create_engine(database_url, pool_size=2, application_name="erp-bench")
     results = []
     try:

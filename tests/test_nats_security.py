@@ -15,7 +15,7 @@ import pytest
 from erpilot import nats_credentials as nc
 from erpilot import nats_security as ns
 from erpilot_contracts import subjects
-from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM
+from erpilot_contracts.subjects import ALL_STREAMS, PREFIX, SESSIONS_STREAM
 
 pytestmark = pytest.mark.unit
 
@@ -51,13 +51,13 @@ def test_the_admin_publishes_nothing_but_the_jetstream_api():
 
 
 @pytest.mark.parametrize("service", ns.SERVICES)
-def test_no_service_may_destroy_or_reconfigure_a_stream_or_touch_others_consumers(service):
+def test_no_service_may_create_destroy_or_reconfigure_a_stream_or_touch_others_consumers(service):
     perms = USERS[service]
     for stream in ALL_STREAMS:
-        for verb in ("DELETE", "PURGE", "UPDATE", "MSG.DELETE"):
+        for verb in ("CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE"):
             assert not perms.may_publish(f"$JS.API.STREAM.{verb}.{stream.name}"), verb
-    # Every service update is mapped onto a create, which cannot change an existing stream.
-    assert ns.STREAM_UPDATE_MAPPING == {"$JS.API.STREAM.UPDATE.*": "$JS.API.STREAM.CREATE.{{wildcard(1)}}"}
+        # Only reading a stream's configuration (start-up verification) is allowed.
+        assert perms.may_publish(f"$JS.API.STREAM.INFO.{stream.name}") == ns.TRAFFIC[service].runs_service_app
     for other in ns.SERVICES:
         if other == service:
             continue
@@ -72,14 +72,27 @@ def test_no_service_may_destroy_or_reconfigure_a_stream_or_touch_others_consumer
             assert not perms.may_subscribe(query), (service, query)
 
 
-def test_a_service_creates_its_consumers_only_with_their_own_filter():
-    agent = USERS["agent"]
-    durable = ns.durable_name("agent", subjects.AGENT_CMD_TOOL_CALL)
-    assert agent.may_publish(f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}.{durable}.{subjects.AGENT_CMD_TOOL_CALL}")
-    assert not agent.may_publish(f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}.{durable}")
-    assert not agent.may_publish(
-        f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}.{durable}.{subjects.APPROVAL_CMD_DECIDE}")
-    assert not agent.may_publish(f"$JS.API.CONSUMER.DURABLE.CREATE.{COMMANDS_STREAM.name}.{durable}")
+@pytest.mark.parametrize("service", ns.SERVICES)
+def test_no_service_may_create_or_change_a_durable_consumer_not_even_its_own(service):
+    perms = USERS[service]
+    for consumer in ns.consumers(service):
+        stream, durable = consumer.stream, consumer.durable
+        assert perms.may_publish(f"$JS.API.CONSUMER.INFO.{stream}.{durable}")  # verified at start-up
+        assert perms.may_publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}")
+        for api in (f"$JS.API.CONSUMER.CREATE.{stream}.{durable}.{consumer.subject}",
+                    f"$JS.API.CONSUMER.CREATE.{stream}.{durable}",
+                    f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+                    f"$JS.API.CONSUMER.DELETE.{stream}.{durable}"):
+            assert not perms.may_publish(api), api
+    for stream in ALL_STREAMS:
+        assert not perms.may_publish(f"$JS.API.CONSUMER.CREATE.{stream.name}.anything.{PREFIX}.x")
+
+
+def test_only_the_gateway_creates_consumers_and_only_ephemeral_ones_on_the_session_stream():
+    for service in ns.SERVICES:
+        for stream in ALL_STREAMS:
+            allowed = service == "gateway" and stream == SESSIONS_STREAM
+            assert USERS[service].may_publish(f"$JS.API.CONSUMER.CREATE.{stream.name}") == allowed, service
 
 
 def test_with_per_service_inboxes_no_service_reaches_another_services_inbox():

@@ -5,6 +5,10 @@ session's event stream → a decision → the committed result. By default the b
 stack (embedded NATS and PostgreSQL, every service as a process) with `stock_check = "sufficient"`, so
 concurrent orders on one product do not reject each other; with ERPILOT_NATS_URL / ERPILOT_DATABASE_URL
 it uses those servers. Only loopback addresses are ever contacted.
+
+``--cluster 3 --replicas 2``: the same on a local three-node NATS cluster (streams with three replicas,
+``sync_interval: always`` on every node) with two processes of every service; the cycles are spread
+over both gateways.
 """
 
 from __future__ import annotations
@@ -88,20 +92,22 @@ async def one_cycle(client: httpx.AsyncClient, approver: httpx.AsyncClient, watc
         timings.stages[name].append(value * 1000)
 
 
-async def run_level(base_url: str, nats_url: str, secret: str, concurrency: int, cycles: int) -> dict:
+async def run_level(base_urls: list[str], nats_url: str, secret: str, concurrency: int, cycles: int) -> dict:
     requester = tokens.make_token(secret, "bench-requester", ["requester"])
     approver_token = tokens.make_token(secret, "bench-approver", ["approver"])
     watch, timings = EventWatch(), Timings()
-    connection = await nats.connect(nats_url)
+    connection = await nats.connect(servers=[url.strip() for url in nats_url.split(",")])
     await connection.subscribe("erpilot.v1.sessions.*.events", cb=watch.on_event)
     limits = httpx.Limits(max_connections=concurrency * 2)
-    async with (httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {requester}"},
-                                  timeout=60, limits=limits) as client,
-                httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {approver_token}"},
-                                  timeout=60, limits=limits) as approver):
+    clients = [(httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {requester}"},
+                                  timeout=60, limits=limits),
+                httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {approver_token}"},
+                                  timeout=60, limits=limits)) for url in base_urls]
+    try:
         gate = asyncio.Semaphore(concurrency)
 
         async def guarded(index: int) -> None:
+            client, approver = clients[index % len(clients)]  # spread over every gateway replica
             async with gate:
                 try:
                     await one_cycle(client, approver, watch, timings, index)
@@ -111,6 +117,10 @@ async def run_level(base_url: str, nats_url: str, secret: str, concurrency: int,
         started = time.perf_counter()
         await asyncio.gather(*(guarded(i) for i in range(cycles)))
         elapsed = time.perf_counter() - started
+    finally:
+        for pair in clients:
+            for client in pair:
+                await client.aclose()
     await connection.close()
     done = len(timings.stages["cycle"])
     return {"concurrency": concurrency, "cycles": done, "failures": len(timings.failures),
@@ -127,11 +137,13 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ordered), 1), "p99": round(p99, 1)}
 
 
-def run_bench(levels: list[int], cycles: int, data_dir: Path | None) -> list[dict]:
-    from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
+def run_bench(levels: list[int], cycles: int, data_dir: Path | None, *, cluster: int = 0,
+              replicas: int = 1) -> list[dict]:
+    from erpilot.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
 
     work = Path(data_dir or tempfile.mkdtemp(prefix="erpilot-bench-"))
-    nats_server, postgres = EmbeddedNats(work), EmbeddedPostgres(work)
+    nats_server = EmbeddedNatsCluster(work / "nats-cluster", cluster) if cluster else EmbeddedNats(work)
+    postgres = EmbeddedPostgres(work)
     secret = "bench-" + uuid.uuid4().hex
     policy = work / "policy.toml"
     policy.write_text('[tools.submit_order]\nstock_check = "sufficient"\n')
@@ -141,10 +153,11 @@ def run_bench(levels: list[int], cycles: int, data_dir: Path | None) -> list[dic
         stack.migrate_all(database_url)
         stack.seed(database_url)
         running = stack.Stack(nats_url, database_url, work, http_port=stack.free_port(), env={
-            "ERPILOT_AUTH_SECRET": secret, "ERPILOT_POLICY": str(policy), "ERPILOT_LOG_LEVEL": "WARNING"})
+            "ERPILOT_AUTH_SECRET": secret, "ERPILOT_POLICY": str(policy), "ERPILOT_LOG_LEVEL": "WARNING"},
+            replicas=dict.fromkeys(stack.SERVICES, replicas), nats_replicas=cluster or 1)
         running.start()
         running.wait_ready()
-        return [asyncio.run(run_level(running.base_url, nats_url, secret, level, max(cycles, level)))
+        return [asyncio.run(run_level(running.gateway_urls, nats_url, secret, level, max(cycles, level)))
                 for level in levels]
     finally:
         if running is not None:

@@ -57,14 +57,22 @@ def cmd_migrate(args: argparse.Namespace) -> None:
         print("roles: " + ", ".join(db_roles.ROLES.values())
               + (f" (no password set for {', '.join(unset)})" if unset else ""))
     nats_url = os.environ.get("ERPILOT_NATS_URL")
-    if nats_url:  # streams belong to operations: declared here with the admin NATS user (if any)
+    if nats_url:  # streams and consumers belong to operations: declared here with the admin NATS user
         import asyncio
 
-        from erpilot.nats_credentials import declare_streams
+        from erpilot.nats_credentials import migrate_jetstream
+        from erpilot_platform.jetstream import JETSTREAM_VERSION, replicas_from_env
 
-        how = asyncio.run(declare_streams(nats_url, user=os.environ.get("ERPILOT_NATS_USER"),
-                                          password=os.environ.get("ERPILOT_NATS_PASSWORD")))
-        print(f"declared JetStream streams ({how})")
+        try:
+            replicas = replicas_from_env()
+        except ValueError as exc:
+            sys.exit(f"erpilot migrate: {exc}")
+        how, done = asyncio.run(migrate_jetstream(nats_url, user=os.environ.get("ERPILOT_NATS_USER"),
+                                                  password=os.environ.get("ERPILOT_NATS_PASSWORD"),
+                                                  replicas=replicas))
+        for line in done:
+            print(f"  {line}")
+        print(f"JetStream migrated to version {JETSTREAM_VERSION}: {replicas} replica(s) ({how})")
 
 
 def cmd_seed(_: argparse.Namespace) -> None:
@@ -121,7 +129,8 @@ def _dev_secret() -> str:
 def cmd_up(args: argparse.Namespace) -> None:
     from erpilot.up import run_up
 
-    sys.exit(run_up(_data_dir(), http_port=args.port, secure=args.secure))
+    sys.exit(run_up(_data_dir(), http_port=args.port, secure=args.secure, cluster=args.cluster,
+                    replicas=args.replicas))
 
 
 def cmd_nats_config(args: argparse.Namespace) -> None:
@@ -167,7 +176,8 @@ def cmd_dlq(args: argparse.Namespace) -> None:
 def cmd_bench(args: argparse.Namespace) -> None:
     from erpilot.bench import print_report, run_bench
 
-    results = run_bench(args.concurrency or [1, 32], args.cycles, Path(args.data_dir) if args.data_dir else None)
+    results = run_bench(args.concurrency or [1, 32], args.cycles, Path(args.data_dir) if args.data_dir else None,
+                        cluster=args.cluster or 0, replicas=args.replicas)
     print_report(results)
 
 
@@ -184,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=int(os.environ.get("ERPILOT_HTTP_PORT", "8000")))
     up.add_argument("--secure", action="store_true",
                     help="one least-privilege NATS user per service (as deployed), not an open NATS")
+    up.add_argument("--cluster", type=int, choices=(3,),
+                    help="a local three-node NATS cluster, streams with 3 replicas")
+    up.add_argument("--replicas", type=int, default=1, help="processes of every service (default 1)")
     up.set_defaults(func=cmd_up)
     serve = sub.add_parser("serve", help="run one service (any number of replicas may run)")
     serve.add_argument("service", choices=sorted(SERVE_TARGETS))
@@ -226,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--concurrency", type=int, action="append", help="repeatable; default 1 and 32")
     bench.add_argument("--cycles", type=int, default=64, help="cycles per concurrency level")
     bench.add_argument("--data-dir", help="where the benchmark's own NATS and PostgreSQL live (default: a temp dir)")
+    bench.add_argument("--cluster", type=int, choices=(3,), help="on a local three-node NATS cluster (R3 streams)")
+    bench.add_argument("--replicas", type=int, default=1, help="processes of every service (default 1)")
     bench.set_defaults(func=cmd_bench)
     context_eval = sub.add_parser("context-eval", help="the context view on frozen long sessions (offline)")
     context_eval.add_argument("--json", action="store_true", help="machine-readable outcomes")

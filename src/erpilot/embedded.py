@@ -1,5 +1,12 @@
 """Embedded NATS and PostgreSQL for `erpilot up`; the implementation lives in erpilot_platform for tests."""
 
-from erpilot_platform.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, log_tail, stop_process
+from erpilot_platform.embedded import (
+    EmbeddedNats,
+    EmbeddedNatsCluster,
+    EmbeddedPostgres,
+    die_with_parent,
+    log_tail,
+    stop_process,
+)
 
-__all__ = ["EmbeddedNats", "EmbeddedPostgres", "die_with_parent", "log_tail", "stop_process"]
+__all__ = ["EmbeddedNats", "EmbeddedNatsCluster", "EmbeddedPostgres", "die_with_parent", "log_tail", "stop_process"]

@@ -1,6 +1,6 @@
 """Credentials of the least-privilege NATS users (nats_security.py defines the users and their rights):
-passwords for `erpilot up --secure` or from the environment, per-service settings, and stream
-declaration as the admin user."""
+passwords for `erpilot up --secure` or from the environment, per-service settings, and the JetStream
+migration (streams and durable consumers) as the admin user."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 from erpilot.nats_security import JS_DOMAIN, SERVICES, USERS, password_variable
@@ -44,15 +45,32 @@ def service_credentials(passwords: Mapping[str, str]) -> dict[str, dict[str, str
             for service in SERVICES}
 
 
-async def declare_streams(nats_url: str, *, user: str | None = None, password: str | None = None) -> str:
-    """Create or update every stream as ``admin``: through the JetStream domain API when the server has
-    the domain (so a changed stream configuration is applied), else the plain API. Returns which."""
+def all_durables() -> list:
+    """Every durable consumer of every service (``nats_security.TRAFFIC``), for the JetStream migration."""
+    from erpilot.nats_security import consumers
+    from erpilot_platform.jetstream import Durable
+
+    return [Durable(c.stream, c.subject, c.durable) for service in SERVICES for c in consumers(service)]
+
+
+async def migrate_jetstream_on(js, *, replicas: int = 1, environ=None) -> list[str]:
+    """The JetStream migration (``erpilot_platform.jetstream``) through an open JetStream context.
+
+    ``environ`` is the services' environment (ack wait, retry budget); by default this process's."""
+    from erpilot_platform.jetstream import deployment_consumer_settings, migrate
+
+    return await migrate(js, all_durables(), replicas=replicas,
+                         consumer_settings=deployment_consumer_settings(environ))
+
+
+async def migrate_jetstream(nats_url: str, *, user: str | None = None, password: str | None = None,
+                            replicas: int = 1, environ=None) -> tuple[str, list[str]]:
+    """Declare every stream and durable consumer as ``admin``: through the JetStream domain API when the
+    server has the domain, else the plain API. Returns which, and what was created or changed."""
     import nats.errors
     import nats.js.errors
     from faststream.nats import NatsBroker
     from faststream.security import SASLPlaintext
-
-    from erpilot_platform.broker import ensure_streams
 
     servers = [url.strip() for url in nats_url.split(",")]
     security = SASLPlaintext(username=user, password=password) if user else None
@@ -61,14 +79,33 @@ async def declare_streams(nats_url: str, *, user: str | None = None, password: s
                             max_reconnect_attempts=5)
         await broker.connect()
         try:
+            js = broker.config.connection_state.stream
             if js_options:
                 try:
-                    await broker.config.connection_state.stream.account_info()
+                    await js.account_info()
                 except (nats.errors.NoRespondersError, nats.errors.TimeoutError,
                         nats.js.errors.ServiceUnavailableError):
                     continue  # no such domain on this server
-            await ensure_streams(broker)
-            return f"domain {JS_DOMAIN}" if js_options else "default API"
+            done = await _retrying(partial(migrate_jetstream_on, js, replicas=replicas, environ=environ))
+            return (f"domain {JS_DOMAIN}" if js_options else "default API"), done
         finally:
             await broker.stop()
     raise AssertionError("unreachable")
+
+
+async def _retrying(run, *, seconds: float = 60.0):
+    """Retry while the JetStream API does not answer (a cluster electing a leader after a node died)."""
+    import asyncio
+
+    import nats.errors
+    import nats.js.errors
+
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + seconds
+    while True:
+        try:
+            return await run()
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+            if loop.time() > give_up_at:
+                raise
+            await asyncio.sleep(0.5)

@@ -2,7 +2,7 @@
 
 SPEC §8: "the agent and the model cannot produce a decision (NATS subject permissions in the
 deployed configuration enforce it too)". One NATS user per service plus ``admin`` (operations: it
-declares the JetStream streams at ``erpilot migrate`` / ``erpilot up --secure`` time). Every subject
+declares the JetStream streams and durable consumers at ``erpilot migrate`` / ``erpilot up`` time). Every subject
 comes from ``erpilot_contracts.subjects`` and every durable consumer name from ``ServiceBus``, so the
 configuration cannot drift from the contracts; ``TRAFFIC`` records who sends what (the unit tests
 check it against the subscribers the real service apps register, the e2e test runs the whole
@@ -11,19 +11,18 @@ approval flow on it).
 How JetStream maps onto subject permissions:
 
 - Publishing into a stream is a publish on the subject (the PubAck comes back to the client's inbox).
-- A durable pull consumer needs ``$JS.API.CONSUMER.INFO|MSG.NEXT.<stream>.<durable>`` and
-  ``$JS.API.CONSUMER.CREATE.<stream>.<durable>.<filter>``: the filter subject is part of the API
-  subject, so a service can create only its own consumers and only with its own filter (the server
-  refuses a body whose filter differs). Acks, naks and in-progress go to ``$JS.ACK.<stream>.<durable>.>``.
+- A durable pull consumer (declared by ``erpilot migrate``) needs only
+  ``$JS.API.CONSUMER.INFO|MSG.NEXT.<stream>.<durable>``: its service checks it and binds to it. Acks,
+  naks and in-progress go to ``$JS.ACK.<stream>.<durable>.>``.
 - A JetStream request carries its reply inbox in a ``reply_to`` header, so the services that answer
   commands publish to the callers' inboxes; core queries are answered through ``allow_responses``.
-- Stream configuration belongs to ``admin``. Every service still runs ``ensure_streams`` at start-up,
-  which sends ``STREAM.UPDATE``; the account maps ``$JS.API.STREAM.UPDATE.*`` onto
-  ``$JS.API.STREAM.CREATE.*``, which succeeds only when the configuration is already exactly the one
-  in the contracts and can never change an existing stream. ``admin`` updates streams through the
-  JetStream domain API (``$JS.<domain>.API.>``), which the mapping does not touch; services may not
-  publish there (permissions are checked on the mapped subject). Nobody but ``admin`` may delete or
-  purge a stream or a consumer.
+- Streams and durable consumers belong to ``admin`` (``erpilot migrate``, the JetStream migration of
+  ``erpilot_platform.jetstream``). A service may only read their configuration (``STREAM.INFO``,
+  ``CONSUMER.INFO``) to verify it at start-up; no service may create, update, delete or purge a stream
+  or a consumer (explicit denies, which win over any allow). The one exception is the gateway's SSE
+  bridge: a nats-py ordered consumer is an ephemeral consumer the client recreates at every gap, so the
+  gateway may create ephemerals on ``ERPILOT_SESSIONS`` alone (``$JS.API.CONSUMER.CREATE.ERPILOT_SESSIONS``:
+  the server refuses a durable name on that subject; every named form is denied).
 - Each user subscribes only to its own inbox prefix (``_INBOX`` for everyone while ``create_broker``
   gives every service the default prefix: see ``inboxes_isolated``).
 """
@@ -55,7 +54,7 @@ class Traffic:
     consumes_events: tuple[str, ...] = ()    # durable consumers on ERPILOT_EVENTS
     answers_queries: tuple[str, ...] = ()    # core subscriptions with a queue group
     reads_session_events: bool = False       # ordered (ephemeral) consumers on ERPILOT_SESSIONS (SSE)
-    runs_service_app: bool = True            # ServiceApp.start: ensure_streams, dead letters
+    runs_service_app: bool = True            # ServiceApp.start: verify streams, dead letters
 
 
 TRAFFIC: dict[str, Traffic] = {
@@ -97,9 +96,12 @@ TRAFFIC: dict[str, Traffic] = {
 
 # Reserved whatever the allow lists say: a later, broader allow cannot undo these (deny wins in NATS).
 DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT)  # only the gateway sends decisions in
-DESTRUCTIVE_JS_API = ("$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>",
-                      "$JS.API.CONSUMER.DELETE.>")
-STREAM_UPDATE_MAPPING = {"$JS.API.STREAM.UPDATE.*": "$JS.API.STREAM.CREATE.{{wildcard(1)}}"}
+# Stream and consumer configuration is `erpilot migrate`'s (the admin user): denied to every service.
+# ``CONSUMER.CREATE.<stream>.>`` denies every named (durable) create; the bare ``CONSUMER.CREATE.<stream>``
+# (an ephemeral) stays possible only where a service is allowed it (the gateway's ordered consumer).
+DESTRUCTIVE_JS_API = ("$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
+                      "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.CONSUMER.CREATE.*.>",
+                      "$JS.API.CONSUMER.DURABLE.CREATE.>", "$JS.API.CONSUMER.DELETE.>")
 
 
 @dataclass(frozen=True)
@@ -202,15 +204,13 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) 
     publish += [f"{inboxes[caller]}.>" for caller in callers(service)]  # answers to JetStream requests
     if traffic.runs_service_app:
         publish.append(s.dead_letter_subject(service, ">"))
-        for stream in ALL_STREAMS:  # ensure_streams: read, and "update" (mapped to an idempotent create)
-            publish += [f"$JS.API.STREAM.INFO.{stream.name}", f"$JS.API.STREAM.CREATE.{stream.name}"]
+        publish += [f"$JS.API.STREAM.INFO.{stream.name}" for stream in ALL_STREAMS]  # verified at start-up
     for consumer in consumers(service):
         api = "$JS.API.CONSUMER"
         publish += [f"{api}.INFO.{consumer.stream}.{consumer.durable}",
-                    f"{api}.CREATE.{consumer.stream}.{consumer.durable}.{consumer.subject}",
                     f"{api}.MSG.NEXT.{consumer.stream}.{consumer.durable}",
                     f"$JS.ACK.{consumer.stream}.{consumer.durable}.>"]
-    if traffic.reads_session_events:  # nats-py ordered consumer: finds the stream, creates ephemerals
+    if traffic.reads_session_events:  # nats-py ordered consumer: finds the stream, creates ephemerals only
         publish += ["$JS.API.STREAM.NAMES", f"$JS.API.CONSUMER.CREATE.{SESSIONS_STREAM.name}",
                     f"$JS.FC.{SESSIONS_STREAM.name}.>"]
     deny = [f"{PREFIX}.evt.{other}.>" for other in SERVICES if other != service]
@@ -224,7 +224,7 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) 
 
 
 def admin_permissions() -> Permissions:
-    """Operations: the JetStream API (plain and through the domain, which bypasses the update mapping)."""
+    """Operations: the whole JetStream API (plain and through the domain): `erpilot migrate` runs as admin."""
     return Permissions(("$JS.API.>", f"$JS.{JS_DOMAIN}.API.>"), (), (f"{DEFAULT_INBOX}.>",))
 
 
@@ -238,7 +238,7 @@ def password_variable(user: str) -> str:
 
 
 def render(users: Mapping[str, Permissions] | None = None, passwords: Mapping[str, str] | None = None) -> str:
-    """The nats-server configuration snippet: the update mapping and ``authorization { users }``.
+    """The nats-server configuration snippet: ``authorization { users }``.
 
     With ``passwords`` the passwords are written literally (keep the file private); without, each is
     an environment reference ``$ERPILOT_NATS_<USER>_PASSWORD`` resolved by nats-server at start-up.
@@ -249,11 +249,8 @@ def render(users: Mapping[str, Permissions] | None = None, passwords: Mapping[st
         "# Generated by `erpilot nats-config` from erpilot_contracts.subjects: do not edit by hand.",
         "# Least privilege per service (SPEC §8). Requires `jetstream { domain: " + JS_DOMAIN + " }`.",
         "",
-        "# Services re-declare streams at start-up; their STREAM.UPDATE becomes a CREATE, which only",
-        "# succeeds when the stream already has exactly the configuration in the contracts.",
-        "mappings = {",
-        *(f"  {q(src)}: {q(dst)}" for src, dst in STREAM_UPDATE_MAPPING.items()),
-        "}",
+        "# Streams and durable consumers are declared by `erpilot migrate` (user admin); no service may",
+        "# create, change or delete one (the gateway may create ephemeral consumers on ERPILOT_SESSIONS).",
         "",
         "authorization {",
         "  users = [",

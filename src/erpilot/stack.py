@@ -81,7 +81,13 @@ class Stack:
     # Per-service additions to ``env`` (each service's own NATS user and database role, when used).
     service_envs: dict[str, dict[str, str]] = field(default_factory=dict)
     replicas: dict[str, int] = field(default_factory=dict)
+    # JetStream: copies of every stream (3 on a three-node cluster) and the admin user that declares them.
+    nats_replicas: int = 1
+    nats_admin: tuple[str, str] | None = None
     supervisor: Supervisor | None = None
+    # Gateway replica i > 0 listens on a port of its own (replica 0 on http_port).
+    gateway_ports: dict[int, int] = field(default_factory=dict)
+    nats: object | None = None  # the embedded NATS server or cluster, when the caller started one
 
     def __post_init__(self) -> None:
         # Grant keys reach the approval (signing) and ERP (verify) as variables, never through a shared
@@ -95,6 +101,12 @@ class Stack:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
+    @property
+    def gateway_urls(self) -> list[str]:
+        """Every gateway replica's base URL (a load balancer would sit in front of them)."""
+        return [self.base_url] + [f"http://127.0.0.1:{self.gateway_ports[i]}"
+                                  for i in range(1, self.replicas.get("gateway", 1))]
+
     def service_env(self) -> dict[str, str]:
         return {
             "ERPILOT_NATS_URL": self.nats_url,
@@ -102,11 +114,23 @@ class Stack:
             "ERPILOT_DATA_DIR": str(self.data_dir),
             "ERPILOT_HTTP_PORT": str(self.http_port),
             "ERPILOT_PUBLIC_URL": self.env.get("ERPILOT_PUBLIC_URL", self.base_url),
+            "ERPILOT_NATS_REPLICAS": str(self.nats_replicas),
             **self.env,
         }
 
+    def migrate_jetstream(self) -> list[str]:
+        """Declare the streams and durable consumers (as `erpilot migrate` does): services only verify them."""
+        from erpilot.nats_credentials import migrate_jetstream
+
+        user, password = self.nats_admin or (None, None)
+        return asyncio.run(migrate_jetstream(self.nats_url, user=user, password=password,
+                                             replicas=self.nats_replicas, environ={**os.environ, **self.env}))[1]
+
     def start(self) -> None:
+        self.migrate_jetstream()
         self.supervisor = Supervisor(self.data_dir / "logs")
+        for index in range(1, self.replicas.get("gateway", 1)):
+            self.gateway_ports.setdefault(index, free_port())
         for service in SERVICES:
             for index in range(self.replicas.get(service, 1)):
                 self.start_service(service, index)
@@ -127,6 +151,8 @@ class Stack:
         name = service if index == 0 else f"{service}-{index + 1}"
         argv = [sys.executable, "-m", "erpilot", "serve", service]
         env, withheld = self.env_for(service)
+        if service == "gateway" and index > 0:
+            env["ERPILOT_HTTP_PORT"] = str(self.gateway_ports[index])
         self.supervisor.start(name, argv, env=env, unset=withheld)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
@@ -138,9 +164,8 @@ class Stack:
             if exits:
                 raise RuntimeError("a service stopped during start-up:\n" + "\n".join(map(str, exits)))
             try:
-                with urllib.request.urlopen(f"{self.base_url}/readyz", timeout=3) as response:
-                    if response.status == 200:
-                        return
+                if all(_ready(url) for url in self.gateway_urls):
+                    return
             except Exception as exc:
                 last = str(exc)
             time.sleep(0.3)
@@ -150,3 +175,8 @@ class Stack:
         if self.supervisor is not None:
             self.supervisor.stop_all()
 
+
+
+def _ready(base_url: str) -> bool:
+    with urllib.request.urlopen(f"{base_url}/readyz", timeout=3) as response:
+        return response.status == 200

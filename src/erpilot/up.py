@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
 
 from erpilot import db_roles, nats_credentials, nats_security, stack, tokens
-from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
+from erpilot.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
+from erpilot_platform import jetstream
 
 
 def dev_grant_keys(data_dir: Path) -> dict[str, str]:
@@ -27,7 +27,7 @@ def dev_grant_keys(data_dir: Path) -> dict[str, str]:
             "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(public_key)}
 
 
-def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
+def run_up(data_dir: Path, *, http_port: int, secure: bool, cluster: int = 0, replicas: int = 1) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     nats_url = os.environ.get("ERPILOT_NATS_URL")
     database_url = os.environ.get("ERPILOT_DATABASE_URL")
@@ -46,14 +46,16 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
                 nats_note = ("  (one least-privilege user per service; passwords in "
                              f"{data_dir / nats_credentials.PASSWORDS_FILE})")
             service_envs = nats_credentials.service_credentials(passwords)
-        if not nats_url:
+        nats_replicas = jetstream.replicas_from_env()
+        if not nats_url and cluster:  # --cluster N: N nats-server processes, streams with N replicas
+            print(f"starting an embedded {cluster}-node NATS cluster (JetStream) ...", flush=True)
+            nats = EmbeddedNatsCluster(data_dir / "nats-cluster", cluster, **_secure_nats_options(passwords))
+            nats_url, nats_replicas = nats.start(), cluster
+        elif not nats_url:
             print("starting embedded NATS (JetStream) ...", flush=True)
             nats = EmbeddedNats(data_dir, port=int(os.environ.get("ERPILOT_NATS_PORT", "0")) or None,
                                 **_secure_nats_options(passwords))
             nats_url = nats.start()
-        if passwords is not None:
-            asyncio.run(nats_credentials.declare_streams(nats_url, user=nats_security.ADMIN,
-                                                      password=passwords[nats_security.ADMIN]))
         if not database_url:
             print("starting embedded PostgreSQL ...", flush=True)
             postgres = EmbeddedPostgres(data_dir)
@@ -70,7 +72,8 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
         secret = os.environ.get("ERPILOT_AUTH_SECRET") or tokens.dev_auth_secret(data_dir)
         running = stack.Stack(nats_url, database_url, data_dir, http_port=http_port, env={
             "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": secret, **dev_grant_keys(data_dir)},
-            service_envs=service_envs)
+            service_envs=service_envs, replicas=dict.fromkeys(stack.SERVICES, replicas), nats_replicas=nats_replicas,
+            nats_admin=(nats_security.ADMIN, passwords[nats_security.ADMIN]) if passwords else None)
         running.start()
         running.supervisor.handle_signals()
         running.wait_ready()
@@ -78,8 +81,8 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool) -> int:
         print(f"""
 Erpilot is running.
   console:   {running.base_url}/?token={token}
-  API:       {running.base_url}  (OpenAPI at {running.base_url}/openapi.json)
-  NATS:      {nats_url}{nats_note}
+  API:       {' '.join(running.gateway_urls)}  (OpenAPI at {running.base_url}/openapi.json)
+  NATS:      {nats_url}{nats_note}  (streams with {nats_replicas} replica(s); {replicas} of every service)
   database:  {database_url}
   dev token (every role): {token}
   logs:      {data_dir / 'logs'}

@@ -225,12 +225,12 @@ def run_async(coro) -> Any:
 async def _ensure_streams(nats_url: str) -> None:
     from faststream.nats import NatsBroker
 
-    from erpilot_platform.broker import ensure_streams
+    from erpilot.nats_credentials import migrate_jetstream_on
 
     broker = NatsBroker(nats_url)
     await broker.connect()
     try:
-        await ensure_streams(broker)
+        await migrate_jetstream_on(broker.config.connection_state.stream)
     finally:
         await broker.stop()
 

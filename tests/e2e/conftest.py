@@ -17,7 +17,7 @@ import pytest
 from erpilot import db_roles
 from erpilot.stack import Stack, free_port, migrate_all, seed
 from erpilot.tokens import make_token
-from erpilot_platform.embedded import EmbeddedNats
+from erpilot_platform.embedded import EmbeddedNats, EmbeddedNatsCluster
 from erpilot_platform.testing.backends import execute_sql, with_database
 
 SECRET = "e2e-secret-" + "x" * 32
@@ -46,12 +46,15 @@ def _write_policy(data_dir) -> Any:
 
 @contextmanager
 def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
-                   replicas: dict[str, int] | None = None) -> Iterator[Stack]:
-    """A whole stack with its own NATS server and database (on the session's PostgreSQL server).
+                   replicas: dict[str, int] | None = None, *, cluster: int = 0) -> Iterator[Stack]:
+    """A whole stack with its own NATS server (``cluster``: a cluster of that many nodes, streams with as
+    many replicas) and database (on the session's PostgreSQL server); ``stack.nats`` is the server.
 
-    As deployed: migrated by the owner, then every service connects as its own role (src/erpilot/db_roles.py).
+    As deployed: migrated by the owner (database and JetStream), then every service connects as its own
+    role (src/erpilot/db_roles.py).
     """
-    nats = EmbeddedNats(data_dir / "nats-home")  # always embedded: only this stack may consume from it
+    # Always embedded: only this stack may consume from it.
+    nats = EmbeddedNatsCluster(data_dir / "nats-cluster", cluster) if cluster else EmbeddedNats(data_dir / "nats-home")
     name = f"erpilot_iso_{secrets.token_hex(4)}"
     execute_sql(database_url, f'create database "{name}"')
     url = with_database(database_url, name)
@@ -62,7 +65,8 @@ def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
         seed(url)
         stack = Stack(nats.start(), url, data_dir, http_port=free_port(),
                       env={"ERPILOT_AUTH_SECRET": SECRET, **env}, replicas=replicas or {},
-                      service_envs=db_roles.role_envs(url, DB_PASSWORDS))
+                      service_envs=db_roles.role_envs(url, DB_PASSWORDS), nats_replicas=cluster or 1)
+        stack.nats = nats
         stack.start()
         stack.wait_ready()
         yield stack

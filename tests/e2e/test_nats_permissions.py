@@ -23,7 +23,7 @@ import nats
 import nats.errors
 import nats.js.errors
 import pytest
-from nats.js.api import StreamConfig
+from nats.js.api import ConsumerConfig, StreamConfig
 
 from erpilot import db_roles, nats_credentials, nats_security
 from erpilot.nats_security import ADMIN, JS_DOMAIN, durable_name
@@ -31,6 +31,7 @@ from erpilot.stack import Stack, free_port, merge_envs, migrate_all, seed
 from erpilot_contracts import subjects
 from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
 from erpilot_platform.embedded import EmbeddedNats
+from erpilot_platform.jetstream import ACK_WAIT_SECONDS
 from erpilot_platform.testing.backends import execute_sql, with_database
 from tests.e2e.conftest import DB_PASSWORDS, SECRET, Api
 from tests.e2e.test_write_flow import call_events, decide, draft, finished, request_write
@@ -65,15 +66,16 @@ def secure(database_url, tmp_path_factory) -> Iterator[Secure]:
     stack = None
     try:
         server.start()
-        # Operations declare the streams (as `erpilot migrate` does); the services may only read them.
-        how = asyncio.run(nats_credentials.declare_streams(server.url, user=ADMIN, password=passwords[ADMIN]))
+        # Operations declare streams and consumers (as `erpilot migrate` does); the services only read them.
+        how, _ = asyncio.run(nats_credentials.migrate_jetstream(server.url, user=ADMIN, password=passwords[ADMIN]))
         assert how == f"domain {JS_DOMAIN}"
         migrate_all(url)
         db_roles.provision(url, DB_PASSWORDS)
         seed(url)
         stack = Stack(server.url, url, data_dir, http_port=free_port(), env={"ERPILOT_AUTH_SECRET": SECRET},
                       service_envs=merge_envs(nats_credentials.service_credentials(passwords),
-                                              db_roles.role_envs(url, DB_PASSWORDS)))
+                                              db_roles.role_envs(url, DB_PASSWORDS)),
+                      nats_admin=(ADMIN, passwords[ADMIN]))
         stack.start()
         stack.wait_ready()
         yield Secure(server, passwords, stack)
@@ -187,8 +189,8 @@ async def test_the_agent_cannot_change_streams_or_use_other_services_consumers(s
             await js.delete_stream(COMMANDS_STREAM.name)
         assert await refused(errors, "publish to", f"$JS.API.STREAM.DELETE.{COMMANDS_STREAM.name}")
         # An update could add sources with subject transforms (forging commands through another
-        # stream) or shorten retention; the account turns it into a create that must match exactly.
-        with pytest.raises(nats.js.errors.BadRequestError):
+        # stream) or shorten retention: refused outright.
+        with pytest.raises(nats.errors.TimeoutError):
             await js.update_stream(StreamConfig(name=COMMANDS_STREAM.name, subjects=list(COMMANDS_STREAM.subjects),
                                                 max_age=1.0))
         after = (await admin.jetstream().stream_info(COMMANDS_STREAM.name)).config
@@ -209,6 +211,40 @@ async def test_the_agent_cannot_change_streams_or_use_other_services_consumers(s
         assert await refused(errors, "subscription to", "erpilot.v1.query.approval.>"), errors
     finally:
         await agent.close()
+        await admin.close()
+
+
+@pytest.mark.parametrize("service", nats_security.SERVICES)
+async def test_no_service_can_create_or_delete_a_stream_or_a_durable_consumer(secure, service):
+    """Streams and durable consumers are `erpilot migrate`'s: every service only reads them."""
+    server, passwords = secure.server, secure.passwords
+    errors: list[str] = []
+    client = await connect(server, service, passwords[service], errors)
+    admin = await connect(server, ADMIN, passwords[ADMIN], [])
+    try:
+        js = client.jetstream(timeout=1.5)
+        with pytest.raises(nats.errors.TimeoutError):
+            await js.add_stream(StreamConfig(name="ERPILOT_ROGUE", subjects=["rogue.>"]))
+        assert await refused(errors, "publish to", "$JS.API.STREAM.CREATE.ERPILOT_ROGUE"), errors
+        with pytest.raises(nats.errors.TimeoutError):
+            await js.delete_stream(EVENTS_STREAM.name)
+        assert await refused(errors, "publish to", f"$JS.API.STREAM.DELETE.{EVENTS_STREAM.name}"), errors
+        for consumer in nats_security.consumers(service)[:1]:  # not even its own durable consumer
+            with pytest.raises(nats.errors.TimeoutError):
+                await js.add_consumer(consumer.stream, ConsumerConfig(
+                    name=consumer.durable, durable_name=consumer.durable, filter_subject=consumer.subject,
+                    ack_wait=1.0))
+            assert await refused(errors, "publish to", f"$JS.API.CONSUMER.CREATE.{consumer.stream}."
+                                                       f"{consumer.durable}.{consumer.subject}"), errors
+            with pytest.raises(nats.errors.TimeoutError):
+                await js.delete_consumer(consumer.stream, consumer.durable)
+            info = await admin.jetstream().consumer_info(consumer.stream, consumer.durable)
+            assert info.config.ack_wait == ACK_WAIT_SECONDS
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await admin.jetstream().stream_info("ERPILOT_ROGUE")
+        assert (await admin.jetstream().stream_info(EVENTS_STREAM.name)).config.name == EVENTS_STREAM.name
+    finally:
+        await client.close()
         await admin.close()
 
 

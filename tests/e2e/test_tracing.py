@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from erpilot.nats_credentials import migrate_jetstream
 from erpilot.stack import migrate_all, seed
 from erpilot.tokens import make_token
 from erpilot_platform.embedded import EmbeddedNats
@@ -73,7 +74,9 @@ def infra(database_url, tmp_path_factory):
     try:
         migrate_all(url)
         seed(url)
-        yield nats.start(), url, data_dir
+        nats_url = nats.start()
+        asyncio.run(migrate_jetstream(nats_url))  # streams and consumers, as `erpilot migrate` declares them
+        yield nats_url, url, data_dir
     finally:
         nats.stop()
         execute_sql(database_url, f'drop database if exists "{name}" with (force)')

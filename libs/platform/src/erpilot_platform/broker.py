@@ -1,4 +1,5 @@
-"""The NATS connection every service uses, its JetStream streams, and request/reply between services.
+"""The NATS connection every service uses and request/reply between services (streams and durable
+consumers are declared by `erpilot migrate`: ``erpilot_platform.jetstream``).
 
 The endpoints a service offers (commands, events, queries) and their shared error policy are in
 ``erpilot_platform.endpoints``.
@@ -11,15 +12,14 @@ import logging
 
 import nats.aio.client
 import nats.errors
+import nats.js.errors
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.security import SASLPlaintext
-from nats.js.api import StorageType, StreamConfig
-from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from erpilot_contracts.base import Message, ReplyV1
-from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM
+from erpilot_contracts.subjects import COMMANDS_STREAM
 
 log = logging.getLogger(__name__)
 
@@ -81,24 +81,6 @@ def create_broker(nats_url: str, service: str, *, user: str | None = None, passw
     )
 
 
-async def ensure_streams(broker: NatsBroker) -> None:
-    """Create or update every Erpilot stream (idempotent; safe from several processes at once)."""
-    js = broker.config.connection_state.stream
-    for spec in ALL_STREAMS:
-        config = StreamConfig(
-            name=spec.name, subjects=list(spec.subjects), description=spec.description,
-            max_age=float(spec.max_age_seconds), storage=StorageType.FILE, duplicate_window=120.0,
-        )
-        try:
-            await js.stream_info(spec.name)
-            await js.update_stream(config)
-        except NotFoundError:
-            try:
-                await js.add_stream(config)
-            except nats.js.errors.BadRequestError:  # another process created it meanwhile
-                await js.update_stream(config)
-
-
 async def request(broker: NatsBroker, subject: str, payload: Message, *, durable: bool, timeout: float = 10.0
                   ) -> ReplyV1:
     """Send a command (``durable=True``: through JetStream) or a query and wait for its ``ReplyV1``."""
@@ -117,6 +99,9 @@ async def request(broker: NatsBroker, subject: str, payload: Message, *, durable
         raise PayloadTooLarge(subject, size, limit) from exc
     except nats.errors.NoRespondersError as exc:
         raise ServiceUnavailable(subject, "no service is listening") from exc
+    except (nats.js.errors.NoStreamResponseError, nats.js.errors.ServiceUnavailableError) as exc:
+        # The stream stored nothing (no PubAck): on a cluster, its leader is being re-elected.
+        raise ServiceUnavailable(subject, "the command stream is not available") from exc
     except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
             nats.errors.StaleConnectionError, nats.errors.OutboundBufferLimitError) as exc:
         raise ServiceUnavailable(subject, "broker unavailable") from exc

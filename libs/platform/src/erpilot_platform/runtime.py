@@ -1,4 +1,5 @@
-"""Process lifecycle shared by every NATS service: connect (retrying), declare streams, start the
+"""Process lifecycle shared by every NATS service: connect (retrying), verify the JetStream streams and
+consumers `erpilot migrate` declared, start the
 endpoints and background loops, and stop cleanly on SIGTERM/SIGINT."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import ping_subject
-from erpilot_platform.broker import ensure_streams
+from erpilot_platform import jetstream
 from erpilot_platform.endpoints import ServiceBus
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,9 @@ class ServiceApp:
 
     async def start(self) -> None:
         await connect_with_retry(self.broker)
-        await ensure_streams(self.broker)
+        # Streams and consumers are declared by `erpilot migrate`; a service only checks them.
+        await jetstream.verify(self.broker.config.connection_state.stream, jetstream.subscribed_durables(self.broker),
+                               replicas=jetstream.replicas_from_env())
         await self.broker.start()
         self._tasks = [asyncio.create_task(job(), name=getattr(job, "__name__", "background"))
                        for job in self.background]

@@ -1,0 +1,147 @@
+"""Closed-loop load for the cluster failure test and `erpilot bench --cluster`: approval cycles (request an
+``adjust_stock`` write, a manager approves it, wait for its outcome) and read calls, spread over every
+gateway replica, failing over to another gateway when one does not answer."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+# One product per cycle worker: concurrent adjustments of one product would refuse each other (stock_changed).
+SKUS = ("SKU-PAPER-A4", "SKU-PAPER-A3", "SKU-PEN-BLUE", "SKU-COFFEE-1KG")
+
+
+class Client:
+    """One person's HTTP client on every gateway replica: a request that finds no gateway tries the next."""
+
+    def __init__(self, urls: list[str], token: str):
+        self.urls = itertools.cycle(urls)
+        self.count = len(urls)
+        self.client = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    def send(self, method: str, path: str, body: dict | None = None, *, retry: bool = True) -> httpx.Response | None:
+        """The response, or None when no gateway answered (``retry=False``: after the first transport error,
+        for requests that must not be sent twice)."""
+        for _ in range(3 * self.count if retry else 1):
+            try:
+                return self.client.request(method, next(self.urls) + path, json=body)
+            except httpx.TransportError:
+                time.sleep(0.2)
+        return None
+
+
+@dataclass
+class Cycle:
+    session_id: str
+    started: float
+    ended: float = 0.0
+    call_id: str | None = None
+    request_status: int | None = None  # None: no gateway answered the request
+    outcome: str = "pending"  # committed | failed (a clear error) | lost (2xx, then never finished)
+    error: str = ""
+
+
+@dataclass
+class Load:
+    """``cycle_workers`` sessions doing approval cycles back to back, ``read_workers`` doing reads."""
+
+    urls: list[str]
+    requester_token: str
+    manager_token: str
+    cycle_workers: int = 2
+    read_workers: int = 1
+    finish_timeout: float = 60.0
+    cycles: list[Cycle] = field(default_factory=list)
+    reads: list[tuple[float, bool]] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> None:
+        for _ in range(self.cycle_workers):
+            requester = Client(self.urls, self.requester_token)
+            response = requester.send("POST", "/v1/sessions", {})
+            assert response is not None and response.status_code == 201, response
+            self.sessions.append(response.json()["session_id"])
+        self._threads = [threading.Thread(target=self._cycles, args=(sid, SKUS[i % len(SKUS)]), daemon=True)
+                         for i, sid in enumerate(self.sessions)]
+        self._threads += [threading.Thread(target=self._reads, daemon=True) for _ in range(self.read_workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=self.finish_timeout + 60)
+
+    def _cycles(self, session_id: str, sku: str) -> None:
+        requester, manager = Client(self.urls, self.requester_token), Client(self.urls, self.manager_token)
+        while not self._stop.is_set():
+            cycle = Cycle(session_id, time.monotonic())
+            self.cycles.append(cycle)
+            run_cycle(cycle, requester, manager, sku, self.finish_timeout)
+            cycle.ended = time.monotonic()
+
+    def _reads(self) -> None:
+        reader = Client(self.urls, self.requester_token)
+        response = reader.send("POST", "/v1/sessions", {})
+        session_id = response.json()["session_id"] if response is not None and response.status_code == 201 else None
+        while not self._stop.is_set() and session_id:
+            answer = reader.send("POST", f"/v1/sessions/{session_id}/tool-calls",
+                                 {"tool": "get_product", "arguments": {"sku": SKUS[0]}}, retry=False)
+            self.reads.append((time.monotonic(), answer is not None and answer.status_code == 200))
+            time.sleep(0.05)
+
+    def recovery_after(self, moment: float) -> float | None:
+        """Seconds from ``moment`` to the end of the first committed cycle that started after it."""
+        ends = [c.ended for c in self.cycles if c.started >= moment and c.outcome == "committed" and c.ended]
+        return min(ends) - moment if ends else None
+
+    def wait_recovered(self, moment: float, timeout: float = 60.0) -> float | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (seconds := self.recovery_after(moment)) is not None:
+                return seconds
+            time.sleep(0.1)
+        return None
+
+
+def run_cycle(cycle: Cycle, requester: Client, manager: Client, sku: str, finish_timeout: float) -> None:
+    sid = cycle.session_id
+    # Not retried: a request whose answer was lost may have been accepted (the ledger check counts it).
+    response = requester.send("POST", f"/v1/sessions/{sid}/tool-calls", {
+        "tool": "adjust_stock", "arguments": {"sku": sku, "delta": 1, "reason": "cluster load"}}, retry=False)
+    if response is None or response.status_code != 202:
+        cycle.request_status = None if response is None else response.status_code
+        cycle.outcome, cycle.error = "failed", "no gateway answered" if response is None else response.text[:200]
+        return
+    cycle.request_status, pending = 202, response.json()
+    cycle.call_id = pending["call_id"]
+    decision = {"action": "approve", "fingerprint": pending["fingerprint"]}
+    decided = False
+    for _ in range(5):  # a decision is idempotent: the same approval again is answered, never applied twice
+        answer = manager.send("POST", f"/v1/approvals/{pending['pending_id']}/decision", decision)
+        if answer is not None and answer.status_code < 500:
+            decided = True
+            break
+        time.sleep(0.5)
+    deadline = time.monotonic() + finish_timeout
+    while time.monotonic() < deadline:
+        view = requester.send("GET", f"/v1/sessions/{sid}/tool-calls/{cycle.call_id}")
+        if view is not None and view.status_code == 200 and view.json()["status"] == "finished":
+            body = view.json()
+            cycle.outcome = "committed" if body["outcome"] == "succeeded" else "failed"
+            cycle.error = "" if cycle.outcome == "committed" else str(body.get("error"))[:200]
+            return
+        time.sleep(0.2)
+    # Never finished: lost, unless the decision itself was refused (a clear failure; nothing may commit).
+    cycle.outcome, cycle.error = ("lost", "") if decided else ("failed", "the decision was not accepted")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")

@@ -1,0 +1,116 @@
+"""Scale-out on a real NATS cluster (issue 14): `up --cluster 3 --replicas 2` under a closed-loop load of
+approval cycles and reads while, one after another, each NATS node is killed with SIGKILL (and
+restarted), then one replica of each service.
+
+Afterwards: every cycle whose request got a 2xx ended in exactly one committed effect or a clear failure;
+no command was lost, nothing took effect twice (the ledger and the stock agree with the cycles), every
+session's event ``seq`` is gap-free; after each kill a new cycle succeeded within 10 s. The figures are
+printed (run with ``-s`` to see them) and written to ``cluster-figures.json`` in the test's directory.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from erpilot.stack import SERVICES
+from tests.e2e.cluster_load import SKUS, Load, percentile
+from tests.e2e.conftest import Api, isolated_stack, token, wait_for
+from tests.e2e.test_duplicate_delivery import sql
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
+RECOVERY_LIMIT_SECONDS = 10.0
+
+
+@pytest.fixture(scope="module")
+def cluster_stack(database_url, tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("cluster")
+    with isolated_stack(database_url, data_dir, {"ERPILOT_REQUEST_TIMEOUT_SECONDS": "3"},
+                        replicas=dict.fromkeys(SERVICES, 2), cluster=3) as running:
+        wait_for(lambda: all(running.supervisor.children[f"{s}-2"].running() for s in SERVICES), timeout=60)
+        yield running
+
+
+def stock(api: Api) -> int:
+    """The on-hand units of every product the load adjusts, summed (each cycle adds one)."""
+    return sum(api.get(f"/v1/erp/products/{sku}").json()["on_hand"] for sku in SKUS)
+
+
+def test_a_node_and_a_replica_of_each_service_die_under_load_and_nothing_is_lost_or_doubled(cluster_stack):
+    running, cluster = cluster_stack, cluster_stack.nats
+    admin = Api(running.base_url, "cluster-admin", "admin", "requester")
+    before = stock(admin)
+    load = Load(running.gateway_urls, token("cluster-req", "requester"), token("cluster-mgr", "manager"),
+                cycle_workers=3)
+    load.start()
+    recoveries: dict[str, float | None] = {}
+    try:
+        assert load.wait_recovered(time.monotonic() - 60, timeout=60) is not None, "no cycle succeeded at all"
+        for index, node in enumerate(cluster.nodes):
+            killed_at = time.monotonic()
+            cluster.kill(index)
+            node.start()  # restarted at once: it rejoins while the others elect new leaders
+            recoveries[f"nats-{index + 1}"] = load.wait_recovered(killed_at)
+            wait_for(cluster.has_leader, timeout=60)
+            load.wait_recovered(time.monotonic())  # the node is back before the next one dies
+        for service in SERVICES:
+            name = f"{service}-2"
+            killed_at = time.monotonic()
+            running.supervisor.kill(name, signal.SIGKILL)
+            recoveries[name] = load.wait_recovered(killed_at)
+            running.supervisor.restart(name)
+            load.wait_recovered(time.monotonic())
+    finally:
+        load.stop()
+
+    cycles = load.cycles
+    outcomes = Counter(c.outcome for c in cycles)
+    accepted = [c for c in cycles if c.request_status == 202]
+    # No answer, or 5xx (e.g. "no answer in time"): the command may still have been stored and executed.
+    unanswered = [c for c in cycles if c.request_status is None or c.request_status >= 500]
+
+    # The ledger: exactly one committed operation per committed cycle, none for a failed one.
+    rows = sql(running.database_url, "select call_id, status from erp.operations where session_id = any($1) "
+                                     "and tool = 'adjust_stock'", load.sessions)
+    committed_per_call = Counter(r["call_id"] for r in rows if r["status"] == "committed")
+    doubled = [call for call, count in committed_per_call.items() if count > 1]
+    wrong = [c for c in accepted if committed_per_call.get(c.call_id, 0) != (1 if c.outcome == "committed" else 0)]
+    # Requests whose answer no gateway delivered may have been accepted; nothing else may have committed.
+    stray = set(committed_per_call) - {c.call_id for c in accepted}
+    stock_change = stock(admin) - before
+
+    # Every session's events, gap-free, up to each accepted call's end.
+    gaps = {}
+    requester = Api(running.base_url, "cluster-req", "requester")
+    for session_id in load.sessions:
+        finished_calls = {c.call_id for c in accepted if c.session_id == session_id and c.outcome != "lost"}
+        events = requester.events(session_id, timeout=60, until=lambda evs, calls=finished_calls: calls <= {
+            e["data"].get("call_id") for e in evs if e["type"] == "tool_finished"})
+        seqs = [e["seq"] for e in events]
+        if seqs != list(range(1, len(seqs) + 1)):
+            gaps[session_id] = seqs
+
+    durations = [c.ended - c.started for c in cycles if c.outcome == "committed"]
+    figures = {
+        "cycles": len(cycles), "outcomes": dict(outcomes), "accepted (202)": len(accepted),
+        "requests without a clear answer (none/5xx)": len(unanswered), "reads": len(load.reads),
+        "reads ok": sum(ok for _, ok in load.reads), "committed operations": sum(committed_per_call.values()),
+        "stock change": stock_change, "doubled": doubled, "ledger mismatches": len(wrong), "stray": len(stray),
+        "event gaps": gaps, "recovery seconds": {k: None if v is None else round(v, 2) for k, v in recoveries.items()},
+        "cycle p50 s": round(percentile(durations, 0.5), 3), "cycle p99 s": round(percentile(durations, 0.99), 3),
+        "failures": Counter(c.error[:80] for c in cycles if c.outcome == "failed").most_common(5),
+    }
+    print("\ncluster failure test figures:\n" + json.dumps(figures, indent=2))
+    (running.data_dir / "cluster-figures.json").write_text(json.dumps(figures, indent=2))
+
+    assert outcomes["lost"] == 0, figures  # zero lost commands: every accepted cycle finished
+    assert not doubled and not wrong, figures  # exactly one effect per committed cycle, none per failure
+    assert len(stray) <= len(unanswered), figures
+    assert stock_change == sum(committed_per_call.values()), figures  # no effect applied twice
+    assert not gaps, figures
+    assert all(v is not None and v < RECOVERY_LIMIT_SECONDS for v in recoveries.values()), figures
+    assert outcomes["committed"] > len(recoveries), figures
