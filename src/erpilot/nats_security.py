@@ -61,9 +61,11 @@ class Traffic:
 TRAFFIC: dict[str, Traffic] = {
     "gateway": Traffic(
         sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
-                        s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT, s.ERP_CMD_UPDATE_PRODUCT),
-        sends_queries=(s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL, s.APPROVAL_QUERY_POLICY,
-                       s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.ERP_QUERY_VIEW, s.ERP_QUERY_OPERATION,
+                        s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT,
+                        s.APPROVAL_CMD_WITHDRAW, s.ERP_CMD_UPDATE_PRODUCT),
+        sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
+                       s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.ERP_QUERY_VIEW,
+                       s.ERP_QUERY_OPERATION,
                        s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
         reads_session_events=True,
         runs_service_app=False,
@@ -72,15 +74,18 @@ TRAFFIC: dict[str, Traffic] = {
         sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.APPROVAL_CMD_REQUEST),
         sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION),
         publishes_events=(s.session_events_subject("*"),),
-        consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE),
+        consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
+                           s.AGENT_CMD_CANCEL_RUN),
         consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED),
-        answers_queries=(s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL, s.ping_subject("agent")),
+        answers_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
+                         s.ping_subject("agent")),
     ),
     "approval": Traffic(
         sends_commands=(s.ERP_CMD_PREPARE,),
         sends_queries=(s.ERP_QUERY_PREPARED,),
         publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED),
-        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT),
+        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT,
+                           s.APPROVAL_CMD_WITHDRAW),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
                          s.ping_subject("approval")),
     ),
@@ -93,7 +98,8 @@ TRAFFIC: dict[str, Traffic] = {
 }
 
 # Reserved whatever the allow lists say: a later, broader allow cannot undo these (deny wins in NATS).
-DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT)  # only the gateway sends decisions in
+# Only the gateway sends decisions (and the owner's withdrawals) in.
+DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW)
 DESTRUCTIVE_JS_API = ("$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>",
                       "$JS.API.CONSUMER.DELETE.>")
 STREAM_UPDATE_MAPPING = {"$JS.API.STREAM.UPDATE.*": "$JS.API.STREAM.CREATE.{{wildcard(1)}}"}
