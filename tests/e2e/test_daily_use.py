@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.conftest import Api, wait_for
-from tests.e2e.test_model_runs import assistant_texts, post_message, run_events, start_run
+from tests.e2e.test_model_runs import assistant_texts, run_events, start_run
 
 pytestmark = pytest.mark.e2e
 

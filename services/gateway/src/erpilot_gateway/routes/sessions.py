@@ -77,7 +77,8 @@ async def post_message(request: Request, session_id: str, body: PostMessageBody,
 
     409 ``run_in_progress`` only while a run of the session is actively working; a run waiting for
     an approval does not block: the new message starts a run beside it. An optional
-    ``Idempotency-Key`` header makes a retry return the same run (the same key with another text: 409 ``idempotency_conflict``); without it every request is a new message.
+    ``Idempotency-Key`` header makes a retry return the same run (the same key with another text:
+    409 ``idempotency_conflict``); without it every request is a new message.
     """
     message_id = _checked_key(idempotency_key) or f"msg_{uuid.uuid4().hex}"  # fixed before the first publish
     cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id)
