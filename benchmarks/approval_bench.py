@@ -139,7 +139,8 @@ async def list_latency(broker: NatsBroker, engine, name: str, query: ListApprova
         for _ in range(n):
             sent = time.perf_counter()
             await repository.list_decidable(conn, query.actor.roles, status=query.status or "pending",
-                                            session_id=query.session_id, limit=query.limit)
+                                            where=repository.ListFilter(session_id=query.session_id),
+                                            limit=query.limit)
             in_db.append(time.perf_counter() - sent)
     return {"case": name, "items": items,
             "p50_ms": round(percentile(over_nats, 50) * 1000, 2), "p99_ms": round(percentile(over_nats, 99) * 1000, 2),

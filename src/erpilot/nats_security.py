@@ -60,9 +60,11 @@ class Traffic:
 TRAFFIC: dict[str, Traffic] = {
     "gateway": Traffic(
         sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
-                        s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT, s.ERP_CMD_UPDATE_PRODUCT),
-        sends_queries=(s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL, s.APPROVAL_QUERY_POLICY,
-                       s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.ERP_QUERY_VIEW, s.ERP_QUERY_OPERATION,
+                        s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT,
+                        s.APPROVAL_CMD_WITHDRAW, s.ERP_CMD_UPDATE_PRODUCT),
+        sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
+                       s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.ERP_QUERY_VIEW,
+                       s.ERP_QUERY_OPERATION,
                        s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
         reads_session_events=True,
         runs_service_app=False,
@@ -71,15 +73,18 @@ TRAFFIC: dict[str, Traffic] = {
         sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.APPROVAL_CMD_REQUEST),
         sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION),
         publishes_events=(s.session_events_subject("*"),),
-        consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE),
+        consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
+                           s.AGENT_CMD_CANCEL_RUN),
         consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
-        answers_queries=(s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL, s.ping_subject("agent")),
+        answers_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
+                         s.ping_subject("agent")),
     ),
     "approval": Traffic(
         sends_commands=(s.ERP_CMD_PREPARE,),
         sends_queries=(s.ERP_QUERY_PREPARED,),
         publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
-        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT),
+        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT,
+                           s.APPROVAL_CMD_WITHDRAW),
         # Webhooks (service_layer/webhooks.py): what outgoing notifications tell, from committed events only.
         consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
                          s.ERP_EVT_OPERATION_FINISHED),
@@ -95,7 +100,8 @@ TRAFFIC: dict[str, Traffic] = {
 }
 
 # Reserved whatever the allow lists say: a later, broader allow cannot undo these (deny wins in NATS).
-DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT)  # only the gateway sends decisions in
+# Only the gateway sends decisions (and the owner's withdrawals) in.
+DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW)
 # Stream and consumer configuration is `erpilot migrate`'s (the admin user): denied to every service.
 # ``CONSUMER.CREATE.<stream>.>`` denies every named (durable) create; the bare ``CONSUMER.CREATE.<stream>``
 # (an ephemeral) stays possible only where a service is allowed it (the gateway's ordered consumer).

@@ -99,6 +99,10 @@ class FakeServices:
         if subject == subjects.AGENT_CMD_CREATE_SESSION:
             self.sessions[p.session_id] = {"session_id": p.session_id, "owner": p.owner, "title": p.title}
             return {"session_id": p.session_id}
+        if subject == subjects.AGENT_QUERY_SESSIONS:  # newest first: insertion order reversed
+            mine = [s for s in reversed(self.sessions.values()) if s["owner"] == p.owner
+                    and (not p.q or p.q.lower() in (s["title"] or "").lower())]
+            return {"items": mine[:p.limit], "next_cursor": None}
         if subject == subjects.AGENT_QUERY_SESSION:
             session = self.sessions.get(p.session_id)
             if session is None or session["owner"] != p.owner:

@@ -135,8 +135,8 @@ def test_rules_model_drafts_then_submit_waits_for_approval(requester: Api):
                     and v, timeout=10)
     assert view["active_run_id"] == submit_run
     assert [p["pending_id"] for p in view["pending_approvals"]] == [pending[0]["pending_id"]]
-    busy = post_message(requester, session_id, "show task")
-    assert busy.status_code == 409 and busy.json()["code"] == "run_in_progress"
+    beside = post_message(requester, session_id, "show task")  # a waiting run blocks nothing (SPEC §9)
+    assert beside.status_code == 202 and beside.json()["run_id"] != submit_run
 
 
 # --- a scripted OpenAI-compatible model -------------------------------------------------------
@@ -303,7 +303,11 @@ def llm_stack(database_url, tmp_path_factory, fake_llm) -> Iterator[Stack]:
            "ERPILOT_RESUME_RUNS_AFTER_SECONDS": "1",
            # small enough to see projection and overflow, large enough for the other scenarios
            "ERPILOT_CONTEXT_TOOL_BYTES": "600", "ERPILOT_CONTEXT_BUDGET_TOKENS": "2500"}
-    with isolated_stack(database_url, tmp_path_factory.mktemp("llm-stack"), env) as stack:
+    data_dir = tmp_path_factory.mktemp("llm-stack")
+    policy = data_dir / "policy.toml"
+    policy.write_text('[tools.adjust_stock]\naction = "deny"\n')  # not offered to the model (SPEC §9)
+    env["ERPILOT_POLICY"] = str(policy)
+    with isolated_stack(database_url, data_dir, env) as stack:
         yield stack
 
 
@@ -325,6 +329,7 @@ def test_the_model_gets_prompt_message_and_tools_and_parallel_calls_come_back_as
     assert first["messages"][0]["role"] == "system" and "Erpilot" in first["messages"][0]["content"]
     assert first["messages"][1:] == [{"role": "user", "content": text}]
     catalog = user.get("/v1/tools").json()["items"]
+    assert "adjust_stock" not in [t["name"] for t in catalog]  # the policy denies it: left out of both lists
     assert [t["function"]["name"] for t in first["tools"]] == [t["name"] for t in catalog]
     assert all(t["type"] == "function" for t in first["tools"])
     assert [t["function"]["parameters"] for t in first["tools"]] == [t["input_schema"] for t in catalog]

@@ -54,6 +54,7 @@ ERP_EVT_OPERATION_FINISHED = f"{PREFIX}.evt.erp.operation_finished"  # Operation
 APPROVAL_CMD_REQUEST = f"{PREFIX}.cmd.approval.request"  # RequestApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_DECIDE = f"{PREFIX}.cmd.approval.decide"    # DecideV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_EDIT = f"{PREFIX}.cmd.approval.edit"        # EditApprovalV1 -> ReplyV1(ApprovalRecordV1)
+APPROVAL_CMD_WITHDRAW = f"{PREFIX}.cmd.approval.withdraw"  # WithdrawApprovalsV1 -> ReplyV1({items})
 APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1({items})
@@ -65,6 +66,8 @@ APPROVAL_EVT_EXPIRING = f"{PREFIX}.evt.approval.expiring"      # ApprovalExpirin
 AGENT_CMD_CREATE_SESSION = f"{PREFIX}.cmd.agent.create_session"  # CreateSessionV1 -> ReplyV1({session_id})
 AGENT_CMD_TOOL_CALL = f"{PREFIX}.cmd.agent.tool_call"            # StartToolCallV1 -> ReplyV1(ToolCallViewV1)
 AGENT_CMD_POST_MESSAGE = f"{PREFIX}.cmd.agent.post_message"      # PostMessageV1 -> ReplyV1({run_id})
+AGENT_CMD_CANCEL_RUN = f"{PREFIX}.cmd.agent.cancel_run"          # CancelRunV1 -> ReplyV1({run_id, status, pending_ids})
+AGENT_QUERY_SESSIONS = f"{PREFIX}.query.agent.sessions"          # ListSessionsV1 -> ReplyV1({items, next_cursor})
 AGENT_QUERY_SESSION = f"{PREFIX}.query.agent.session"            # GetSessionV1 -> ReplyV1(session view)
 AGENT_QUERY_TOOL_CALL = f"{PREFIX}.query.agent.tool_call"        # GetToolCallV1 -> ReplyV1(ToolCallViewV1)
 

@@ -100,8 +100,6 @@ async def test_replies_results_and_waiting_are_recorded_with_their_events(store)
     assert not await store.resumable(run_id)
     assert run_id not in await store.runs_to_resume(stale_seconds=0)
     assert await store.run_of_call(key) == run_id
-    assert await rejected_code(store.start_run(session_id=session_id, owner="alice", message_id="m2",
-                                               text="hello")) == "run_in_progress"
 
     async with store.engine.begin() as conn:
         await repository.update_tool_call(conn, key, status="finished")
@@ -187,3 +185,50 @@ async def test_failed_attempts_are_counted_backed_off_and_reset_by_progress(stor
 
     await store.fail(run_id, "retries_exhausted", "gave up")
     assert await store.note_failure(run_id) == (0, 0.0)  # an ended run counts nothing
+
+async def _waiting_run(store: SqlRunStore, session_id: str, message_id: str = "m") -> tuple[str, str]:
+    run_id, _ = await store.start_run(session_id=session_id, owner="alice", message_id=message_id, text="submit")
+    call_id = f"{run_id}:w"
+    await store.record_reply(run_id, assistant_message(None, [
+        {"id": call_id, "name": "submit_order", "arguments": {"draft_id": "D-1", "revision": 1}}]))
+    async with store.engine.begin() as conn:
+        await repository.insert_tool_call(
+            conn, call_key=call_key(session_id, call_id), call_id=call_id, session_id=session_id, run_id=run_id,
+            source="model", tool="submit_order", request_hash="sha256:x", arguments={},
+            operation_id=f"op_{uuid.uuid4().hex}", status="awaiting_approval", lifecycle={})
+        await repository.update_tool_call(conn, call_key(session_id, call_id), pending_id=f"pa_{run_id}")
+    await store.record_results(run_id, [], waiting=True)
+    return run_id, call_id
+
+
+async def test_a_waiting_run_does_not_block_a_new_one_but_a_working_run_does(store):
+    session_id = await new_session(store)
+    waiting, _ = await _waiting_run(store, session_id)
+
+    beside, created = await store.start_run(session_id=session_id, owner="alice", message_id="m2", text="hello")
+
+    assert created and beside != waiting
+    assert (await store.get_run(waiting)).status == "waiting"
+    assert await rejected_code(store.start_run(session_id=session_id, owner="alice", message_id="m3",
+                                               text="and more")) == "run_in_progress"  # m2 is working
+
+
+async def test_cancel_ends_a_waiting_run_once_and_names_its_pending_approvals(store):
+    session_id = await new_session(store)
+    run_id, _ = await _waiting_run(store, session_id)
+    cancel = store.cancel
+
+    assert await rejected_code(cancel(session_id=session_id, owner="mallory", run_id=run_id)) == "not_found"
+    assert await rejected_code(cancel(session_id="ses_other", owner="alice", run_id=run_id)) == "not_found"
+    assert await cancel(session_id=session_id, owner="alice", run_id=run_id) == [f"pa_{run_id}"]
+    assert await cancel(session_id=session_id, owner="alice", run_id=run_id) == [f"pa_{run_id}"]  # idempotent
+
+    assert (await store.get_run(run_id)).status == "cancelled"
+    assert [t for _, t in await events(store, session_id)].count("run_failed") == 1
+    assert run_id not in await store.runs_to_resume(stale_seconds=0)
+    await store.record_reply(run_id, assistant_message("too late"))  # a driver that was mid-step records nothing
+    assert (await store.get_run(run_id)).status == "cancelled"
+    working, _ = await store.start_run(session_id=session_id, owner="alice", message_id="m2", text="next")
+    assert await rejected_code(cancel(session_id=session_id, owner="alice", run_id=working)) == "run_in_progress"
+    await store.finish(working)
+    assert await rejected_code(cancel(session_id=session_id, owner="alice", run_id=working)) == "run_not_waiting"

@@ -75,7 +75,17 @@ class FakeTools:
         self.calls[call_id] = record
 
     async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:
-        return {i: CallStatus(self.calls[i]["state"], self.calls[i]["content"]) for i in call_ids if i in self.calls}
+        return {i: CallStatus(self.calls[i]["state"], self.calls[i]["content"], self._live(i))
+                for i in call_ids if i in self.calls}
+
+    def _live(self, call_id: str) -> dict | None:
+        call = self.calls[call_id]
+        if call["state"] == "awaiting_approval":
+            return {"status": "awaiting_approval", "pending_id": f"pa_{call_id}"}
+        return call["content"]
+
+    async def denied_tools(self) -> frozenset[str]:
+        return self.denied
 
     async def finish_write(self, call_id: str, content: dict) -> None:
         self.calls[call_id].update(state="finished", content=content)
@@ -98,7 +108,7 @@ class MemoryStore:
         for run_id, run in self.runs.items():
             if run["message_id"] == message_id:
                 return run_id, False
-        if self.active and self.runs[self.active]["status"] in ACTIVE:
+        if any(run["status"] == "running" for run in self.runs.values()):
             raise RunRejected(ReplyV1.failure("run_in_progress", "busy", 409))
         self._n += 1
         run_id = f"run_{self._n}"
@@ -174,6 +184,18 @@ class MemoryStore:
 
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]:
         return [r for r, run in self.runs.items() if run["status"] == "running" or await self.resumable(r)]
+
+    async def cancel(self, *, session_id: str, owner: str, run_id: str) -> list[str]:
+        run = self.runs.get(run_id)
+        if run is None:
+            raise RunRejected(ReplyV1.failure("not_found", "no such run", 404))
+        if run["status"] not in ("waiting", "cancelled"):
+            raise RunRejected(ReplyV1.failure("run_not_waiting", "not waiting", 409))
+        if run["status"] == "waiting":
+            run.update(status="cancelled", error={"code": "cancelled", "message": "cancelled"})
+            self.events.append(("run_failed", {"run_id": run_id, "error": run["error"]}))
+        return [f"pa_{c}" for c, call in self.tools.calls.items()
+                if call["run_id"] == run_id and call["state"] == "awaiting_approval"]
 
     async def run_of_call(self, call_id: str) -> str | None:
         call = self.tools.calls.get(call_id)
@@ -360,8 +382,6 @@ async def test_a_write_makes_the_run_wait_durably_and_its_result_resumes_it():
 
     await h.service.drive(run_id)  # e.g. the resumer, or another replica: nothing to do yet
     assert len(h.model.requests) == 1 and h.tools.starts == [call_id]
-    rejected = await h.post("another message", message_id="m2")
-    assert rejected.error.code == "run_in_progress"
 
     order = {"order_id": "O-9", "status": "placed"}
     await h.tools.finish_write(call_id, {"status": "succeeded", "result": order})
@@ -522,3 +542,71 @@ async def test_the_rules_model_ids_stay_unique_across_runs_of_a_session():
     second = (await h.post("show product SKU-PEN-BLUE", message_id="m2")).data["run_id"]
 
     assert set(h.tools.calls) == {f"{first}:rules-1", f"{second}:rules-2"}
+
+
+# --- runs beside a waiting run (SPEC §9) --------------------------------------------------------
+
+SUBMIT = ("w1", "submit_order", '{"draft_id": "D-1", "revision": 1}')
+
+
+async def test_a_message_while_a_run_waits_starts_a_run_beside_it_that_sees_the_pending_call():
+    model = ScriptedModel(calls(SUBMIT), text("Pen: 14.50 EUR"))
+    h = Harness(model)
+    first = (await h.post("submit it")).data["run_id"]
+    assert h.run(first)["status"] == "waiting"
+
+    second = await h.post("what does a pen cost?", message_id="m2")
+
+    assert second.ok and second.data["run_id"] != first
+    assert h.run(second.data["run_id"])["status"] == "finished"
+    assert h.run(first)["status"] == "waiting"  # still with the approver
+    results = tool_results(model.requests[-1])
+    [pending_call] = [call_id for call_id in results if call_id.endswith(":w1")]
+    assert results[pending_call] == {"status": "awaiting_approval", "pending_id": f"pa_{pending_call}"}
+    assert model.requests[-1][-1] == {"role": "user", "content": "what does a pen cost?"}
+    assert not any(item.entry.get("role") == "tool" and item.entry["tool_call_id"] == pending_call
+                   for item in h.store.history)  # the state was shown, never stored as the call's result
+
+
+async def test_a_message_while_a_run_is_working_is_still_run_in_progress():
+    h = Harness(ScriptedModel(text("ok")))
+    await h.store.start_run(session_id=SESSION, owner=OWNER, message_id="m1", text="first")  # not driven yet
+
+    reply = await h.service.post_message(session_id=SESSION, owner=OWNER, message_id="m2", text="second")
+
+    assert not reply.ok and reply.error.code == "run_in_progress"
+
+
+async def test_cancelling_a_waiting_run_ends_it_and_names_its_pending_approvals():
+    model = ScriptedModel(calls(SUBMIT), text("never asked"))
+    h = Harness(model)
+    run_id = (await h.post("submit it")).data["run_id"]
+    [call_id] = list(h.tools.calls)
+
+    reply = await h.service.cancel(session_id=SESSION, owner=OWNER, run_id=run_id)
+
+    assert reply.ok and reply.data == {"run_id": run_id, "status": "cancelled", "pending_ids": [f"pa_{call_id}"]}
+    await h.tools.finish_write(call_id, {"status": "not_executed", "reason": "withdrawn"})
+    await h.service.wait_idle()
+    assert h.run(run_id)["status"] == "cancelled" and len(model.requests) == 1  # no further step
+    again = await h.service.cancel(session_id=SESSION, owner=OWNER, run_id=run_id)
+    assert again.ok and again.data["pending_ids"] == []
+
+
+async def test_a_finished_run_cannot_be_cancelled():
+    h = Harness(ScriptedModel(text("done")))
+    run_id = (await h.post("hi")).data["run_id"]
+
+    reply = await h.service.cancel(session_id=SESSION, owner=OWNER, run_id=run_id)
+
+    assert not reply.ok and reply.error.code == "run_not_waiting"
+
+
+async def test_the_model_is_not_offered_the_tools_the_policy_denies():
+    model = ScriptedModel(text("ok"))
+    h = Harness(model, tools=FakeTools(denied=frozenset({"refund_payment", "adjust_stock"})))
+
+    await h.post("hi")
+
+    offered = [t["function"]["name"] for t in model.tools_seen[0]]
+    assert offered == [name for name in TOOLS if name not in {"refund_payment", "adjust_stock"}]

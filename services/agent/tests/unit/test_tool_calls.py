@@ -211,3 +211,13 @@ def test_the_view_status_uses_the_public_names():
                                     "expires_at": "2026-10-20T10:15:00+00:00", "approval_url": "/resume/P-1"}
     call.resolve("P-1", "approved", decided_by="alice")
     assert call.view_status == "executing"
+
+
+def test_a_withdrawn_approval_emits_approval_withdrawn_and_finishes_not_executed():
+    call = awaiting()
+    events = call.resolve("P-1", "withdrawn", decided_by="alice")
+    assert types(events) == ["approval_withdrawn", "tool_finished"]
+    assert events[0].data == {"call_id": call.call_id, "pending_id": "P-1", "withdrawn_by": "alice"}
+    assert (events[1].data["outcome"], events[1].data["error"]["code"]) == ("not_executed", "withdrawn")
+    assert call.model_content() == {"status": "not_executed", "reason": "withdrawn"}
+    assert call.resolve("P-1", "withdrawn", decided_by="alice") == []  # a redelivery changes nothing

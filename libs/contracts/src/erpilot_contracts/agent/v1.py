@@ -75,3 +75,20 @@ class GetToolCallV1(Message):
     session_id: str
     owner: str
     call_id: str
+
+
+class ListSessionsV1(Message):
+    """The owner's sessions, newest first; ``q`` matches a case-insensitive substring of the title."""
+
+    owner: str
+    q: str | None = Field(None, max_length=200)
+    cursor: str | None = Field(None, max_length=200, description="The `next_cursor` of the previous page.")
+    limit: int = Field(50, ge=1, le=200)
+
+
+class CancelRunV1(Message):
+    """The owner cancels a run that waits for a decision: it takes no further step. Idempotent by run."""
+
+    session_id: str
+    owner: str
+    run_id: str

@@ -10,7 +10,7 @@ from pydantic import Field
 from erpilot_contracts.base import Message
 from erpilot_contracts.json_input import CanonicalArguments
 
-ApprovalStatus = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded"]
+ApprovalStatus = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded", "withdrawn"]
 DecisionAction = Literal["approve", "reject", "cancel"]
 
 
@@ -105,7 +105,23 @@ class ListApprovalsV1(Message):
     actor: Actor
     status: ApprovalStatus | None = None
     session_id: str | None = None
+    tool: str | None = None
+    requested_by: str | None = None
+    since: datetime | None = Field(None, description="Only approvals created at or after this instant.")
+    cursor: str | None = Field(None, description="The `next_cursor` of the previous page.")
     limit: int = Field(100, ge=1, le=500)
+
+
+class WithdrawApprovalsV1(Message):
+    """The session owner cancelled a waiting run: withdraw its approvals that are still pending.
+
+    Sent by the gateway only (the agent may not publish it). ``actor`` is the authenticated owner;
+    an approval is withdrawn only if it belongs to ``session_id`` and was requested by ``actor.sub``.
+    Idempotent: an approval already withdrawn answers ``withdrawn`` again."""
+
+    session_id: str
+    pending_ids: list[str] = Field(max_length=100)
+    actor: Actor
 
 
 class PolicyQueryV1(Message):

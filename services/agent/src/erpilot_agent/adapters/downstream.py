@@ -44,6 +44,11 @@ class Downstream:
             raise DownstreamError(reply)
         return reply.data or {}
 
+    async def policy_view(self) -> PolicyViewV1:
+        """The policy in force for every tool."""
+        return PolicyViewV1.model_validate(
+            await self._data(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), durable=False))
+
     async def policy(self, tool: str) -> ToolPolicyV1:
         view = PolicyViewV1.model_validate(
             await self._data(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(tool=tool), durable=False))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -109,3 +109,23 @@ async def session_runs(conn: AsyncConnection, session_id: str) -> list[Any]:
 
 async def count_sessions(conn: AsyncConnection) -> int:
     return await conn.scalar(select(func.count()).select_from(sessions))
+
+
+def _like_pattern(q: str) -> str:
+    escaped = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+async def owner_sessions(conn: AsyncConnection, owner: str, *, q: str | None, before: tuple[Any, str] | None,
+                         limit: int) -> list[Any]:
+    """The owner's sessions newest first (by created_at, then session_id), older than ``before`` if given;
+    ``q`` is a case-insensitive substring of the title."""
+    stmt = select(sessions).where(sessions.c.owner == owner)
+    if q:
+        stmt = stmt.where(sessions.c.title.ilike(_like_pattern(q), escape="\\"))
+    if before is not None:
+        at, session_id = before
+        stmt = stmt.where(or_(sessions.c.created_at < at,
+                              and_(sessions.c.created_at == at, sessions.c.session_id < session_id)))
+    stmt = stmt.order_by(sessions.c.created_at.desc(), sessions.c.session_id.desc()).limit(limit)
+    return (await conn.execute(stmt)).all()

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from erpilot_agent.adapters import repository
 from erpilot_agent.adapters.tables import history, runs, sessions, tool_calls
 from erpilot_agent.domain.history import Entry, tool_message, user_message
+from erpilot_agent.domain.run_sharing import BLOCKING_RUN_STATES
 from erpilot_agent.domain.runs import StoredEntry
 from erpilot_agent.service_layer.run_ports import ACTIVE, RunRecord, RunRejected, RunSnapshot, ToolResult
 from erpilot_contracts.base import ReplyV1
@@ -30,6 +31,7 @@ LOCK_NAMESPACE = 7_311_002  # first key of pg_advisory_lock(int, int); the secon
 # A waiting run may go on once none of its calls is still with a person or a commit.
 _BLOCKING_CALL_STATES = ("awaiting_approval", "approved", "executing")
 RETRY_DELAY_MAX_SECONDS = 60.0  # the longest wait between two attempts of a failing run
+CANCELLED = "cancelled"  # a run its owner cancelled while it waited; it takes no further step
 
 
 class SqlRunStore:
@@ -49,13 +51,14 @@ class SqlRunStore:
                     raise RunRejected(ReplyV1.failure(
                         "idempotency_conflict", f"message {message_id} was posted with another text", 409))
                 return earlier.run_id, False
-            if session.active_run_id is not None:
-                active = (await conn.execute(select(runs.c.status).where(
-                    runs.c.run_id == session.active_run_id))).scalar()
-                if active in ACTIVE:
-                    raise RunRejected(ReplyV1.failure(
-                        "run_in_progress", "the agent is still working on the previous message", 409,
-                        run_id=session.active_run_id, run_status=active))
+            # A run waiting for a person does not block the session (SPEC §9); one actively working does.
+            working = (await conn.execute(select(runs.c.run_id, runs.c.status).where(
+                runs.c.session_id == session_id, runs.c.status.in_(BLOCKING_RUN_STATES))
+                .order_by(runs.c.created_at.desc()).limit(1))).first()
+            if working is not None:
+                raise RunRejected(ReplyV1.failure(
+                    "run_in_progress", "the agent is still working on the previous message", 409,
+                    run_id=working.run_id, run_status=working.status))
             run_id = f"run_{uuid.uuid4().hex}"
             await conn.execute(runs.insert().values(run_id=run_id, session_id=session_id, status="running",
                                                     message_id=message_id))
@@ -134,6 +137,32 @@ class SqlRunStore:
             row = (await conn.execute(select(tool_calls.c.run_id, tool_calls.c.source).where(
                 tool_calls.c.call_key == call_key))).first()
         return row.run_id if row is not None and row.source == "model" else None
+
+    # --- cancelling --------------------------------------------------------------------------
+    async def cancel(self, *, session_id: str, owner: str, run_id: str) -> list[str]:
+        async with self.engine.begin() as conn:
+            session = await repository.get_session(conn, session_id, lock=True)
+            run = (await conn.execute(select(runs).where(runs.c.run_id == run_id,
+                                                         runs.c.session_id == session_id))).first()
+            if session is None or session.owner != owner or run is None:
+                raise RunRejected(ReplyV1.failure("not_found", f"run {run_id} not found", 404))
+            if run.status == "running":
+                raise RunRejected(ReplyV1.failure(
+                    "run_in_progress", "the run is working, not waiting for a decision", 409, run_status=run.status))
+            if run.status not in ("waiting", CANCELLED):
+                raise RunRejected(ReplyV1.failure(
+                    "run_not_waiting", f"the run is {run.status}; only a waiting run can be cancelled", 409,
+                    run_status=run.status))
+            if run.status == "waiting":
+                error = {"code": "cancelled", "message": "cancelled by its owner"}
+                await _close(conn, session_id, run_id, CANCELLED, error)
+                await repository.append_event(conn, session_id, "run_failed", {"run_id": run_id, "error": error})
+            pending = (await conn.execute(select(tool_calls.c.pending_id).where(
+                tool_calls.c.run_id == run_id, tool_calls.c.session_id == session_id,
+                tool_calls.c.status == "awaiting_approval", tool_calls.c.pending_id.is_not(None))
+                .order_by(tool_calls.c.created_at))).scalars().all()
+        repository.outbox.wake()
+        return list(pending)
 
     # --- writing -------------------------------------------------------------------------------
     async def record_reply(self, run_id: str, entry: Entry) -> None:

@@ -35,6 +35,8 @@ sessions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+Index("sessions_owner_newest", sessions.c.owner, sessions.c.created_at, sessions.c.session_id)
+
 session_events = Table(
     "session_events", metadata,
     Column("session_id", String(64), ForeignKey(f"{SCHEMA}.sessions.session_id"), nullable=False),

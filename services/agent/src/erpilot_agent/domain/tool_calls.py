@@ -4,7 +4,7 @@
     received -> preparing -> awaiting_approval            (approval required: write tools)
     awaiting_approval -> awaiting_approval                (edit: superseded + new approval_pending)
     awaiting_approval -> approved -> executing -> finished
-    awaiting_approval -> finished(not_executed)           (rejected | cancelled | expired)
+    awaiting_approval -> finished(not_executed)           (rejected | cancelled | expired | withdrawn)
     running | preparing | executing -> finished           (succeeded | business_rejected | failed;
                                                            preparing may also end not_executed, e.g.
                                                            policy_denied)
@@ -36,7 +36,7 @@ class CallState(StrEnum):
 
 # The public ToolCallStatus of the contracts has no "preparing" or "approved".
 _VIEW_STATUS = {CallState.PREPARING: "running", CallState.APPROVED: "executing"}
-_NOT_EXECUTED = frozenset({"rejected", "cancelled", "expired"})
+_NOT_EXECUTED = frozenset({"rejected", "cancelled", "expired", "withdrawn"})
 _FINISH_FROM = {
     CallState.RUNNING: {"succeeded", "business_rejected", "failed"},
     CallState.PREPARING: {"business_rejected", "failed", "not_executed"},
@@ -148,8 +148,11 @@ class ToolCall:
         self.resolutions[pending_id] = status
         self.decided_by, self.comment = decided_by, comment
         extra = {"comment": comment} if comment else {}
-        resolved = self._event("approval_resolved", pending_id=pending_id, status=status,
-                               decided_by=decided_by, **extra)
+        if status == "withdrawn":  # SPEC §9: the owner cancelled the run; the approval is gone, not decided
+            resolved = self._event("approval_withdrawn", pending_id=pending_id, withdrawn_by=decided_by)
+        else:
+            resolved = self._event("approval_resolved", pending_id=pending_id, status=status,
+                                   decided_by=decided_by, **extra)
         if status == "approved":
             self.state = CallState.APPROVED
             return [resolved]

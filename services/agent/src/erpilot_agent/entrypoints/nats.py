@@ -6,7 +6,15 @@ from erpilot_agent.service_layer import expiry_warnings, sessions
 from erpilot_agent.service_layer.runs import RunService
 from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
 from erpilot_contracts import subjects
-from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, PostMessageV1, StartToolCallV1
+from erpilot_contracts.agent.v1 import (
+    CancelRunV1,
+    CreateSessionV1,
+    GetSessionV1,
+    GetToolCallV1,
+    ListSessionsV1,
+    PostMessageV1,
+    StartToolCallV1,
+)
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalRequestedV1, ApprovalResolvedV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.endpoints import ServiceBus
@@ -33,6 +41,11 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
         return await runs.post_message(session_id=cmd.session_id, owner=cmd.owner, text=cmd.text,
                                        message_id=cmd.message_id)
 
+    @bus.command(subjects.AGENT_CMD_CANCEL_RUN, CancelRunV1,
+                 description="The owner cancels a waiting run; answers the pending ids to withdraw.")
+    async def cancel_run(cmd: CancelRunV1) -> ReplyV1:
+        return await runs.cancel(session_id=cmd.session_id, owner=cmd.owner, run_id=cmd.run_id)
+
     @bus.event(subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, description="A pending approval exists.")
     async def approval_requested(evt: ApprovalRequestedV1) -> None:
         await tool_calls.on_approval_requested(evt.record)
@@ -51,6 +64,10 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
     @bus.query(subjects.AGENT_QUERY_SESSION, GetSessionV1, description="The owner's view of a session.")
     async def get_session(query: GetSessionV1) -> ReplyV1:
         return await sessions.session_view(engine, query.session_id, query.owner)
+
+    @bus.query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, description="The owner's sessions, newest first.")
+    async def list_sessions(query: ListSessionsV1) -> ReplyV1:
+        return await sessions.list_sessions(engine, query)
 
     @bus.query(subjects.AGENT_QUERY_TOOL_CALL, GetToolCallV1, description="One tool call of a session.")
     async def get_tool_call(query: GetToolCallV1) -> ReplyV1:

@@ -53,6 +53,7 @@ class ToolResult:
 class CallStatus:
     state: str  # domain.tool_calls.CallState value
     content: dict[str, Any] | None  # ToolCall.model_content() once finished, else None
+    live: dict[str, Any] | None = None  # ToolCall.model_content() now (e.g. awaiting_approval), any state
 
 
 class RunStore(Protocol):
@@ -91,6 +92,11 @@ class RunStore(Protocol):
 
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]: ...
 
+    async def cancel(self, *, session_id: str, owner: str, run_id: str) -> list[str]:
+        """Cancel a waiting run (idempotent); the pending ids of its calls still awaiting approval.
+        Raises RunRejected (unknown run, a run actively working, a run already over)."""
+        ...
+
     async def run_of_call(self, call_key: str) -> str | None:
         """The run a model's tool call (by its ``call_key``) belongs to (None for external calls)."""
         ...
@@ -104,4 +110,8 @@ class Tools(Protocol):
 
     async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:
         """The recorded calls of the session among ``call_ids`` (call ids are unique per session only)."""
+        ...
+
+    async def denied_tools(self) -> frozenset[str]:
+        """The tools the policy in force denies (left out of what the model is offered)."""
         ...

@@ -31,6 +31,10 @@ class PipelineTools:
         found = {}
         for row in rows:
             call = calls.to_domain(row)
-            content = call.model_content() if call.state is CallState.FINISHED else None
-            found[row.call_id] = CallStatus(row.status, content)
+            live = call.model_content()
+            found[row.call_id] = CallStatus(row.status, live if call.state is CallState.FINISHED else None, live)
         return found
+
+    async def denied_tools(self) -> frozenset[str]:
+        view = await self.service.downstream.policy_view()
+        return frozenset(tool.tool for tool in view.tools if tool.action == "deny")

@@ -31,6 +31,7 @@ from erpilot_agent.domain.context_view import ContextOverflow, build_context
 from erpilot_agent.domain.history import MalformedHistory, estimate_tokens, system_message
 from erpilot_agent.domain.model_ids import for_model
 from erpilot_agent.domain.prompt import SYSTEM_PROMPT
+from erpilot_agent.domain.run_sharing import offered_tools, open_calls, with_states
 from erpilot_agent.domain.runs import (
     MAX_STEPS,
     RETRIES_EXHAUSTED,
@@ -89,6 +90,15 @@ class RunService:
             return rejected.reply
         self.schedule(run_id)
         return ReplyV1.success({"run_id": run_id})
+
+    async def cancel(self, *, session_id: str, owner: str, run_id: str) -> ReplyV1:
+        """Cancel a waiting run: it takes no further step. The pending ids it answers are for the gateway,
+        which asks the approval service to withdraw them (only the owner's, of this session)."""
+        try:
+            pending_ids = await self.store.cancel(session_id=session_id, owner=owner, run_id=run_id)
+        except RunRejected as rejected:
+            return rejected.reply
+        return ReplyV1.success({"run_id": run_id, "status": "cancelled", "pending_ids": pending_ids})
 
     async def on_call_finished(self, call_key: str) -> None:
         """A tool call finished: if a model run waits for it, drive that run on."""
@@ -212,6 +222,12 @@ class RunService:
                                   f"the model made {run.steps} requests without a final answer")
             return False
         entries = [system_message(self.system_prompt), *(item.entry for item in snapshot.history)]
+        others = open_calls(snapshot.history, run.run_id)  # e.g. an order of a waiting run, still with a person
+        if others:
+            status = await self.tools.status(run.session_id, others)
+            entries = with_states(entries, {call_id: status[call_id].live if call_id in status else None
+                                            for call_id in others})
+        tools = offered_tools(self.tool_specs, await self.tools.denied_tools())
         try:
             # The view is built under the global call ids (a model's ids may repeat across runs);
             # the model then gets every call back under the id it issued.
@@ -226,7 +242,7 @@ class RunService:
             await self.store.fail(run.run_id, "internal_error", f"the stored history is malformed: {exc}")
             return False
         try:
-            reply = await self.model.complete(messages, self.tool_specs)
+            reply = await self.model.complete(messages, tools)
             entry = assistant_turn(reply, run.run_id, snapshot.history)
         except ModelError as exc:
             log.warning("model failed in run %s: %s", run.run_id, exc)

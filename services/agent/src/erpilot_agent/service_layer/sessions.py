@@ -8,7 +8,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_agent.adapters import calls, repository
 from erpilot_agent.domain.call_identity import call_key
+from erpilot_contracts.agent.v1 import ListSessionsV1
 from erpilot_contracts.base import ReplyV1
+from erpilot_platform import cursors
 
 
 async def create_session(engine: AsyncEngine, session_id: str, owner: str, title: str | None) -> ReplyV1:
@@ -57,3 +59,19 @@ async def tool_call_view(engine: AsyncEngine, session_id: str, owner: str, call_
     if session is None or session.owner != owner or row is None:
         return ReplyV1.failure("not_found", f"tool call {call_id} not found", 404)
     return ReplyV1.success(calls.view(row, calls.to_domain(row)))
+
+
+async def list_sessions(engine: AsyncEngine, query: ListSessionsV1) -> ReplyV1:
+    """The owner's sessions, newest first, ``limit`` a page; ``next_cursor`` when there may be more."""
+    try:
+        before = cursors.decode(query.cursor) if query.cursor else None
+    except cursors.BadCursor as exc:
+        return ReplyV1.failure(exc.code, str(exc), 422)
+    async with engine.connect() as conn:
+        rows = await repository.owner_sessions(conn, query.owner, q=query.q, before=before, limit=query.limit + 1)
+    page = rows[:query.limit]
+    items = [{"session_id": r.session_id, "title": r.title, "created_at": r.created_at.isoformat(),
+              "last_seq": r.last_seq, "active_run_id": r.active_run_id} for r in page]
+    more = len(rows) > query.limit
+    return ReplyV1.success({"items": items,
+                            "next_cursor": cursors.encode(page[-1].created_at, page[-1].session_id) if more else None})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text, union
+from sqlalchemy import and_, func, or_, select, text, union
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -104,7 +104,32 @@ async def seconds_to_next_deadline(conn: AsyncConnection) -> float | None:
     return float(value) if value is not None else None
 
 
-async def list_decidable(conn: AsyncConnection, roles: list[str], *, status: str, session_id: str | None,
+@dataclass(frozen=True)
+class ListFilter:
+    """``GET /v1/approvals`` filters beside the status; ``before`` is the decoded cursor (created_at, id)."""
+
+    session_id: str | None = None
+    tool: str | None = None
+    requested_by: str | None = None
+    since: datetime | None = None
+    before: tuple[datetime, str] | None = None
+
+
+def _filtered(branch: Any, where: ListFilter) -> Any:
+    for column, value in ((approvals.c.session_id, where.session_id), (approvals.c.tool, where.tool),
+                          (approvals.c.requested_by, where.requested_by)):
+        if value is not None:
+            branch = branch.where(column == value)
+    if where.since is not None:
+        branch = branch.where(approvals.c.created_at >= where.since)
+    if where.before is not None:
+        at, pending_id = where.before
+        branch = branch.where(or_(approvals.c.created_at < at,
+                                  and_(approvals.c.created_at == at, approvals.c.pending_id < pending_id)))
+    return branch
+
+
+async def list_decidable(conn: AsyncConnection, roles: list[str], *, status: str, where: ListFilter,
                          limit: int) -> list[PendingApproval]:
     """Approvals in ``status`` that one of ``roles`` may decide, newest first.
 
@@ -118,8 +143,7 @@ async def list_decidable(conn: AsyncConnection, roles: list[str], *, status: str
     for role in held:
         branch = (select(approvals.c.pending_id, approvals.c.created_at)
                   .where(approvals.c.status == status, text(role_predicate(role))))
-        if session_id is not None:
-            branch = branch.where(approvals.c.session_id == session_id)
+        branch = _filtered(branch, where)
         branches.append(branch.order_by(*_NEWEST_FIRST).limit(limit))
     top = (branches[0] if len(branches) == 1 else union(*branches)).subquery("top")
     picked = (select(top.c.pending_id).order_by(top.c.created_at.desc(), top.c.pending_id.desc()).limit(limit)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from erpilot_approval.service_layer import decisions, edits, queries, requests
+from erpilot_approval.service_layer import decisions, edits, queries, requests, withdrawals
 from erpilot_approval.service_layer.common import Deps
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import (
@@ -12,6 +12,7 @@ from erpilot_contracts.approval.v1 import (
     ListApprovalsV1,
     PolicyQueryV1,
     RequestApprovalV1,
+    WithdrawApprovalsV1,
 )
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.endpoints import ServiceBus
@@ -38,6 +39,11 @@ def register(bus: ServiceBus, deps: Deps) -> None:
                  description="Replace the arguments: a new pending version supersedes this one.")
     async def edit(cmd: EditApprovalV1) -> ReplyV1:
         return await edits.edit(deps, cmd)
+
+    @bus.command(subjects.APPROVAL_CMD_WITHDRAW, WithdrawApprovalsV1,
+                 description="The owner cancelled a waiting run: withdraw its pending approvals.")
+    async def withdraw(cmd: WithdrawApprovalsV1) -> ReplyV1:
+        return await withdrawals.withdraw_approvals(deps, cmd)
 
     @bus.query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, description="One approval with its decision.")
     async def get_approval(query: GetApprovalV1) -> ReplyV1:

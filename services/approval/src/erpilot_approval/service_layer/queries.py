@@ -9,6 +9,7 @@ from erpilot_approval.domain.approvals import can_view
 from erpilot_approval.service_layer.common import not_found
 from erpilot_contracts.approval.v1 import GetApprovalV1, ListApprovalsV1
 from erpilot_contracts.base import ReplyV1
+from erpilot_platform import cursors
 
 
 async def get_approval(engine: AsyncEngine, query: GetApprovalV1) -> ReplyV1:
@@ -22,8 +23,18 @@ async def get_approval(engine: AsyncEngine, query: GetApprovalV1) -> ReplyV1:
 
 
 async def list_approvals(engine: AsyncEngine, query: ListApprovalsV1) -> ReplyV1:
-    """Approvals the actor holds a required role for, newest first; ``status`` defaults to ``pending``."""
+    """Approvals the actor holds a required role for, newest first; ``status`` defaults to ``pending``;
+    filtered by session, tool, requester and creation time; ``next_cursor`` when there may be more."""
+    try:
+        before = cursors.decode(query.cursor) if query.cursor else None
+    except cursors.BadCursor as exc:
+        return ReplyV1.failure(exc.code, str(exc), 422)
+    where = repository.ListFilter(session_id=query.session_id, tool=query.tool, requested_by=query.requested_by,
+                                  since=query.since, before=before)
     async with engine.connect() as conn:
         found = await repository.list_decidable(conn, query.actor.roles, status=query.status or "pending",
-                                                session_id=query.session_id, limit=query.limit)
-    return ReplyV1.success({"items": [approval.to_record().model_dump(mode="json") for approval in found]})
+                                                where=where, limit=query.limit + 1)
+    page = found[:query.limit]
+    next_cursor = cursors.encode(page[-1].created_at, page[-1].pending_id) if len(found) > query.limit else None
+    return ReplyV1.success({"items": [approval.to_record().model_dump(mode="json") for approval in page],
+                            "next_cursor": next_cursor})

@@ -8,6 +8,7 @@ by ``input_guard`` for every body); nothing is sent to the approval service.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -21,7 +22,7 @@ from erpilot_gateway.bodies import DecisionBody, EditBody
 from erpilot_gateway.problems import Problem
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
-Status = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded"]
+Status = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded", "withdrawn"]
 B = TypeVar("B", bound=BaseModel)
 
 
@@ -64,10 +65,16 @@ def _documented(model: type[BaseModel]) -> dict:
 
 @router.get("", dependencies=[require_roles("approver", "manager", "admin")])
 async def list_approvals(request: Request, user: CurrentUser, status: Status | None = None,
-                         session_id: str | None = None, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict:
+                         session_id: str | None = None, tool: str | None = None, requested_by: str | None = None,
+                         since: datetime | None = None, cursor: Annotated[str | None, Query(max_length=200)] = None,
+                         limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict:
     """Approvals this person may decide (holds a required role for), newest first; ``status`` defaults to
-    ``pending``."""
-    query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id, limit=limit)
+    ``pending``; ``tool``, ``requested_by``, ``session_id`` and ``since`` (created at or after, ISO 8601
+    with a zone) narrow it; ``next_cursor`` of the answer, passed as ``cursor``, gives the next page."""
+    if since is not None and since.tzinfo is None:
+        raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
+    query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id, tool=tool,
+                            requested_by=requested_by, since=since, cursor=cursor, limit=limit)
     return await request.app.state.services.query(subjects.APPROVAL_QUERY_LIST, query)
 
 

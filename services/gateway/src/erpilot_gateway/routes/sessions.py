@@ -6,11 +6,19 @@ import re
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from erpilot_contracts import subjects
-from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, PostMessageV1
+from erpilot_contracts.agent.v1 import (
+    CancelRunV1,
+    CreateSessionV1,
+    GetSessionV1,
+    GetToolCallV1,
+    ListSessionsV1,
+    PostMessageV1,
+)
+from erpilot_contracts.approval.v1 import Actor, WithdrawApprovalsV1
 from erpilot_gateway import tool_calls
 from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
 from erpilot_gateway.bodies import CreateSessionBody, PostMessageBody, ToolCallBody
@@ -32,6 +40,17 @@ async def create_session(request: Request, user: CurrentUser, body: CreateSessio
     cmd = CreateSessionV1(session_id=f"ses_{uuid.uuid4().hex[:20]}", owner=user.sub, title=title)
     data = await _services(request).command(subjects.AGENT_CMD_CREATE_SESSION, cmd)
     return {"session_id": data["session_id"]}
+
+
+@router.get("", dependencies=[Requester])
+async def list_sessions(request: Request, user: CurrentUser,
+                        q: Annotated[str | None, Query(max_length=200, description="Substring of the title")] = None,
+                        cursor: Annotated[str | None, Query(max_length=200)] = None,
+                        limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
+    """Your sessions, newest first: ``{"items": [...], "next_cursor"}``; pass ``next_cursor`` as ``cursor``
+    for the next page. ``q`` keeps sessions whose title contains it (case-insensitive)."""
+    query = ListSessionsV1(owner=user.sub, q=q or None, cursor=cursor, limit=limit)
+    return await _services(request).query(subjects.AGENT_QUERY_SESSIONS, query)
 
 
 @router.get("/{session_id}")
@@ -56,14 +75,34 @@ async def post_message(request: Request, session_id: str, body: PostMessageBody,
                        idempotency_key: IdempotencyKey = None) -> dict:
     """Give the agent a message; it runs the model (answers 202 with the run id).
 
-    409 ``run_in_progress`` while the previous message's run is still running or waiting for an
-    approval. An optional ``Idempotency-Key`` header makes a retry return the same run (the same key
-    with another text: 409 ``idempotency_conflict``); without it every request is a new message.
+    409 ``run_in_progress`` only while a run of the session is actively working; a run waiting for
+    an approval does not block: the new message starts a run beside it. An optional
+    ``Idempotency-Key`` header makes a retry return the same run (the same key with another text:
+    409 ``idempotency_conflict``); without it every request is a new message.
     """
     message_id = _checked_key(idempotency_key) or f"msg_{uuid.uuid4().hex}"  # fixed before the first publish
     cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id)
     data = await _services(request).command(subjects.AGENT_CMD_POST_MESSAGE, cmd)
     return {"run_id": data["run_id"]}
+
+
+@router.post("/{session_id}/runs/{run_id}/cancel")
+async def cancel_run(request: Request, session_id: str, run_id: str, user: CurrentUser) -> dict:
+    """Cancel one of your runs that waits for a decision: it takes no further step, and its approvals
+    still pending end ``withdrawn`` (nothing is committed). Idempotent: repeat it after an error.
+
+    Answers ``{"run_id", "status": "cancelled", "approvals": [{"pending_id", "status"}]}``: each of the
+    run's approvals as it ended (``approved`` when a decision came first; that call goes on).
+    409 ``run_in_progress`` while the run is working, ``run_not_waiting`` once it is over."""
+    services = _services(request)
+    cancelled = await services.command(subjects.AGENT_CMD_CANCEL_RUN,
+                                       CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id))
+    approvals: list[dict] = []
+    if cancelled["pending_ids"]:  # the approval service withdraws only the owner's, of this session
+        withdraw = WithdrawApprovalsV1(session_id=session_id, pending_ids=cancelled["pending_ids"],
+                                       actor=Actor(sub=user.sub, roles=list(user.roles)))
+        approvals = (await services.command(subjects.APPROVAL_CMD_WITHDRAW, withdraw))["items"]
+    return {"run_id": run_id, "status": "cancelled", "approvals": approvals}
 
 
 @router.post("/{session_id}/tool-calls")

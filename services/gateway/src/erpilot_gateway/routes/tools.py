@@ -23,17 +23,19 @@ def format_ttl(seconds: int) -> str:
 
 @router.get("", dependencies=[require_roles("requester")])
 async def list_tools(request: Request) -> dict:
-    """Every tool with its kind, input schema and the policy that applies to it."""
+    """Every tool the policy does not deny, with its kind, input schema and the policy that applies to it."""
     return await tool_catalogue(request.app.state.services)
 
 
 async def tool_catalogue(services: Services) -> dict:
-    """The catalogue with the policy in force (also what the MCP endpoint lists)."""
+    """The catalogue without the tools the policy denies, with the policy in force (also what MCP lists)."""
     policy = await services.query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1())
     by_tool = {p["tool"]: p for p in policy["tools"]}
     items = []
     for spec in TOOLS.values():
         rule = by_tool.get(spec.name, {"action": "deny", "roles": [], "ttl_seconds": 0})
+        if rule["action"] == "deny":
+            continue  # SPEC §9: a denied tool is not offered (the model's list leaves it out too)
         items.append({
             "name": spec.name, "kind": spec.kind.value, "schema_version": spec.schema_version,
             "description": spec.description, "input_schema": spec.input_schema(),

@@ -11,7 +11,7 @@ const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 
 const EVENT_TYPES = ["message", "run_started", "run_finished", "run_failed", "tool_started", "approval_pending",
-                     "approval_resolved", "tool_executing", "tool_finished"];
+                     "approval_resolved", "approval_withdrawn", "tool_executing", "tool_finished"];
 const APPROVAL_LABELS = { approved: "Approved", rejected: "Rejected", cancelled: "Cancelled", expired: "Expired",
                           superseded: "Superseded" };
 // The state a tool call is in, as its card's pill shows it. "approved" is not "done": only tool_finished
@@ -66,41 +66,39 @@ function route() {
   }
 }
 
-// --- sessions (remembered per user in localStorage) ---------------------------------------------------------
+// --- sessions (listed by the server: every session of yours, from any browser or the API) --------------------
 
-const STORE_KEY = `erpilot.sessions.v1:${sub}`;
+const sessionList = { items: [], q: "", next: null, loaded: false, seq: 0 };
 
 function loadSessions() {
+  return sessionList.items.map((s) => ({ id: s.session_id, title: s.title || "" }));
+}
+
+async function refreshSessions({ more = false } = {}) {
+  const mine = ++sessionList.seq;  // a slower earlier search never overwrites a later one
+  const params = new URLSearchParams({ limit: "50" });
+  if (sessionList.q) params.set("q", sessionList.q);
+  if (more && sessionList.next) params.set("cursor", sessionList.next);
   try {
-    const list = JSON.parse(localStorage.getItem(STORE_KEY) || "[]");
-    return Array.isArray(list) ? list.filter((s) => s && typeof s.id === "string") : [];
-  } catch {
-    return [];
+    const page = await api("GET", `/v1/sessions?${params}`);
+    if (mine !== sessionList.seq) return;
+    sessionList.items = more ? [...sessionList.items, ...page.items] : page.items;
+    sessionList.next = page.next_cursor;
+    sessionList.loaded = true;
+    renderSessionList();
+  } catch (err) {
+    banner(`Could not list your sessions: ${explain(err)}`);
   }
 }
 
-function saveSessions(list) {
-  localStorage.setItem(STORE_KEY, JSON.stringify(list.slice(0, 200)));
-  renderSessionList();
+function rememberSession(id) {
+  if (!sessionList.items.some((s) => s.session_id === id)) refreshSessions();  // new, or found by id
 }
 
-function rememberSession(id, title) {
-  const list = loadSessions();
-  const existing = list.find((s) => s.id === id);
-  if (existing) {
-    if (title && existing.title !== title) { existing.title = title; saveSessions(list); }
-    return;
-  }
-  list.unshift({ id, title: title || "", created: new Date().toISOString() });
-  saveSessions(list);
-}
-
-function forgetSession(id) {
-  saveSessions(loadSessions().filter((s) => s.id !== id));
-  if (current && current.sid === id) {
-    closeSession();
-    location.hash = "#sessions";
-  }
+function searchSessions(event) {
+  if (event) event.preventDefault();
+  sessionList.q = $("session-search").elements.q.value.trim();
+  refreshSessions();
 }
 
 function renderSessionList() {
@@ -112,12 +110,12 @@ function renderSessionList() {
   },
   h("a", { attrs: { href: `#sessions/${enc(s.id)}` } },
     h("span", { class: "session-title", text: s.title || "Untitled session" }),
-    h("span", { class: "mono muted small", text: s.id })),
-  h("button", {
-    class: "forget", text: "×", attrs: { type: "button", title: "Forget this session here", "aria-label": "Forget" },
-    on: { click: () => forgetSession(s.id) },
-  }))));
-  $("session-list-empty").hidden = sessions.length > 0;
+    h("span", { class: "mono muted small", text: s.id })))));
+  const empty = $("session-list-empty");
+  empty.hidden = sessions.length > 0 || !sessionList.loaded;
+  empty.textContent = sessionList.q ? `No session title contains “${sessionList.q}”.`
+    : "No sessions yet. Create one to talk to the agent.";
+  $("session-more").hidden = !sessionList.next;
 }
 
 async function createSession(event) {
@@ -276,7 +274,7 @@ function updateRunState(session) {
   $("run-state").hidden = !session.running && !waiting;
   $("run-state").classList.toggle("waiting", waiting);
   $("run-state-text").textContent = waiting
-    ? "Waiting for an approval decision; the agent goes on once it is decided."
+    ? "Waiting for an approval decision; the agent goes on once it is decided. You can keep asking meanwhile."
     : "The agent is working…";
 }
 
@@ -349,10 +347,18 @@ function applyToolEvent(session, event, at) {
           p.target ? h("span", { text: p.target }) : null),
         h("div", { class: "approval-links" },
           h("span", { class: "deadline" }, "expires in ", h("span", { class: "countdown", data: { deadline: d.expires_at }, text: countdown(d.expires_at).text })),
-          h("a", { attrs: { href: link }, text: "Open the approval page" })));
+          h("a", { attrs: { href: link }, text: "Open the approval page" }),
+          cancelButton(session, d.call_id)));
       setCallState(card, "awaiting_approval");
       break;
     }
+    case "approval_withdrawn":
+      stopCountdowns(card);
+      for (const button of card.querySelectorAll(".cancel-run")) button.remove();
+      stage(card, "approval_withdrawn", at, {},
+        h("strong", { text: `Withdrawn${d.withdrawn_by ? " by " + d.withdrawn_by : ""}` }),
+        h("span", { class: "muted", text: " — the request was cancelled; nothing was executed" }));
+      break;
     case "approval_resolved": {
       stopCountdowns(card);
       const status = d.status;
@@ -396,6 +402,29 @@ function applyToolEvent(session, event, at) {
     default:
       break;
   }
+}
+
+/** A model's call id is "<run_id>:<id>": its run can be cancelled while the call waits for a person. */
+function cancelButton(session, callId) {
+  const runId = String(callId || "").split(":")[0];
+  if (!runId.startsWith("run_") || session.endedRuns.has(runId)) return null;
+  const button = h("button", {
+    class: "button ghost small cancel-run", text: "Cancel this request",
+    attrs: { type: "button", title: "Cancel the waiting run and withdraw its approvals" }, data: { runId },
+  });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const answer = await api("POST", `/v1/sessions/${enc(session.sid)}/runs/${enc(runId)}/cancel`, {});
+      const kept = (answer.approvals || []).filter((a) => a.status !== "withdrawn" && a.status !== "not_found");
+      if (kept.length) banner(`Cancelled; already decided before the cancel: ${kept.map((a) => a.status).join(", ")}`);
+      button.remove();
+    } catch (err) {
+      button.disabled = false;
+      banner(`Could not cancel: ${explain(err)}`);
+    }
+  });
+  return button;
 }
 
 function summarise(tool, r) {
@@ -451,7 +480,7 @@ async function sendMessage(event) {
     }
   } catch (err) {
     error.textContent = err instanceof ApiError && err.code === "run_in_progress"
-      ? "The agent is still working on the previous message; send this when it has answered."
+      ? "The agent is still working on the previous message; send this when it has answered (a request waiting for an approval does not block you)."
       : `Not sent: ${explain(err)}`;
     error.hidden = false;
   } finally {
@@ -527,11 +556,17 @@ if (isRequester) {
       $("composer").requestSubmit();
     }
   });
-  renderSessionList();
+  $("session-search").addEventListener("submit", searchSessions);
+  let searchTimer = null;
+  $("session-search").elements.q.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(searchSessions, 250);
+  });
+  $("session-more").addEventListener("click", () => refreshSessions({ more: true }));
 }
 if (isDecider) pollInbox();
 window.addEventListener("hashchange", route);
-route();
+if (isRequester) refreshSessions().then(route); else route();
 startCountdowns(document, (el) => {
   const row = el.closest("tr");
   if (row) row.classList.add("expired");
