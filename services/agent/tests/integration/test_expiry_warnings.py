@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from erpilot_agent.adapters import calls, repository
 from erpilot_agent.adapters.tables import session_events
+from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.tool_calls import PendingApproval, ToolCall
 from erpilot_agent.service_layer.expiry_warnings import on_approval_expiring
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1
@@ -34,15 +35,16 @@ async def new_call(engine) -> tuple[str, ToolCall]:
     call.start(needs_approval=True)
     async with engine.begin() as conn:
         await repository.create_session(conn, session_id, "alice", None)
-        await repository.insert_tool_call(conn, call_id=call.call_id, session_id=session_id, run_id=None,
+        await repository.insert_tool_call(conn, call_key=call_key(session_id, call.call_id), call_id=call.call_id,
+                                          session_id=session_id, run_id=None,
                                           source="external", tool=call.tool, request_hash="sha256:x",
                                           operation_id=f"op_{uuid.uuid4().hex}", **calls.to_columns(call))
     return session_id, call
 
 
-async def save(engine, call: ToolCall) -> None:
+async def save(engine, session_id: str, call: ToolCall) -> None:
     async with engine.begin() as conn:
-        await repository.update_tool_call(conn, call.call_id, **calls.to_columns(call))
+        await repository.update_tool_call(conn, call_key(session_id, call.call_id), **calls.to_columns(call))
 
 
 def warning(session_id: str, call: ToolCall, pending_id: str) -> ApprovalExpiringV1:
@@ -68,7 +70,7 @@ async def test_a_waiting_call_is_warned_once(engine):
     with pytest.raises(TransientError):  # overtook the call's approval_requested: retried later
         await on_approval_expiring(engine, warning(session_id, call, "pa_1"))
     call.await_approval(pending("pa_1"))
-    await save(engine, call)
+    await save(engine, session_id, call)
 
     assert await on_approval_expiring(engine, warning(session_id, call, "pa_1")) is True
     assert await on_approval_expiring(engine, warning(session_id, call, "pa_1")) is False  # redelivered
@@ -80,10 +82,10 @@ async def test_no_warning_after_the_decision_or_for_another_version(engine):
     session_id, call = await new_call(engine)
     call.await_approval(pending("pa_old"))
     call.supersede("pa_old", pending("pa_new"), decided_by="mia")
-    await save(engine, call)
+    await save(engine, session_id, call)
     assert await on_approval_expiring(engine, warning(session_id, call, "pa_old")) is False
 
     call.resolve("pa_new", "rejected", decided_by="mia")
-    await save(engine, call)
+    await save(engine, session_id, call)
     assert await on_approval_expiring(engine, warning(session_id, call, "pa_new")) is False
     assert await expiring_events(engine, session_id) == []

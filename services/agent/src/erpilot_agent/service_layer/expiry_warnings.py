@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_agent.adapters import calls, repository
 from erpilot_agent.adapters.tables import session_events
+from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.tool_calls import CallState
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1
 from erpilot_platform.broker import TransientError
@@ -25,8 +26,9 @@ EVENT = "approval_expiring"
 async def on_approval_expiring(engine: AsyncEngine, evt: ApprovalExpiringV1) -> bool:
     """Append the warning to the call's session if it still waits for that approval; True when appended."""
     async with engine.begin() as conn:
-        row = await repository.get_tool_call(conn, evt.call_id, lock=True)  # serialises with transitions
-        if row is None or row.session_id != evt.session_id:
+        # Calls are keyed by (session, call_id): a call_id is unique per session only.
+        row = await repository.get_tool_call(conn, call_key(evt.session_id, evt.call_id), lock=True)
+        if row is None:
             log.warning("expiry warning for unknown call %s ignored", evt.call_id)
             return False
         call = calls.to_domain(row)
