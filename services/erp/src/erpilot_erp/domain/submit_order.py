@@ -10,6 +10,7 @@ from erpilot_contracts.tools.v1 import SubmitOrderArgs
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, OrderLine, Product
 from erpilot_erp.domain.plans import (
+    PIECES,
     CommitPlan,
     DraftSubmission,
     Prepared,
@@ -228,7 +229,7 @@ def _preview(draft: DraftRevision, facts: Mapping[str, Any], stock_check: StockC
         amount_minor=draft.total_amount_minor,
         currency=draft.currency,
         effects=[
-            effect(f"stock {sku}", facts["stock_before"][sku], facts["stock_before"][sku] - qty)
+            effect(f"stock {sku}", facts["stock_before"][sku], facts["stock_before"][sku] - qty, PIECES)
             for sku, qty in _needed(facts).items()
         ],
         notes=notes,
