@@ -7,7 +7,7 @@ the harness fake, which follows ``erpilot_approval.domain.eligibility``); the pa
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from playwright.sync_api import expect
@@ -148,7 +148,7 @@ def test_money_is_formatted_from_minor_units_and_effects_carry_their_unit(consol
 
 
 def test_dates_are_shown_in_the_viewers_locale_and_time_zone(console, open_page, artifacts):
-    decided = datetime(2026, 10, 19, 12, 5, 9, tzinfo=timezone.utc)
+    decided = datetime(2026, 10, 19, 12, 5, 9, tzinfo=UTC)
     record = console.fake.add_approval(submit_order_approval(
         status="approved", decided_by="mgr-d", decided_at=decided.isoformat()))
     console.fake.operations[record["operation_id"]] = {"operation_id": record["operation_id"], "tool": "submit_order",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import timedelta
 
@@ -55,6 +56,8 @@ def test_preview_shows_operation_object_target_amount_and_stock_effects(catalog)
     assert preview["details"]["note"] == "dock 3"
     assert any("10% discount" in note for note in preview["notes"])
     assert any("20.25 EUR is captured" in note for note in preview["notes"])
+    quoted = r"Prices are quoted until \d{4}-\d\d-\d\d \d\d:\d\d UTC\."
+    assert any(re.fullmatch(quoted, note) for note in preview["notes"])
     PreviewV1.model_validate(preview)
 
 
