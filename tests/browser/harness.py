@@ -57,8 +57,8 @@ def submit_order_approval(*, requested_by: str = "req-1", session_id: str = "ses
         "preview": {
             "operation": "Submit order", "object": "Draft D-1002 revision 3", "target": customer_name,
             "amount_minor": 123450, "currency": "EUR",
-            "effects": [{"label": "stock SKU-PAPER-A4", "before": 1200, "after": 1000},
-                        {"label": "stock SKU-PEN-BLUE", "before": 5000, "after": 4660}],
+            "effects": [{"label": "stock SKU-PAPER-A4", "before": 1200, "after": 1000, "unit": "pcs"},
+                        {"label": "stock SKU-PEN-BLUE", "before": 5000, "after": 4660, "unit": "pcs"}],
             "notes": [f"2 line(s) for {customer_name} (C-1001), total 1,234.50 EUR",
                       "The payment of 1,234.50 EUR is captured when the order is placed."],
             "details": {"draft_id": "D-1002", "revision": 3, "customer_id": "C-1001",
@@ -84,10 +84,28 @@ class FakeServices:
     messages: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     runs: itertools.count = field(default_factory=lambda: itertools.count(1))
+    separation_of_duties: set[str] = field(default_factory=set)  # pending ids under SoD
 
-    def add_approval(self, record: dict[str, Any]) -> dict[str, Any]:
+    def add_approval(self, record: dict[str, Any], *, separation_of_duties: bool = False) -> dict[str, Any]:
         self.approvals[record["pending_id"]] = record
+        if separation_of_duties:
+            self.separation_of_duties.add(record["pending_id"])
         return record
+
+    def for_actor(self, record: dict[str, Any], actor) -> dict[str, Any]:
+        """The record with ``can_decide``/``cannot_decide_reason`` for ``actor``, in the approval service's
+        order (``erpilot_approval.domain.eligibility``): role, separation of duties, status, deadline."""
+        if not self._holds_role(record, actor.roles):
+            reason = "role"
+        elif record["pending_id"] in self.separation_of_duties and actor.sub == record["requested_by"]:
+            reason = "separation_of_duties"
+        elif record["status"] != "pending":
+            reason = record["status"] if record["status"] in ("expired", "superseded") else "already_decided"
+        elif now() >= datetime.fromisoformat(record["expires_at"]):
+            reason = "expired"
+        else:
+            reason = None
+        return {**record, "can_decide": reason is None, "cannot_decide_reason": reason}
 
     async def query(self, subject: str, payload) -> dict[str, Any]:
         return self._answer(subject, payload)
@@ -118,9 +136,9 @@ class FakeServices:
             record = self.approvals.get(p.pending_id)
             if record is None or not (self._holds_role(record, p.actor.roles) or record["requested_by"] == p.actor.sub):
                 raise Problem(404, "not_found", f"approval {p.pending_id} not found")
-            return record
+            return self.for_actor(record, p.actor)
         if subject == subjects.APPROVAL_QUERY_LIST:
-            items = [r for r in self.approvals.values() if self._holds_role(r, p.actor.roles)
+            items = [self.for_actor(r, p.actor) for r in self.approvals.values() if self._holds_role(r, p.actor.roles)
                      and (p.status is None or r["status"] == p.status)]
             return {"items": sorted(items, key=lambda r: r["created_at"], reverse=True)}
         if subject == subjects.APPROVAL_CMD_DECIDE:

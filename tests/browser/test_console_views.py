@@ -20,12 +20,40 @@ def test_a_float_or_string_amount_is_shown_as_given_never_reinterpreted():
     assert views.money("1250", "EUR") == "1250"
 
 
-def test_money_effects_are_formatted_and_stock_effects_are_counts():
-    preview = {"currency": "EUR", "effects": [{"label": "refundable remaining", "before": 12300, "after": 2300},
-                                              {"label": "stock SKU-1", "before": 10, "after": 8}]}
+@pytest.mark.parametrize(("minor", "currency", "shown"), [
+    (123450, "JPY", "123,450 JPY"), (1234, "KWD", "1.234 KWD"), (5, "BHD", "0.005 BHD"), (5, None, "0.05"),
+])
+def test_money_uses_the_iso_exponent_where_a_currency_has_other_than_two_decimals(minor, currency, shown):
+    assert views.money(minor, currency) == shown
+
+
+def test_effects_are_shown_in_the_unit_the_erp_gave_and_nothing_is_guessed_from_labels():
+    preview = {"currency": "EUR", "effects": [
+        {"label": "refundable remaining", "before": 12300, "after": 2300, "unit": "EUR"},
+        {"label": "stock SKU-1", "before": 1200, "after": 8, "unit": "pcs"},
+        {"label": "status", "before": "placed", "after": "cancelled", "unit": None},
+        {"label": "refunded total", "before": 500, "after": 1500}]}  # no unit: a bare number, never money
     assert views.effect_rows(preview) == [
-        {"label": "refundable remaining", "before": "123.00 EUR", "after": "23.00 EUR"},
-        {"label": "stock SKU-1", "before": "10", "after": "8"}]
+        {"label": "refundable remaining", "before": "123.00 EUR", "after": "23.00 EUR", "unit": "EUR"},
+        {"label": "stock SKU-1", "before": "1,200 pcs", "after": "8 pcs", "unit": "pcs"},
+        {"label": "status", "before": "placed", "after": "cancelled", "unit": ""},
+        {"label": "refunded total", "before": "500", "after": "1500", "unit": ""}]
+
+
+def test_the_reason_a_person_cannot_decide_is_said_in_words():
+    assert "separation of duties" in views.cannot_decide_text("separation_of_duties", ["manager"], ["manager"])
+    role = views.cannot_decide_text("role", ["manager"], ["approver", "requester"])
+    assert role.endswith("it needs one of manager; you hold approver, requester.")
+    assert views.cannot_decide_text(None, ["manager"], ["manager"]) == ""
+
+
+def test_the_decision_time_is_kept_as_iso_for_the_viewers_time_zone():
+    decided = views.decision_view({"status": "approved", "decided_by": "bob", "decided_at": "2026-10-19T12:00:00Z"})
+    assert (decided["headline"], decided["at"], decided["at_text"]) == (
+        "Approved by bob", "2026-10-19T12:00:00.000+00:00", "2026-10-19 12:00:00 UTC")
+    expired = views.decision_view({"status": "expired", "expires_at": "2026-10-19T12:15:00+00:00"})
+    assert (expired["headline"], expired["at_text"]) == ("Expired without a decision", "2026-10-19 12:15:00 UTC")
+    assert views.decision_view({"status": "pending"})["at"] == ""
 
 
 def test_the_outcome_tells_approved_from_done_and_business_rejected_from_not_executed():

@@ -22,7 +22,7 @@ async def test_prepare_stores_the_operation_and_answers_its_preview(erp, session
         cmd.operation_id, "submit_order", cmd.fingerprint)
     preview = reply.data["preview"]
     assert preview["operation"] == "Submit order" and preview["amount_minor"] == 1000
-    assert preview["effects"] == [{"label": f"stock {sku}", "before": 8, "after": 6}]
+    assert preview["effects"] == [{"label": f"stock {sku}", "before": 8, "after": 6, "unit": "pcs"}]
     row = await erp.operation_row(cmd.operation_id)
     assert (row.status, row.fingerprint, row.arguments, row.call_id) == (
         "prepared", cmd.fingerprint, cmd.arguments, cmd.call_id)
@@ -43,7 +43,7 @@ async def test_the_same_operation_again_gets_the_stored_preview_and_another_fing
     conflict = await erp.send(subjects.ERP_CMD_PREPARE, other)
 
     assert first.ok and again == first
-    assert first.data["preview"]["effects"] == [{"label": f"on hand {sku}", "before": 8, "after": 5}]
+    assert first.data["preview"]["effects"] == [{"label": f"on hand {sku}", "before": 8, "after": 5, "unit": "pcs"}]
     assert not conflict.ok and conflict.error.code == "operation_conflict" and conflict.error.status == 409
     assert (await erp.operation_row(cmd.operation_id)).fingerprint == cmd.fingerprint
 

@@ -23,7 +23,7 @@ def test_preview_shows_on_hand_before_and_after(catalog):
     assert preview["operation"] == "Adjust stock"
     assert preview["object"] == "Product SKU-B"
     assert preview["target"] == "Widget B"
-    assert preview["effects"] == [{"label": "on hand SKU-B", "before": 5, "after": 2}]
+    assert preview["effects"] == [{"label": "on hand SKU-B", "before": 5, "after": 2, "unit": "pcs"}]
     assert preview["notes"] == ["Remove 3 unit(s).", "Reason: stocktake"]
     assert preview["details"]["delta"] == -3
     assert preview["amount_minor"] is None

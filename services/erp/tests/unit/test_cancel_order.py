@@ -24,9 +24,9 @@ def test_preview_shows_status_stock_returned_and_that_nothing_is_refunded(catalo
     assert preview["target"] == "Alpha Trading GmbH"
     assert (preview["amount_minor"], preview["currency"]) == (3000, "EUR")
     assert preview["effects"] == [
-        {"label": "status", "before": "placed", "after": "cancelled"},
-        {"label": "stock SKU-A", "before": 12, "after": 14},
-        {"label": "stock SKU-B", "before": 5, "after": 9},
+        {"label": "status", "before": "placed", "after": "cancelled", "unit": None},
+        {"label": "stock SKU-A", "before": 12, "after": 14, "unit": "pcs"},
+        {"label": "stock SKU-B", "before": 5, "after": 9, "unit": "pcs"},
     ]
     assert preview["notes"][0].startswith("No refund is issued")
     assert "30.00 EUR" in preview["notes"][0]

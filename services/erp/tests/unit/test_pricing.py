@@ -70,3 +70,9 @@ def test_total_is_the_plain_sum_of_line_totals():
 )
 def test_format_money_uses_two_decimals_and_the_currency_code(amount, expected):
     assert format_money(amount, "EUR") == expected
+
+
+@pytest.mark.parametrize(("amount", "currency", "expected"),
+                         [(1234, "JPY", "1234 JPY"), (1234, "KWD", "1.234 KWD"), (-5, "USD", "-0.05 USD")])
+def test_format_money_uses_the_iso_exponent_of_the_currency(amount, currency, expected):
+    assert format_money(amount, currency) == expected

@@ -25,8 +25,8 @@ def test_preview_shows_amount_channel_and_remaining_before_and_after(catalog):
     assert preview["target"] == "Alpha Trading GmbH"
     assert (preview["amount_minor"], preview["currency"]) == (1000, "EUR")
     assert preview["effects"] == [
-        {"label": "refundable remaining", "before": 2500, "after": 1500},
-        {"label": "refunded", "before": 500, "after": 1500},
+        {"label": "refundable remaining", "before": 2500, "after": 1500, "unit": "EUR"},
+        {"label": "refunded", "before": 500, "after": 1500, "unit": "EUR"},
     ]
     assert preview["notes"][0] == "Refund 10.00 EUR to the original payment channel."
     assert preview["details"]["channel"] == "original"

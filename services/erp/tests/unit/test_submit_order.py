@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import timedelta
 
@@ -47,14 +48,16 @@ def test_preview_shows_operation_object_target_amount_and_stock_effects(catalog)
     assert preview["target"] == "Beta Bau Aktiengesellschaft"
     assert (preview["amount_minor"], preview["currency"]) == (1800 + 225, "EUR")
     assert preview["effects"] == [
-        {"label": "stock SKU-A", "before": 12, "after": 10},
-        {"label": "stock SKU-B", "before": 5, "after": 4},
+        {"label": "stock SKU-A", "before": 12, "after": 10, "unit": "pcs"},
+        {"label": "stock SKU-B", "before": 5, "after": 4, "unit": "pcs"},
     ]
     assert preview["details"]["lines"] == [line.to_result() for line in draft.lines]
     assert (preview["details"]["draft_id"], preview["details"]["revision"]) == ("D-1", 1)
     assert preview["details"]["note"] == "dock 3"
     assert any("10% discount" in note for note in preview["notes"])
     assert any("20.25 EUR is captured" in note for note in preview["notes"])
+    quoted = r"Prices are quoted until \d{4}-\d\d-\d\d \d\d:\d\d UTC\."
+    assert any(re.fullmatch(quoted, note) for note in preview["notes"])
     PreviewV1.model_validate(preview)
 
 
@@ -71,7 +74,7 @@ def test_facts_record_the_quote_and_the_stock_shown(catalog):
 def test_the_same_sku_on_two_lines_is_one_stock_effect(catalog):
     draft = catalog.create([("SKU-A", 2), ("SKU-A", 3)])
     effects = prepare_submit(catalog, draft).preview["effects"]
-    assert effects == [{"label": "stock SKU-A", "before": 12, "after": 7}]
+    assert effects == [{"label": "stock SKU-A", "before": 12, "after": 7, "unit": "pcs"}]
 
 
 def test_the_latest_revision_is_what_gets_previewed(catalog):
@@ -159,7 +162,7 @@ def test_sufficient_accepts_moved_stock_and_shows_the_current_figure(catalog):
     draft = catalog.create([("SKU-A", 2)])
     catalog.change("SKU-A", on_hand=4)
     prepared = prepare_submit(catalog, draft, stock_check="sufficient")
-    assert prepared.preview["effects"] == [{"label": "stock SKU-A", "before": 4, "after": 2}]
+    assert prepared.preview["effects"] == [{"label": "stock SKU-A", "before": 4, "after": 2, "unit": "pcs"}]
     assert prepared.facts["stock_before"] == {"SKU-A": 4}
 
 

@@ -12,6 +12,10 @@ from erpilot_contracts.json_input import CanonicalArguments
 
 ApprovalStatus = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded", "withdrawn"]
 DecisionAction = Literal["approve", "reject", "cancel"]
+# Why the person asking may not decide (first that applies): no required role, separation of duties,
+# or the approval's state (decided, expired, superseded, withdrawn).
+CannotDecideReason = Literal["role", "separation_of_duties", "already_decided", "expired", "superseded",
+                             "withdrawn"]
 
 
 class GrantV1(Message):
@@ -58,6 +62,11 @@ class ApprovalRecordV1(Message):
         None, description="submit_order only: the policy's stock re-check, carried into the grant.")
     edited_by: str | None = Field(
         None, description="Who made this version by editing the previous one; None for the requester's own.")
+    can_decide: bool | None = Field(
+        None, description="Whether the person asking may approve it now (roles, separation of duties, state); "
+                          "set on query answers for that person, None where no one asked.")
+    cannot_decide_reason: CannotDecideReason | None = Field(
+        None, description="When can_decide is false: why. `separation_of_duties` still allows reject/cancel.")
 
 
 class RequestApprovalV1(Message):

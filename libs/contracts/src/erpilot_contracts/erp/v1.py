@@ -35,6 +35,9 @@ class PreviewEffectV1(Message):
     label: str
     before: Any = None
     after: Any = None
+    unit: str | None = Field(
+        None, description="`pcs` for quantities; an ISO-4217 code when before/after are minor units of money; "
+                          "None for a state (e.g. an order status).")
 
 
 class PreviewV1(Message):

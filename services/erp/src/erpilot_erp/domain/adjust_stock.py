@@ -9,7 +9,7 @@ from typing import Any
 from erpilot_contracts.tools.v1 import AdjustStockArgs
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Product
-from erpilot_erp.domain.plans import CommitPlan, Prepared, StockChange, WriteState, effect, preview
+from erpilot_erp.domain.plans import PIECES, CommitPlan, Prepared, StockChange, WriteState, effect, preview
 
 
 def prepare_adjust_stock(args: AdjustStockArgs, state: WriteState, now: datetime) -> Prepared:
@@ -24,7 +24,7 @@ def prepare_adjust_stock(args: AdjustStockArgs, state: WriteState, now: datetime
             operation="Adjust stock",
             object=f"Product {product.sku}",
             target=product.name,
-            effects=[effect(f"on hand {product.sku}", product.on_hand, after)],
+            effects=[effect(f"on hand {product.sku}", product.on_hand, after, PIECES)],
             notes=[f"{direction.capitalize()} {abs(args.delta)} unit(s).", f"Reason: {args.reason}"],
             details={"sku": product.sku, "name": product.name, "status": product.status, "delta": args.delta,
                      "reason": args.reason},

@@ -10,7 +10,7 @@ from typing import Any
 from erpilot_contracts.tools.v1 import CancelOrderArgs
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Order, Product
-from erpilot_erp.domain.plans import CommitPlan, Prepared, StockChange, WriteState, effect, preview
+from erpilot_erp.domain.plans import PIECES, CommitPlan, Prepared, StockChange, WriteState, effect, preview
 from erpilot_erp.domain.pricing import format_money
 
 
@@ -44,7 +44,7 @@ def prepare_cancel_order(args: CancelOrderArgs, state: WriteState, now: datetime
             currency=order.currency,
             effects=[effect("status", "placed", "cancelled")]
             + [
-                effect(f"stock {sku}", products[sku].on_hand, products[sku].on_hand + qty)
+                effect(f"stock {sku}", products[sku].on_hand, products[sku].on_hand + qty, PIECES)
                 for sku, qty in returned.items()
             ],
             notes=notes,

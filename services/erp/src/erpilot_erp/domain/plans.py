@@ -84,9 +84,13 @@ class CommitPlan:
     new_refund: Refund | None = None
 
 
-def effect(label: str, before: Any, after: Any) -> dict[str, Any]:
-    """One ``{label, before, after}`` line of a preview."""
-    return {"label": label, "before": before, "after": after}
+PIECES = "pcs"
+
+
+def effect(label: str, before: Any, after: Any, unit: str | None = None) -> dict[str, Any]:
+    """One ``{label, before, after, unit}`` line of a preview: ``unit`` is ``pcs``, a currency code
+    (before/after are then minor units) or None for a state such as an order status."""
+    return {"label": label, "before": before, "after": after, "unit": unit}
 
 
 def preview(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from erpilot_contracts.money import format_minor
+
 
 def line_total_minor(qty: int, unit_price_minor: int, discount_pct: int) -> int:
     """``qty * unit_price * (100 - discount) / 100``, rounded half-up to a whole minor unit."""
@@ -21,10 +23,8 @@ def total_minor(line_totals: Iterable[int]) -> int:
 
 
 def format_money(amount_minor: int, currency: str) -> str:
-    """``123456, "EUR"`` -> ``"1234.56 EUR"`` (two decimals, as every catalog currency has)."""
-    sign = "-" if amount_minor < 0 else ""
-    major, minor = divmod(abs(amount_minor), 100)
-    return f"{sign}{major}.{minor:02d} {currency}"
+    """``123456, "EUR"`` -> ``"1234.56 EUR"``; the currency's ISO 4217 exponent (``1234, "JPY"`` -> ``"1234 JPY"``)."""
+    return format_minor(amount_minor, currency, grouping=False)
 
 
 def _require_int(name: str, value: object, *, minimum: int, maximum: int | None = None) -> None:

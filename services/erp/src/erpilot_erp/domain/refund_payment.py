@@ -34,8 +34,8 @@ def prepare_refund_payment(args: RefundPaymentArgs, state: WriteState, now: date
             amount_minor=args.amount_minor,
             currency=args.currency,
             effects=[
-                effect("refundable remaining", order.remaining_minor, after),
-                effect("refunded", order.refunded_minor, order.refunded_minor + args.amount_minor),
+                effect("refundable remaining", order.remaining_minor, after, order.currency),
+                effect("refunded", order.refunded_minor, order.refunded_minor + args.amount_minor, order.currency),
             ],
             notes=[
                 f"Refund {format_money(args.amount_minor, args.currency)} to the original payment channel.",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from erpilot_contracts.tools.v1 import SubmitOrderArgs
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, OrderLine, Product
 from erpilot_erp.domain.plans import (
+    PIECES,
     CommitPlan,
     DraftSubmission,
     Prepared,
@@ -217,7 +218,8 @@ def _preview(draft: DraftRevision, facts: Mapping[str, Any], stock_check: StockC
     notes = [
         summary + (f" after the customer's {discount}% discount on every line" if discount else ""),
         f"The payment of {total} is captured when the order is placed.",
-        f"Prices are quoted until {facts['valid_until']}.",
+        # UTC in words; the approval page shows details.valid_until in the viewer's own time zone.
+        f"Prices are quoted until {_utc_text(facts['valid_until'])}.",
         "Commits only if on-hand is still exactly as shown." if stock_check == "exact"
         else "Commits if on-hand still covers every line.",
     ]
@@ -228,7 +230,7 @@ def _preview(draft: DraftRevision, facts: Mapping[str, Any], stock_check: StockC
         amount_minor=draft.total_amount_minor,
         currency=draft.currency,
         effects=[
-            effect(f"stock {sku}", facts["stock_before"][sku], facts["stock_before"][sku] - qty)
+            effect(f"stock {sku}", facts["stock_before"][sku], facts["stock_before"][sku] - qty, PIECES)
             for sku, qty in _needed(facts).items()
         ],
         notes=notes,
@@ -243,3 +245,8 @@ def _preview(draft: DraftRevision, facts: Mapping[str, Any], stock_check: StockC
             "stock_check": stock_check,
         },
     )
+
+
+def _utc_text(iso: str) -> str:
+    """``2026-10-19T12:00:00+00:00`` -> ``2026-10-19 12:00 UTC`` (a note people read, not a machine value)."""
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -150,6 +150,24 @@ async def _approval(request: Request, user: User, pending_id: str) -> dict[str, 
         subjects.APPROVAL_QUERY_GET, GetApprovalV1(pending_id=pending_id, actor=_actor(user)))
 
 
+def _verdict(record: dict[str, Any], user: User) -> tuple[bool, str | None]:
+    """May this person approve, and if not why: the approval service's answer for them (``can_decide``).
+
+    An approval service that predates the field answers without it; then the page falls back to what it
+    can tell itself (role, status, deadline) and leaves separation of duties to the decision's 403.
+    """
+    if isinstance(record.get("can_decide"), bool):
+        return record["can_decide"], None if record["can_decide"] else record.get("cannot_decide_reason")
+    expires_at = views.parse_time(record.get("expires_at"))
+    if not any(role in (record.get("required_roles") or []) for role in user.roles):
+        return False, "role"
+    if record.get("status") != "pending":
+        return False, {"expired": "expired", "superseded": "superseded"}.get(record.get("status"), "already_decided")
+    if expires_at is not None and datetime.now(UTC) >= expires_at:
+        return False, "expired"
+    return True, None
+
+
 def _state(record: dict[str, Any], operation: dict[str, Any] | None) -> dict[str, Any]:
     return {"pending_id": record["pending_id"], "status": record["status"],
             "expires_at": views.iso(record["expires_at"]),
@@ -257,10 +275,7 @@ async def approval_page(request: Request, pending_id: str) -> Response:
     operation = await _operation(request, record)
     preview = record.get("preview") or {}
     details = preview.get("details") or {}
-    expires_at = views.parse_time(record.get("expires_at"))
-    past_deadline = expires_at is not None and datetime.now(UTC) >= expires_at
-    holds_role = any(role in (record.get("required_roles") or []) for role in user.roles)
-    status = record["status"]
+    can_decide, reason = _verdict(record, user)
     return _page(request, "approval.html", {
         "user": user,
         "record": record,
@@ -273,9 +288,9 @@ async def approval_page(request: Request, pending_id: str) -> Response:
         "arguments_json": views.pretty_json(record.get("arguments")),
         "decision": views.decision_view(record),
         "outcome": views.outcome_view(record, operation),
-        "holds_role": holds_role,
-        "past_deadline": past_deadline,
-        "can_decide": status == "pending" and holds_role and not past_deadline,
+        "can_decide": can_decide,
+        "cannot_decide_reason": reason,
+        "cannot_decide_text": views.cannot_decide_text(reason, record.get("required_roles") or [], list(user.roles)),
         "state_json": json.dumps(_state(record, operation)),
     })
 

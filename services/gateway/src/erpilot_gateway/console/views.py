@@ -10,6 +10,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from erpilot_contracts.money import format_minor
+
 STATUS_LABELS = {
     "pending": "Pending",
     "approved": "Approved",
@@ -19,17 +21,34 @@ STATUS_LABELS = {
     "superseded": "Superseded",
 }
 
-# Preview effects carry bare numbers; these labels name amounts of money (in the preview's currency).
-_MONEY_WORDS = ("refund", "paid", "amount", "total", "remaining", "price")
+# Why a person may not decide (the approval record's ``cannot_decide_reason``), as the page says it.
+CANNOT_DECIDE_TEXT = {
+    "separation_of_duties": "You requested or edited this operation, so under separation of duties another "
+                            "person must approve it. You may still reject it.",
+    "already_decided": "This approval was already decided; there is nothing left to decide.",
+    "expired": "This approval has expired; it can no longer be decided.",
+    "superseded": "This version was superseded by an edit; decide the new version instead.",
+    "withdrawn": "The requester withdrew this approval; there is nothing left to decide.",
+}
+PIECES = "pcs"
 
 
 def money(minor: Any, currency: str | None) -> str:
-    """Integer minor units as major units with two decimals and the currency code: ``1,234.50 EUR``."""
+    """Integer minor units as major units and the currency code: ``1,234.50 EUR``, ``1,234 JPY``.
+
+    Two decimals, or the currency's ISO 4217 exponent where it differs (JPY 0, KWD 3; ``erpilot_contracts.money``).
+    """
     if type(minor) is not int:
         return "" if minor is None else str(minor)
-    sign = "-" if minor < 0 else ""
-    major, cents = divmod(abs(minor), 100)
-    return f"{sign}{major:,}.{cents:02d} {currency or ''}".rstrip()
+    return format_minor(minor, currency)
+
+
+def cannot_decide_text(reason: str | None, required_roles: list[str], roles: list[str]) -> str:
+    """The sentence the page and the inbox show instead of a button that would be refused."""
+    if reason == "role":
+        return (f"You do not have a role that may decide this approval: it needs one of {', '.join(required_roles)}; "
+                f"you hold {', '.join(roles) or 'no role'}.")
+    return CANNOT_DECIDE_TEXT.get(reason or "", "")
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -71,18 +90,22 @@ def pretty_json(value: Any) -> str:
 
 
 def effect_rows(preview: dict[str, Any]) -> list[dict[str, str]]:
-    currency = preview.get("currency")
+    """Effects with their unit as the ERP states it: ``pcs`` counts, a currency code (minor units) money,
+    no unit a state. Nothing is guessed from a label."""
     rows = []
     for effect in preview.get("effects") or []:
         if not isinstance(effect, dict):
             continue
-        label = str(effect.get("label", ""))
-        is_money = currency and any(word in label.lower() for word in _MONEY_WORDS)
+        unit = effect.get("unit")
+        unit = unit if isinstance(unit, str) and unit else None
 
-        def show(value: Any, is_money: bool = bool(is_money)) -> str:
-            return money(value, currency) if is_money and type(value) is int else plain(value)
+        def show(value: Any, unit: str | None = unit) -> str:
+            if type(value) is not int or unit is None:
+                return plain(value)
+            return f"{value:,} {unit}" if unit == PIECES else money(value, unit)
 
-        rows.append({"label": label, "before": show(effect.get("before")), "after": show(effect.get("after"))})
+        rows.append({"label": str(effect.get("label", "")), "before": show(effect.get("before")),
+                     "after": show(effect.get("after")), "unit": unit or ""})
     return rows
 
 
@@ -115,6 +138,7 @@ def draft_view(details: dict[str, Any], currency: str | None) -> dict[str, Any] 
         "customer": customer or "—",
         "note": details.get("note") or "",
         "valid_until": when(details.get("valid_until")) or plain(details.get("valid_until")),
+        "valid_until_iso": iso(details.get("valid_until")),
         "stock_check": plain(details.get("stock_check")) if details.get("stock_check") else "",
         "lines": rows,
     }
@@ -151,18 +175,21 @@ def result_summary(tool: str, result: dict[str, Any] | None) -> str:
 
 
 def decision_view(record: dict[str, Any]) -> dict[str, str]:
-    """The decision as recorded by the approval service."""
+    """The decision as recorded by the approval service; ``at`` (ISO, UTC) is when it ended, which the
+    page shows in the viewer's time zone (``at_text`` is the UTC fallback without script)."""
     status = record.get("status", "")
-    by, at, comment = record.get("decided_by"), when(record.get("decided_at")), record.get("comment") or ""
+    by, comment = record.get("decided_by"), record.get("comment") or ""
+    at = record.get("expires_at") if status == "expired" else record.get("decided_at")
     if status == "pending":
-        headline = "Waiting for a decision"
+        headline, at = "Waiting for a decision", None
     elif status == "expired":
-        headline = f"Expired at {when(record.get('expires_at'))} without a decision"
+        headline = "Expired without a decision"
     elif status == "superseded":
         headline = "Superseded by an edited version" + (f" (edited by {by})" if by else "")
     else:
-        headline = f"{STATUS_LABELS.get(status, status)}" + (f" by {by}" if by else "") + (f" at {at}" if at else "")
+        headline = f"{STATUS_LABELS.get(status, status)}" + (f" by {by}" if by else "")
     return {"status": status, "label": STATUS_LABELS.get(status, status), "headline": headline,
+            "at": iso(at), "at_text": when(at),
             "comment": comment, "superseded_by": record.get("superseded_by") or ""}
 
 

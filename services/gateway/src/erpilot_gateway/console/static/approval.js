@@ -1,7 +1,7 @@
 // The approval page: countdown, approve / reject with the fingerprint shown, then the recorded decision
 // and the business outcome, polled from /resume/{id}/status. All text goes in with textContent.
 
-import { api, ApiError, startCountdowns } from "./common.js";
+import { api, ApiError, localiseTimes, startCountdowns } from "./common.js";
 
 const card = document.getElementById("decide-card");
 const pendingId = card.dataset.pendingId;
@@ -33,6 +33,12 @@ function render(next) {
   const decision = document.getElementById("decision");
   decision.className = `decision decision-${next.status}`;
   setText("decision-headline", next.decision.headline);
+  const at = document.getElementById("decision-at");
+  at.setAttribute("datetime", next.decision.at || "");
+  at.removeAttribute("title");
+  at.textContent = next.decision.at_text || "";
+  show("decision-at-line", Boolean(next.decision.at));
+  localiseTimes(at.parentElement);
   setText("decision-comment", next.decision.comment);
   show("decision-comment", Boolean(next.decision.comment));
   if (next.decision.superseded_by) {
@@ -48,8 +54,9 @@ function render(next) {
     setText("outcome-detail", next.outcome.detail);
   }
   outcome.hidden = !next.outcome;
-  if (next.status !== "pending" && form) {
-    form.remove();
+  const reason = document.getElementById("no-decision").dataset.reason;
+  if (next.status !== "pending" && reason !== "role") {
+    if (form) form.remove();
     const note = setText("no-decision", next.status === "expired"
       ? "This approval expired without a decision; it can no longer be decided."
       : next.status === "superseded"
@@ -110,6 +117,7 @@ if (form) {
       render({ ...state, status: record.status,
                decision: { status: record.status, label: LABELS[record.status] || record.status,
                            headline: `${LABELS[record.status] || record.status} by ${record.decided_by}`,
+                           at: record.decided_at || "", at_text: record.decided_at || "",
                            comment: record.comment || "", superseded_by: record.superseded_by || "" },
                outcome: record.status === "approved"
                  ? { state: "waiting", title: "Approved — not executed yet",
@@ -125,6 +133,8 @@ if (form) {
     }
   });
 }
+
+localiseTimes(document);
 
 startCountdowns(document, () => {
   if (state.status !== "pending") return;

@@ -73,14 +73,45 @@ export function h(tag, props = {}, ...children) {
   return node;
 }
 
-/** Integer minor units as major units with two decimals and the currency code: "1,234.50 EUR". */
+/** Decimals of a currency's major unit (ISO 4217, as the browser's Intl knows it); 2 if unknown. */
+export function currencyExponent(currency) {
+  try {
+    return new Intl.NumberFormat("en", { style: "currency", currency }).resolvedOptions().maximumFractionDigits;
+  } catch {
+    return 2;
+  }
+}
+
+/** Integer minor units as major units and the currency code: "1,234.50 EUR", "1,234 JPY". */
 export function formatMoney(minor, currency) {
   if (typeof minor !== "number" || !Number.isInteger(minor)) return minor == null ? "" : String(minor);
+  const digits = currency ? currencyExponent(currency) : 2;
   const sign = minor < 0 ? "-" : "";
   const abs = Math.abs(minor);
-  const major = Math.floor(abs / 100).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
-  const cents = String(abs % 100).padStart(2, "0");
-  return `${sign}${major}.${cents}${currency ? " " + currency : ""}`;
+  const scale = 10 ** digits;
+  const major = Math.floor(abs / scale).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  const fraction = digits ? "." + String(abs % scale).padStart(digits, "0") : "";
+  return `${sign}${major}${fraction}${currency ? " " + currency : ""}`;
+}
+
+/** An ISO timestamp as a date and time in the viewer's locale and time zone, e.g. "19 Oct 2026, 14:03:07 CEST". */
+export function localDateTime(iso) {
+  const date = new Date(iso);
+  if (!iso || Number.isNaN(date.getTime())) return "";
+  return new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "long" }).format(date);
+}
+
+/**
+ * Show every <time datetime data-local> in the viewer's locale and time zone. The server renders UTC as
+ * the text (what a page without script shows); it stays in the title, the ISO value in datetime.
+ */
+export function localiseTimes(root = document) {
+  for (const el of root.querySelectorAll("time[data-local]")) {
+    const text = localDateTime(el.getAttribute("datetime"));
+    if (!text) continue;
+    if (!el.title && el.textContent.trim()) el.title = el.textContent.trim();
+    el.textContent = text;
+  }
 }
 
 /** "14:59", "1:02:03", or "expired" for a deadline (ISO string) against the server's clock. */

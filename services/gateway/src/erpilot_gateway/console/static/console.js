@@ -505,7 +505,27 @@ function inboxRow(item) {
     h("td", { class: "num strong nowrap", text: formatMoney(p.amount_minor, p.currency) || "—" }),
     h("td", { text: item.requested_by }),
     h("td", { class: "nowrap" }, h("span", { class: "countdown", data: { deadline: item.expires_at }, text: countdown(item.expires_at).text })),
-    h("td", {}, h("a", { class: "button primary small", attrs: { href: `/resume/${enc(item.pending_id)}` }, text: "Review" })));
+    h("td", {}, ...decideCell(item)));
+}
+
+// Why the approval service says this person may not approve (the record's cannot_decide_reason).
+const CANNOT_DECIDE = {
+  separation_of_duties: "You requested or edited this: another person must approve it (you may reject).",
+  role: "You do not hold a role that may decide this.",
+  already_decided: "Already decided.",
+  expired: "Expired.",
+  superseded: "Superseded by an edit.",
+  withdrawn: "Withdrawn by the requester.",
+};
+
+function decideCell(item) {
+  const href = `/resume/${enc(item.pending_id)}`;
+  if (item.can_decide === false) {
+    return [h("p", { class: "small muted cannot-decide", data: { reason: item.cannot_decide_reason || "" },
+                     text: CANNOT_DECIDE[item.cannot_decide_reason] || "You cannot approve this." }),
+            h("a", { class: "button small", attrs: { href }, text: "View" })];
+  }
+  return [h("a", { class: "button primary small", attrs: { href }, text: "Review" })];
 }
 
 function renderInbox(items) {
