@@ -560,9 +560,9 @@ async def test_a_message_while_a_run_waits_starts_a_run_beside_it_that_sees_the_
     assert second.ok and second.data["run_id"] != first
     assert h.run(second.data["run_id"])["status"] == "finished"
     assert h.run(first)["status"] == "waiting"  # still with the approver
-    results = tool_results(model.requests[-1])
-    [pending_call] = [call_id for call_id in results if call_id.endswith(":w1")]
-    assert results[pending_call] == {"status": "awaiting_approval", "pending_id": f"pa_{pending_call}"}
+    results = tool_results(model.requests[-1])  # under the ids the model issued (SPEC §9)
+    pending_call = f"{first}:w1"  # the internal id the ledger and events use
+    assert results["w1"] == {"status": "awaiting_approval", "pending_id": f"pa_{pending_call}"}
     assert model.requests[-1][-1] == {"role": "user", "content": "what does a pen cost?"}
     assert not any(item.entry.get("role") == "tool" and item.entry["tool_call_id"] == pending_call
                    for item in h.store.history)  # the state was shown, never stored as the call's result
