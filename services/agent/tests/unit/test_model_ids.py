@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -67,3 +68,23 @@ def test_calls_stored_before_model_ids_were_kept_use_the_embedded_id_when_it_is_
     assert model_id_of({"id": "run_ab12:rules-3"}) == "rules-3"
     assert model_id_of({"id": "run_ab12:a.b:c"}) == minted_id("run_ab12:a.b:c")  # not a valid id any more
     assert model_id_of({"id": "run_ab12:call", "model_id": ""}) == minted_id("run_ab12:call")
+
+
+def test_a_marker_names_calls_by_the_ids_the_model_issued():
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "run_a:call_0", "model_id": "call_0", "type": "function",
+             "function": {"name": "search_products", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "run_a:call_0",
+         "content": '{"omitted":true,"call_id":"run_a:call_0","see_call":"run_b:toolu_1","reason":"duplicate"}'},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "run_b:toolu_1", "model_id": "toolu_1", "type": "function",
+             "function": {"name": "search_products", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "run_b:toolu_1", "content": '{"items":[],"call_id_note":"run_a:call_0"}'},
+    ]
+
+    sent = for_model(messages)
+
+    assert json.loads(sent[1]["content"]) == {"omitted": True, "call_id": "call_0", "see_call": "toolu_1",
+                                              "reason": "duplicate"}
+    assert sent[3]["content"] == messages[3]["content"]  # only marker references are renamed

@@ -20,12 +20,16 @@ model's id as it was embedded, when it is still a valid one).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any
 
 from erpilot_agent.domain.history import Entry
 
 MODEL_ID = "model_id"  # key of a stored tool call holding the id the model issued
+# Keys of the context view's markers (``projected`` / ``omitted``) that name a call: the model must read
+# them as the ids it knows too.
+_CALL_REFERENCES = ("call_id", "see_call")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -48,19 +52,37 @@ def model_id_of(call: dict[str, Any]) -> str:
 
 
 def for_model(messages: list[Entry]) -> list[Entry]:
-    """The context view as sent to the model: every call and result under the model's own id."""
-    issued: dict[str, str] = {}
+    """The context view as sent to the model: every call and result under the model's own id.
+
+    Markers that name a call (``call_id``, ``see_call``; the later call may come after the marker) name
+    it by the model's id as well.
+    """
+    issued = {call["id"]: model_id_of(call) for message in messages for call in message.get("tool_calls") or []}
     sent: list[Entry] = []
     for message in messages:
         if message.get("tool_calls"):
-            calls = []
-            for call in message["tool_calls"]:
-                issued[call["id"]] = model_id_of(call)
-                calls.append({key: value for key, value in call.items() if key != MODEL_ID}
-                             | {"id": issued[call["id"]]})
+            calls = [{key: value for key, value in call.items() if key != MODEL_ID} | {"id": issued[call["id"]]}
+                     for call in message["tool_calls"]]
             message = {**message, "tool_calls": calls}
         elif message.get("role") == "tool":
             call_id = message.get("tool_call_id")
-            message = {**message, "tool_call_id": issued.get(call_id) or minted_id(str(call_id))}
+            message = {**message, "tool_call_id": issued.get(call_id) or minted_id(str(call_id)),
+                       "content": _references_for_model(message.get("content"), issued)}
         sent.append(message)
     return sent
+
+
+def _references_for_model(content: Any, issued: dict[str, str]) -> Any:
+    """A marker's call references under the model's ids; any other content unchanged."""
+    if not isinstance(content, str) or not content.startswith("{"):
+        return content
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(value, dict) or not any(isinstance(value.get(k), str) and value[k] in issued
+                                              for k in _CALL_REFERENCES):
+        return content
+    renamed = {key: issued.get(item, item) if key in _CALL_REFERENCES and isinstance(item, str) else item
+               for key, item in value.items()}
+    return json.dumps(renamed, ensure_ascii=False, separators=(",", ":"))
