@@ -108,7 +108,8 @@ class Driver:
             call.approved_by_api = True
 
     async def edit(self, call: Call, pending: dict, arguments: dict) -> dict | None:
-        response = await self.send("decider", "POST", f"/v1/approvals/{pending['pending_id']}/edit",
+        # Separation of duties covers edits: the editor is a party and may not approve its own version.
+        response = await self.send("editor", "POST", f"/v1/approvals/{pending['pending_id']}/edit",
                                    {"fingerprint": pending["fingerprint"], "arguments": arguments})
         if response is None or response.status_code not in (201, 409):
             call.problems.append(f"edit answered {_describe(response)}")
@@ -227,6 +228,7 @@ class Workload:
 
 def make_tokens(secret: str, run: str) -> dict[str, str]:
     return {"requester": tokens.make_token(secret, f"torture-req-{run}", ["requester"]),
+            "editor": tokens.make_token(secret, f"torture-edit-{run}", ["approver", "manager", "admin"]),
             "decider": tokens.make_token(secret, f"torture-dec-{run}", ["approver", "manager", "admin"])}
 
 
