@@ -13,7 +13,6 @@ A stack of its own (no other test's leftovers can change a table meanwhile) rece
 from __future__ import annotations
 
 import json
-import time
 import zlib
 
 import httpx
@@ -176,7 +175,6 @@ async def test_hostile_messages_on_nats_are_answered_dead_lettered_and_never_sto
             durable = subject in COMMANDS
             shaped = [json.dumps(SHAPED[subject]).encode()] if subject in SHAPED else []
             for raw in RAW_MESSAGES + shaped:
-                started = time.monotonic()
                 reply = await broker.request(raw, subject, stream="ERPILOT_COMMANDS" if durable else None,
                                              timeout=30)
                 answer = json.loads(reply.body)
@@ -185,8 +183,7 @@ async def test_hostile_messages_on_nats_are_answered_dead_lettered_and_never_sto
                     subject, raw[:80], answer)
                 if raw in RAW_MESSAGES:  # refused by the strict reader, before the contract model
                     assert error["details"]["reason"] in ("invalid_json", "invalid_arguments"), answer
-                # Retried five times with back-off would take seconds and end in internal_error.
-                assert time.monotonic() - started < 20
+                # Refused at once: a retried message would end in internal_error, not invalid_message.
                 if durable:
                     service = subject.split(".")[3]
                     dead = await js.get_last_msg(DEAD_LETTER_STREAM.name, dead_letter_subject(service, subject))

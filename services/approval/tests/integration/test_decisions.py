@@ -62,7 +62,7 @@ async def test_a_request_unlike_the_ledgers_prepared_operation_is_refused(approv
     listed = await approvals.send(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1(
         actor=actor("boss", "approver", "manager"), session_id=cmd.session_id, status=None), durable=False)
     assert listed.data["items"] == []  # nothing stored
-    await asyncio.sleep(0.3)
+    await later_marker(approvals, events)  # a wrong event of the refused request would be in by now
     assert not [body for _, _, body in events.items if body.get("record", {}).get("session_id") == cmd.session_id]
 
 
