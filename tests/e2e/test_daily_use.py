@@ -116,6 +116,22 @@ def test_a_cancel_the_gateway_never_follows_up_still_withdraws_the_approval(stac
     assert pending["pending_id"] not in [a["pending_id"] for a in approver.get("/v1/approvals").json()["items"]]
 
 
+def test_the_decision_answer_says_for_the_decider_whether_they_may_still_decide(requester: Api, approver: Api):
+    _, _, pending = waiting_submit(requester)
+    before = approver.get(f"/v1/approvals/{pending['pending_id']}").json()
+    assert (before["can_decide"], before["cannot_decide_reason"]) == (True, None)
+
+    decided = approver.post(f"/v1/approvals/{pending['pending_id']}/decision",
+                            {"action": "approve", "fingerprint": pending["fingerprint"]})
+
+    assert decided.status_code == 200, decided.text
+    record = decided.json()
+    assert record["status"] == "approved"
+    assert (record["can_decide"], record["cannot_decide_reason"]) == (False, "already_decided")
+    after = approver.get(f"/v1/approvals/{pending['pending_id']}").json()
+    assert (after["can_decide"], after["cannot_decide_reason"]) == (False, "already_decided")
+
+
 def test_only_a_waiting_run_of_your_own_can_be_cancelled(stack, requester: Api):
     session_id = requester.new_session()
     finished = start_run(requester, session_id, "find product pen")
