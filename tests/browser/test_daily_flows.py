@@ -135,7 +135,8 @@ def test_a_refund_is_approved_from_the_page_with_readable_money_units_and_dates_
         expect(remaining).to_have_attribute("data-unit", "EUR")
         expect(remaining).to_contain_text(total)
         deadline = datetime.fromisoformat(refund["expires_at"]).astimezone(ZoneInfo("Asia/Tokyo"))
-        expect(page.locator("#deadline time")).to_contain_text(f"{deadline.day:02d}.{deadline.month:02d}.{deadline.year}")
+        german_date = f"{deadline.day:02d}.{deadline.month:02d}.{deadline.year}"  # de-DE, in Tokyo time
+        expect(page.locator("#deadline time")).to_contain_text(german_date)
         expect(page.locator("#deadline time")).to_contain_text(deadline.strftime("%H:%M:%S"))
         paid = page.locator("#details dt", has_text=re.compile("^paid$")).locator("xpath=following-sibling::dd[1]")
         expect(paid).to_have_text(total)  # money, never bare minor units
