@@ -16,6 +16,7 @@ from typing import Any
 from faststream.specification import AsyncAPI, Specification
 
 from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalRequestedV1, ApprovalResolvedV1
 from erpilot_contracts.base import Message
 from erpilot_contracts.erp.v1 import OperationStatusV1
@@ -36,7 +37,9 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
          "A pending approval reached its warning time (warn_before its deadline) undecided; once per approval."),
     ],
     "agent": [(subjects.session_events_subject("*"), SessionEventV1,
-               "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway.")],
+               "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway."),
+              (subjects.AGENT_EVT_RUN_CANCELLED, RunCancelledV1,
+               "The owner cancelled a waiting run (in the cancel's transaction); the approval service withdraws.")],
 }
 
 

@@ -72,7 +72,7 @@ TRAFFIC: dict[str, Traffic] = {
     "agent": Traffic(
         sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.APPROVAL_CMD_REQUEST),
         sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION),
-        publishes_events=(s.session_events_subject("*"),),
+        publishes_events=(s.session_events_subject("*"), s.AGENT_EVT_RUN_CANCELLED),
         consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                            s.AGENT_CMD_CANCEL_RUN),
         consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
@@ -85,9 +85,10 @@ TRAFFIC: dict[str, Traffic] = {
         publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT,
                            s.APPROVAL_CMD_WITHDRAW),
-        # Webhooks (service_layer/webhooks.py): what outgoing notifications tell, from committed events only.
-        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
-                         s.ERP_EVT_OPERATION_FINISHED),
+        # The agent's record of a cancel (withdrawals.py), then webhooks (service_layer/webhooks.py): what
+        # outgoing notifications tell, from committed events only.
+        consumes_events=(s.AGENT_EVT_RUN_CANCELLED, s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED,
+                         s.APPROVAL_EVT_EXPIRING, s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
                          s.ping_subject("approval")),
     ),

@@ -67,3 +67,15 @@ def test_the_outcome_tells_approved_from_done_and_business_rejected_from_not_exe
                               )["state"] == "business_rejected"
     assert views.outcome_view({"status": "rejected"}, None)["state"] == "not_executed"
     assert views.outcome_view({"status": "expired"}, None)["state"] == "not_executed"
+
+
+def test_minor_unit_details_are_shown_as_money_in_the_previews_currency():
+    details = {"order_id": "O-1", "order_status": "placed", "paid_minor": 1647, "refunded_minor": 0,
+               "total_amount_minor": 1647, "channel": "original"}
+    assert views.other_details(details, "EUR") == [
+        {"label": "order id", "value": "O-1"}, {"label": "order status", "value": "placed"},
+        {"label": "paid", "value": "16.47 EUR"}, {"label": "refunded", "value": "0.00 EUR"},
+        {"label": "total amount", "value": "16.47 EUR"}, {"label": "channel", "value": "original"}]
+    yen = views.other_details({"paid_minor": 4200, "currency": "JPY"}, "EUR")  # the details' own currency wins
+    assert yen == [{"label": "paid", "value": "4,200 JPY"}, {"label": "currency", "value": "JPY"}]
+    assert views.other_details({"paid_minor": 1647}, None) == [{"label": "paid minor", "value": "1647"}]

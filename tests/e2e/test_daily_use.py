@@ -6,8 +6,14 @@ run waiting for an approver.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import CancelRunV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_platform.broker import create_broker, request
 from tests.e2e.conftest import Api, wait_for
 from tests.e2e.test_model_runs import assistant_texts, run_events, start_run
 
@@ -75,6 +81,55 @@ def test_cancelling_a_waiting_run_withdraws_its_approval_and_nothing_commits(req
     view = requester.get(f"/v1/sessions/{session_id}").json()
     assert {r["run_id"]: r["status"] for r in view["runs"]}[run_id] == "cancelled"
     assert view["pending_approvals"] == []
+
+
+def test_a_cancel_the_gateway_never_follows_up_still_withdraws_the_approval(stack, requester: Api, approver: Api):
+    """The gateway dies between the agent's cancel and its own ``cmd.approval.withdraw``: here, the cancel
+    is sent to the agent directly and no withdraw command is ever sent. The agent's cancel record (its
+    outbox) makes the approval service withdraw the run's approval all the same."""
+    session_id, run_id, pending = waiting_submit(requester)
+
+    async def cancel_at_the_agent() -> ReplyV1:
+        broker = create_broker(stack.nats_url, "e2e-gateway")
+        await broker.start()
+        try:
+            return await request(broker, subjects.AGENT_CMD_CANCEL_RUN,
+                                 CancelRunV1(session_id=session_id, owner=requester.sub, run_id=run_id),
+                                 durable=True, timeout=30)
+        finally:
+            await broker.stop()
+
+    reply = asyncio.run(cancel_at_the_agent())
+
+    assert reply.ok and reply.data["pending_ids"] == [pending["pending_id"]]
+    def decided() -> dict | None:
+        record = approver.get(f"/v1/approvals/{pending['pending_id']}").json()
+        return record if record["status"] != "pending" else None
+
+    record = wait_for(decided)
+    assert (record["status"], record["decided_by"]) == ("withdrawn", requester.sub)
+    events = requester.events(session_id, until=lambda evs: any(
+        e["type"] == "tool_finished" and e["data"]["call_id"] == pending["call_id"] for e in evs))
+    finished = next(e["data"] for e in events if e["type"] == "tool_finished"
+                    and e["data"]["call_id"] == pending["call_id"])
+    assert (finished["outcome"], finished["error"]["code"]) == ("not_executed", "withdrawn")
+    assert pending["pending_id"] not in [a["pending_id"] for a in approver.get("/v1/approvals").json()["items"]]
+
+
+def test_the_decision_answer_says_for_the_decider_whether_they_may_still_decide(requester: Api, approver: Api):
+    _, _, pending = waiting_submit(requester)
+    before = approver.get(f"/v1/approvals/{pending['pending_id']}").json()
+    assert (before["can_decide"], before["cannot_decide_reason"]) == (True, None)
+
+    decided = approver.post(f"/v1/approvals/{pending['pending_id']}/decision",
+                            {"action": "approve", "fingerprint": pending["fingerprint"]})
+
+    assert decided.status_code == 200, decided.text
+    record = decided.json()
+    assert record["status"] == "approved"
+    assert (record["can_decide"], record["cannot_decide_reason"]) == (False, "already_decided")
+    after = approver.get(f"/v1/approvals/{pending['pending_id']}").json()
+    assert (after["can_decide"], after["cannot_decide_reason"]) == (False, "already_decided")
 
 
 def test_only_a_waiting_run_of_your_own_can_be_cancelled(stack, requester: Api):

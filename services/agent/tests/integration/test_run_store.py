@@ -10,10 +10,12 @@ from sqlalchemy import select
 
 from erpilot_agent.adapters import repository
 from erpilot_agent.adapters.runs import SqlRunStore
-from erpilot_agent.adapters.tables import session_events
+from erpilot_agent.adapters.tables import outbox, session_events
 from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.history import assistant_message
 from erpilot_agent.service_layer.run_ports import RunRejected, ToolResult
+from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_platform.db import create_engine
 
 pytestmark = pytest.mark.integration
@@ -232,3 +234,30 @@ async def test_cancel_ends_a_waiting_run_once_and_names_its_pending_approvals(st
     assert await rejected_code(cancel(session_id=session_id, owner="alice", run_id=working)) == "run_in_progress"
     await store.finish(working)
     assert await rejected_code(cancel(session_id=session_id, owner="alice", run_id=working)) == "run_not_waiting"
+
+
+async def test_cancel_records_the_withdrawal_for_the_approval_service_in_its_own_transaction(store):
+    session_id = await new_session(store)
+    run_id, call_id = await _waiting_run(store, session_id)
+
+    await store.cancel(session_id=session_id, owner="alice", run_id=run_id)
+    await store.cancel(session_id=session_id, owner="alice", run_id=run_id)  # a repeat records nothing more
+
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(select(outbox.c.msg_id, outbox.c.payload).where(
+            outbox.c.subject == subjects.AGENT_EVT_RUN_CANCELLED,
+            outbox.c.msg_id == f"run_cancelled:{run_id}"))).all()
+    [(_, payload)] = rows
+    event = RunCancelledV1.model_validate(payload)
+    assert (event.session_id, event.run_id, event.owner, event.call_ids) == (session_id, run_id, "alice", [call_id])
+
+
+async def test_a_refused_cancel_records_no_withdrawal(store):
+    session_id = await new_session(store)
+    run_id, _ = await _waiting_run(store, session_id)
+
+    await rejected_code(store.cancel(session_id=session_id, owner="mallory", run_id=run_id))
+
+    async with store.engine.connect() as conn:
+        found = await conn.scalar(select(outbox.c.msg_id).where(outbox.c.msg_id == f"run_cancelled:{run_id}"))
+    assert found is None and (await store.get_run(run_id)).status == "waiting"

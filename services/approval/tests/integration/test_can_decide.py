@@ -39,3 +39,46 @@ async def test_each_listed_item_carries_the_verdict_for_the_lister(approvals) ->
     verdicts = {item["pending_id"]: (item["can_decide"], item["cannot_decide_reason"])
                 for item in reply.data["items"]}
     assert verdicts == {own["pending_id"]: (False, "separation_of_duties"), other["pending_id"]: (True, None)}
+
+
+def verdict_of(data: dict) -> tuple:
+    return data["can_decide"], data["cannot_decide_reason"]
+
+
+async def test_the_decision_answer_carries_the_verdict_for_the_decider_as_get_does(approvals) -> None:
+    approved = await approvals.create("submit_order", requested_by="alice")
+    carol = actor("carol", "approver")
+    decided = await approvals.decide(approved, "approve", carol)
+    repeated = await approvals.decide(approved, "approve", carol)  # the recorded result, for the same person
+
+    assert verdict_of(decided.data) == verdict_of(repeated.data) == (False, "already_decided")
+    assert verdict_of(decided.data) == verdict_of((await approvals.get(approved["pending_id"], carol)).data)
+
+    refund = await approvals.create("refund_payment", requested_by="alice")  # manager, separation of duties
+    alice = actor("alice", "requester", "manager")
+    rejected = await approvals.decide(refund, "reject", alice)  # the requester may still reject
+
+    assert rejected.data["status"] == "rejected"
+    assert verdict_of(rejected.data) == (False, "separation_of_duties")
+    assert verdict_of(rejected.data) == verdict_of((await approvals.get(refund["pending_id"], alice)).data)
+
+
+async def test_the_edit_answer_carries_the_verdict_for_the_editor_on_the_new_version(approvals) -> None:
+    order = await approvals.create("submit_order", requested_by="alice")
+    bob = actor("bob", "approver")
+    edited = await approvals.edit(order, {"draft_id": "D-1", "revision": 2}, bob)
+    repeated = await approvals.edit(order, {"draft_id": "D-1", "revision": 2}, bob)
+
+    assert edited.ok and edited.data["supersedes"] == order["pending_id"]
+    assert verdict_of(edited.data) == verdict_of(repeated.data) == (True, None)
+    assert verdict_of(edited.data) == verdict_of((await approvals.get(edited.data["pending_id"], bob)).data)
+
+    refund = await approvals.create("refund_payment", requested_by="alice")
+    carol = actor("carol", "manager")
+    arguments = {"order_id": "O-1", "amount_minor": 400, "currency": "EUR", "channel": "original"}
+    edited_refund = await approvals.edit(refund, arguments, carol)
+
+    assert edited_refund.ok and edited_refund.data["edited_by"] == "carol"
+    assert verdict_of(edited_refund.data) == (False, "separation_of_duties")  # an editor may not approve it
+    assert verdict_of(edited_refund.data) == verdict_of(
+        (await approvals.get(edited_refund.data["pending_id"], carol)).data)

@@ -92,3 +92,17 @@ class CancelRunV1(Message):
     session_id: str
     owner: str
     run_id: str
+
+
+class RunCancelledV1(Message):
+    """A waiting run was cancelled by its owner (from the agent's outbox, in the cancel's transaction).
+
+    The approval service withdraws, from its own records, the approvals still pending for these calls
+    of this session that ``owner`` requested; it never takes pending ids from this event. Published once
+    per run (``Nats-Msg-Id`` ``run_cancelled:<run_id>``); handling it twice changes nothing."""
+
+    session_id: str
+    run_id: str
+    owner: str = Field(description="The session's owner, who cancelled the run.")
+    call_ids: list[str] = Field(description="The run's calls that awaited a decision (call_id, unique per session).")
+    cancelled_at: datetime

@@ -24,7 +24,9 @@ from erpilot_agent.domain.history import Entry, tool_message, user_message
 from erpilot_agent.domain.run_sharing import BLOCKING_RUN_STATES
 from erpilot_agent.domain.runs import StoredEntry
 from erpilot_agent.service_layer.run_ports import ACTIVE, RunRecord, RunRejected, RunSnapshot, ToolResult
+from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.subjects import AGENT_EVT_RUN_CANCELLED
 
 log = logging.getLogger(__name__)
 LOCK_NAMESPACE = 7_311_002  # first key of pg_advisory_lock(int, int); the second is hashtext(session_id)
@@ -153,16 +155,20 @@ class SqlRunStore:
                 raise RunRejected(ReplyV1.failure(
                     "run_not_waiting", f"the run is {run.status}; only a waiting run can be cancelled", 409,
                     run_status=run.status))
+            awaiting = (await conn.execute(select(tool_calls.c.call_id, tool_calls.c.pending_id).where(
+                tool_calls.c.run_id == run_id, tool_calls.c.session_id == session_id,
+                tool_calls.c.status == "awaiting_approval", tool_calls.c.pending_id.is_not(None))
+                .order_by(tool_calls.c.created_at))).all()
             if run.status == "waiting":
                 error = {"code": "cancelled", "message": "cancelled by its owner"}
                 await _close(conn, session_id, run_id, CANCELLED, error)
                 await repository.append_event(conn, session_id, "run_failed", {"run_id": run_id, "error": error})
-            pending = (await conn.execute(select(tool_calls.c.pending_id).where(
-                tool_calls.c.run_id == run_id, tool_calls.c.session_id == session_id,
-                tool_calls.c.status == "awaiting_approval", tool_calls.c.pending_id.is_not(None))
-                .order_by(tool_calls.c.created_at))).scalars().all()
+                # The withdrawal follows from this record, whoever asked and whatever crashes after.
+                cancelled = RunCancelledV1(session_id=session_id, run_id=run_id, owner=owner,
+                                           call_ids=[row.call_id for row in awaiting], cancelled_at=repository.now())
+                await repository.outbox.add(conn, AGENT_EVT_RUN_CANCELLED, cancelled, msg_id=f"run_cancelled:{run_id}")
         repository.outbox.wake()
-        return list(pending)
+        return [row.pending_id for row in awaiting]
 
     # --- writing -------------------------------------------------------------------------------
     async def record_reply(self, run_id: str, entry: Entry) -> None:

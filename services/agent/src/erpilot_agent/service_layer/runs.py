@@ -92,8 +92,9 @@ class RunService:
         return ReplyV1.success({"run_id": run_id})
 
     async def cancel(self, *, session_id: str, owner: str, run_id: str) -> ReplyV1:
-        """Cancel a waiting run: it takes no further step. The pending ids it answers are for the gateway,
-        which asks the approval service to withdraw them (only the owner's, of this session)."""
+        """Cancel a waiting run: it takes no further step. The store records ``evt.agent.run_cancelled`` with
+        the cancel, from which the approval service withdraws the run's approvals; the pending ids answered
+        let the gateway withdraw them at once too and report each one's status."""
         try:
             pending_ids = await self.store.cancel(session_id=session_id, owner=owner, run_id=run_id)
         except RunRejected as rejected:

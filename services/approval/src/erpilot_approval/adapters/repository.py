@@ -41,6 +41,16 @@ async def get(conn: AsyncConnection, pending_id: str, *, lock: bool = False) -> 
     return to_domain(row) if row is not None else None
 
 
+async def pending_of_calls(conn: AsyncConnection, session_id: str, call_ids: list[str]) -> list[str]:
+    """The pending approvals (every version) of these calls of this session, in ``pending_id`` order."""
+    if not call_ids:
+        return []
+    rows = await conn.scalars(select(approvals.c.pending_id).where(
+        approvals.c.session_id == session_id, approvals.c.call_id.in_(call_ids), approvals.c.status == "pending")
+        .order_by(approvals.c.pending_id))
+    return list(rows)
+
+
 async def get_by_operation(conn: AsyncConnection, operation_id: str) -> PendingApproval | None:
     row = (await conn.execute(select(approvals).where(approvals.c.operation_id == operation_id))).first()
     return to_domain(row) if row is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from erpilot_approval.service_layer import decisions, edits, queries, requests, withdrawals
 from erpilot_approval.service_layer.common import Deps
 from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import (
     DecideV1,
     EditApprovalV1,
@@ -44,6 +45,11 @@ def register(bus: ServiceBus, deps: Deps) -> None:
                  description="The owner cancelled a waiting run: withdraw its pending approvals.")
     async def withdraw(cmd: WithdrawApprovalsV1) -> ReplyV1:
         return await withdrawals.withdraw_approvals(deps, cmd)
+
+    @bus.event(subjects.AGENT_EVT_RUN_CANCELLED, RunCancelledV1,
+               description="The agent recorded a run's cancel: withdraw the owner's pending approvals of its calls.")
+    async def run_cancelled(event: RunCancelledV1) -> None:
+        await withdrawals.withdraw_cancelled_run(deps, event)
 
     @bus.query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, description="One approval with its decision.")
     async def get_approval(query: GetApprovalV1) -> ReplyV1:

@@ -7,6 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from erpilot_approval.adapters import repository
 from erpilot_approval.domain import approvals as domain
 from erpilot_approval.domain.approvals import ApprovalError
+from erpilot_approval.domain.eligibility import record_for
 from erpilot_approval.service_layer.common import Deps, emit_resolved, expire_if_due, not_found, refused
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, DecideV1
 from erpilot_contracts.base import ReplyV1
@@ -36,15 +37,16 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
             expired = error.code == "expired" and await expire_if_due(conn, deps.outbox, approval, now)
             return refused(error), "expired" if expired else None
         decided = outcome.approval
+        actor = cmd.actor
         if not outcome.is_new:
-            return ReplyV1.success(decided.to_record()), None
+            return ReplyV1.success(record_for(decided, actor.sub, actor.roles, now)), None
         grant = sign_grant(domain.grant_for(decided), deps.signing_key) if decided.status == "approved" else None
         await repository.save_outcome(conn, decided, grant)
         await repository.append_decision(conn, decided.pending_id, actor=cmd.actor.sub, action=cmd.action,
                                          fingerprint=cmd.fingerprint, comment=cmd.comment, at=now)
         await emit_resolved(conn, deps.outbox, decided, grant)
         failpoint("approval.decide.before_db_commit")  # grant signed, decision and event written, not committed
-        return ReplyV1.success(decided.to_record()), "decided"
+        return ReplyV1.success(record_for(decided, actor.sub, actor.roles, now)), "decided"
 
     async with deps.engine.connect() as conn:
         origin = await repository.trace_context(conn, cmd.pending_id)

@@ -24,6 +24,7 @@ from erpilot_approval.domain.approvals import (
     new_pending,
     supersede,
 )
+from erpilot_approval.domain.eligibility import record_for
 from erpilot_approval.service_layer.common import (
     Deps,
     emit_requested,
@@ -58,11 +59,11 @@ class _Edit:
         The second value tells whether the approval was expired here.
         """
         actor = self.cmd.actor
+        now = await repository.db_now(conn)
         if old.status == "superseded" and old.decided_by == actor.sub and self.cmd.fingerprint == old.fingerprint:
             newer = await repository.get(conn, old.superseded_by) if old.superseded_by else None
             if newer is not None and newer.operation_id == self.operation_id:
-                return ReplyV1.success(newer.to_record()), False
-        now = await repository.db_now(conn)
+                return ReplyV1.success(record_for(newer, actor.sub, actor.roles, now)), False
         try:
             check_edit(old, self.cmd.fingerprint, actor.sub, actor.roles, now)
         except ApprovalError as error:
@@ -107,7 +108,7 @@ class _Edit:
                                          fingerprint=self.cmd.fingerprint, comment=None, at=now)
         await emit_resolved(conn, self.deps.outbox, ended)
         await emit_requested(conn, self.deps.outbox, new)
-        return ReplyV1.success(new.to_record()), True
+        return ReplyV1.success(record_for(new, self.cmd.actor.sub, self.cmd.actor.roles, now)), True
 
 
 async def edit(deps: Deps, cmd: EditApprovalV1) -> ReplyV1:

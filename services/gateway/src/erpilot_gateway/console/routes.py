@@ -284,7 +284,7 @@ async def approval_page(request: Request, pending_id: str) -> Response:
         "effects": views.effect_rows(preview),
         "notes": [str(n) for n in preview.get("notes") or []],
         "draft": views.draft_view(details, preview.get("currency")) if record.get("tool") == "submit_order" else None,
-        "other_details": views.other_details(details),
+        "other_details": views.other_details(details, preview.get("currency")),
         "arguments_json": views.pretty_json(record.get("arguments")),
         "decision": views.decision_view(record),
         "outcome": views.outcome_view(record, operation),

@@ -144,12 +144,25 @@ def draft_view(details: dict[str, Any], currency: str | None) -> dict[str, Any] 
     }
 
 
-def other_details(details: dict[str, Any]) -> list[dict[str, str]]:
-    """Tool-specific preview details other than draft lines, as label/value rows."""
+def other_details(details: dict[str, Any], currency: str | None = None) -> list[dict[str, str]]:
+    """Tool-specific preview details other than draft lines, as label/value rows.
+
+    An integer under a ``*_minor`` key (the contracts' name for money) is shown as money in the details'
+    own ``currency``, else the preview's; without a currency it stays the bare number it is.
+    """
     skip = {"lines", "draft_id", "revision", "customer_id", "customer_name", "note", "valid_until", "stock_check"}
     has_draft = isinstance(details.get("lines"), list)
-    return [{"label": str(key).replace("_", " "), "value": plain(value)}
-            for key, value in details.items() if not (has_draft and key in skip)]
+    currency = details.get("currency") if isinstance(details.get("currency"), str) else currency
+    rows = []
+    for key, value in details.items():
+        if has_draft and key in skip:
+            continue
+        name = str(key)
+        if name.endswith("_minor") and currency and isinstance(value, int) and not isinstance(value, bool):
+            rows.append({"label": name.removesuffix("_minor").replace("_", " "), "value": money(value, currency)})
+        else:
+            rows.append({"label": name.replace("_", " "), "value": plain(value)})
+    return rows
 
 
 def result_summary(tool: str, result: dict[str, Any] | None) -> str:
