@@ -13,7 +13,7 @@ import pytest
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ListApprovalsV1, WithdrawApprovalsV1
 
-from .conftest import actor, uid
+from .conftest import actor, later_marker, uid
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service")]
 ALICE = actor("alice", "requester")
@@ -37,7 +37,7 @@ async def test_a_withdrawn_approval_ends_once_and_can_no_longer_be_decided(appro
     again = await approvals.send(subjects.APPROVAL_CMD_WITHDRAW, withdraw_cmd(record["session_id"],
                                                                              record["pending_id"]))
     assert again.data["items"] == [{"pending_id": record["pending_id"], "status": "withdrawn"}]
-    await asyncio.sleep(0.3)
+    await later_marker(approvals, events)  # a second outcome event would be in by now
     assert len(events.of(record["pending_id"])) == 1
     got = await approvals.get(record["pending_id"], actor("bob", "approver"))
     assert got.data["status"] == "withdrawn"
@@ -52,7 +52,7 @@ async def test_a_withdrawal_racing_approvals_has_exactly_one_outcome(approvals, 
     *decisions, withdrawn = await asyncio.gather(*deciders, withdrawal)
 
     [(_, body)] = await events.wait(lambda: events.of(record["pending_id"]))
-    await asyncio.sleep(0.2)
+    await later_marker(approvals, events)
     assert len(events.of(record["pending_id"])) == 1  # one outcome, one event
     [item] = withdrawn.data["items"]
     approved = [reply for reply in decisions if reply.ok]
