@@ -17,7 +17,7 @@ from erpilot_platform.testing.backends import execute_sql
 from tests.browser.test_flows import SLOW, draft_and_submit_from_the_chat, say, submit_card
 from tests.e2e.conftest import Api, token
 from tests.e2e.test_model_runs import run_events, start_run
-from tests.e2e.test_write_flow import decide, draft, finished, request_write
+from tests.e2e.test_write_flow import place_order, request_write
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -98,11 +98,7 @@ def test_a_refund_is_approved_from_the_page_with_readable_money_units_and_dates_
     mia = Api(stack.base_url, f"req-mgr-{time.monotonic_ns()}", "requester", "manager")
     carol = Api(stack.base_url, f"mgr-{time.monotonic_ns()}", "manager")
     session_id = mia.new_session()
-    revision = draft(mia, session_id, [("SKU-PAPER-A4", 3)])
-    submit = request_write(mia, session_id, "submit_order",
-                           {"draft_id": revision["draft_id"], "revision": revision["revision"]})
-    assert decide(approver, submit, "approve").status_code == 200
-    order = finished(mia, session_id, submit["call_id"])["result"]
+    order = place_order(mia, approver, session_id, [("SKU-PAPER-A4", 3)])
     refund = request_write(mia, session_id, "refund_payment", {
         "order_id": order["order_id"], "amount_minor": 250, "currency": "EUR", "channel": "original"})
     link = f"/resume/{refund['pending_id']}"

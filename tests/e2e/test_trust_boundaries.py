@@ -20,7 +20,7 @@ from erpilot_contracts.fingerprint import fingerprint
 from erpilot_gateway.console.views import money
 from erpilot_platform.broker import create_broker, request
 from tests.e2e.conftest import Api, wait_for
-from tests.e2e.test_write_flow import call_events, decide, draft, finished, request_write
+from tests.e2e.test_write_flow import call_events, decide, draft, finished, place_order, request_write
 
 pytestmark = pytest.mark.e2e
 BIG_ORDER = [("SKU-PRINTER-M404", 7), ("SKU-MONITOR-27", 14), ("SKU-MONITOR-24", 22), ("SKU-DOCK-USBC", 16)]
@@ -81,11 +81,7 @@ def test_an_editor_is_a_party_and_may_not_approve_their_own_edit(stack, requeste
     manager_a = Api(stack.base_url, f"mgr-a-{uuid.uuid4().hex[:6]}", "manager")
     manager_c = Api(stack.base_url, f"mgr-c-{uuid.uuid4().hex[:6]}", "manager")
     session_id = requester.new_session()
-    revision = draft(requester, session_id, [("SKU-STAPLER", 2)])
-    order = request_write(requester, session_id, "submit_order",
-                          {"draft_id": revision["draft_id"], "revision": revision["revision"]})
-    assert decide(approver, order, "approve").status_code == 200
-    placed = finished(requester, session_id, order["call_id"])["result"]
+    placed = place_order(requester, approver, session_id, [("SKU-STAPLER", 2)])
 
     refund = request_write(requester, session_id, "refund_payment", {
         "order_id": placed["order_id"], "amount_minor": 100, "currency": "EUR", "channel": "original"})

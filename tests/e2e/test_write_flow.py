@@ -46,6 +46,18 @@ def finished(requester: Api, session_id: str, call_id: str, timeout: float = 20)
     return wait_for(check, timeout=timeout)
 
 
+def place_order(requester: Api, decider: Api, session_id: str, lines: list[tuple[str, int]],
+                customer: str = "C-1001") -> dict:
+    """Draft, submit and approve an order; the committed result (with its ``order_id``)."""
+    revision = draft(requester, session_id, lines, customer=customer)
+    pending = request_write(requester, session_id, "submit_order",
+                            {"draft_id": revision["draft_id"], "revision": revision["revision"]})
+    assert decide(decider, pending, "approve").status_code == 200
+    view = finished(requester, session_id, pending["call_id"])
+    assert view["outcome"] == "succeeded", view
+    return view["result"]
+
+
 def stock(api: Api, sku: str) -> int:
     return api.get(f"/v1/erp/products/{sku}").json()["on_hand"]
 
@@ -167,11 +179,7 @@ def test_refund_needs_a_manager_who_is_not_the_requester(stack, approver):
     both = Api(stack.base_url, f"req-mgr-{time.monotonic_ns()}", "requester", "manager")
     other_manager = Api(stack.base_url, f"mgr2-{time.monotonic_ns()}", "manager")
     session_id = both.new_session()
-    revision = draft(both, session_id, [("SKU-PEN-BLUE", 1)])
-    submit = request_write(both, session_id, "submit_order",
-                           {"draft_id": revision["draft_id"], "revision": revision["revision"]})
-    decide(approver, submit, "approve")
-    order = finished(both, session_id, submit["call_id"])["result"]
+    order = place_order(both, approver, session_id, [("SKU-PEN-BLUE", 1)])
 
     refund = request_write(both, session_id, "refund_payment", {
         "order_id": order["order_id"], "amount_minor": 500, "currency": "EUR", "channel": "original"})

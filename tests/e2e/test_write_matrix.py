@@ -12,7 +12,7 @@ import pytest
 from erpilot.stack import Stack
 from erpilot_platform.testing.backends import fetch_sql
 from tests.e2e.conftest import Api, isolated_stack
-from tests.e2e.test_write_flow import decide, draft, finished, request_write
+from tests.e2e.test_write_flow import decide, draft, finished, place_order, request_write
 
 pytestmark = pytest.mark.e2e
 TTL_SECONDS = 6
@@ -27,14 +27,6 @@ def replicated(database_url, tmp_path_factory) -> Iterator[Stack]:
     with isolated_stack(database_url, data_dir, {"ERPILOT_POLICY": str(data_dir / "policy.toml")},
                         replicas={"erp": 2, "approval": 2, "agent": 2}) as running:
         yield running
-
-
-def place_order(requester: Api, decider: Api, session_id: str, sku: str) -> dict:
-    revision = draft(requester, session_id, [(sku, 1)], customer="C-1002")
-    pending = request_write(requester, session_id, "submit_order",
-                            {"draft_id": revision["draft_id"], "revision": revision["revision"]})
-    assert decide(decider, pending, "approve").status_code == 200
-    return finished(requester, session_id, pending["call_id"])["result"]
 
 
 def ledger(stack: Stack, sku: str, subject: dict) -> dict:
@@ -87,7 +79,7 @@ def arrange(tool: str, requester: Api, decider: Api, session_id: str, sku: str) 
         return {"draft_id": revision["draft_id"], "revision": revision["revision"]}, revision
     if tool == "adjust_stock":
         return {"sku": sku, "delta": 3, "reason": "recount"}, {"sku": sku}
-    order = place_order(requester, decider, session_id, sku)
+    order = place_order(requester, decider, session_id, [(sku, 1)], customer="C-1002")
     if tool == "cancel_order":
         return {"order_id": order["order_id"], "reason": "customer request"}, order
     return {"order_id": order["order_id"], "amount_minor": 100, "currency": "EUR", "channel": "original"}, order
