@@ -4,12 +4,20 @@ gateway replica, failing over to another gateway when one does not answer."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 import threading
 import time
 from dataclasses import dataclass, field
 
 import httpx
+import nats
+import nats.errors
+import nats.js.errors
+
+from erpilot_contracts.subjects import SESSIONS_STREAM, session_events_subject
+from erpilot_platform.embedded import EmbeddedNatsCluster
 
 # One product per cycle worker: concurrent adjustments of one product would refuse each other (stock_changed).
 SKUS = ("SKU-PAPER-A4", "SKU-PAPER-A3", "SKU-PEN-BLUE", "SKU-COFFEE-1KG")
@@ -108,6 +116,101 @@ class Load:
                 return seconds
             time.sleep(0.1)
         return None
+
+
+class EventWatcher(threading.Thread):
+    """A person keeping a session's SSE stream open through the failures, as a browser's EventSource does:
+    when the stream drops (its gateway died), it reconnects to the next gateway with ``Last-Event-ID`` set to
+    the last ``seq`` it got. A stream that stays open but goes silent is not reopened: the gateway's bridge
+    must carry on by itself across NATS node failures."""
+
+    def __init__(self, urls: list[str], token: str, session_id: str, first_url: int = 0):
+        super().__init__(daemon=True)
+        self.urls, self.token, self.session_id = urls, token, session_id
+        self.next_url = first_url
+        self.events: list[dict] = []
+        self.connections = 0
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        # The read timeout is well above the bridge's 15 s keep-alive: only a dead connection trips it.
+        with httpx.Client(headers=headers, timeout=httpx.Timeout(5, read=40)) as client:
+            while not self._stop.is_set():
+                url = self.urls[self.next_url % len(self.urls)]
+                self.next_url += 1
+                resume = {"Last-Event-ID": str(self.events[-1]["seq"])} if self.events else {}
+                try:
+                    with client.stream("GET", f"{url}/v1/sessions/{self.session_id}/events", headers=resume) as resp:
+                        if resp.status_code != 200:
+                            time.sleep(0.2)
+                            continue
+                        self.connections += 1
+                        self._read(resp)
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+
+    def _read(self, response: httpx.Response) -> None:
+        data = None
+        for line in response.iter_lines():
+            if self._stop.is_set():
+                return
+            if line.startswith("data:"):
+                data = line.partition(":")[2].strip()
+            elif line == "" and data is not None:
+                self.events.append(json.loads(data))
+                data = None
+
+    def last_seq(self) -> int:
+        return self.events[-1]["seq"] if self.events else 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def stored_events(nats_url: str, session_id: str) -> list[dict]:
+    """Every event of the session as JetStream stores it, in stream order."""
+
+    async def read() -> list[dict]:
+        connection = await nats.connect(nats_url.split(","), connect_timeout=5)
+        try:
+            js, subject, events, seq = connection.jetstream(timeout=5), session_events_subject(session_id), [], 1
+            while True:  # the stream's messages on the session's subject, one after another
+                try:
+                    msg = await js.get_msg(SESSIONS_STREAM.name, seq=seq, subject=subject, next=True)
+                except nats.js.errors.NotFoundError:
+                    return events
+                events.append(json.loads(msg.data))
+                seq = msg.seq + 1
+        finally:
+            await connection.close()
+
+    return asyncio.run(read())
+
+
+def until_true(check, timeout: float) -> bool:
+    """Poll ``check`` until it holds (True) or ``timeout`` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def reelection_seconds(cluster: EmbeddedNatsCluster, index: int, killed_at: float, led: set[str],
+                       timeout: float = 30.0) -> float | None:
+    """Seconds from the kill of node ``index`` until each raft group it led has a new leader (NATS' own
+    failover, which no client setting shortens), or None after ``timeout``."""
+    dead, pending = cluster.names[index], set(led)
+    while pending and time.monotonic() - killed_at < timeout:
+        for i in range(len(cluster.nodes)):
+            seen = cluster.leaders(i)
+            # Survivors name the dead leader until an election; the restarted node names only a new one.
+            pending -= {g for g in pending if seen.get(g) and (seen[g] != dead or i == index)}
+        if pending:
+            time.sleep(0.05)
+    return None if pending else time.monotonic() - killed_at
 
 
 def run_cycle(cycle: Cycle, requester: Client, manager: Client, sku: str, finish_timeout: float) -> None:

@@ -36,7 +36,16 @@ def test_bugs_get_fewer_attempts_never_more_than_the_budget():
 def test_delays_grow_and_are_capped():
     policy = RetryPolicy()
     delays = [policy.transient_delay(n) for n in range(1, 40)]
-    assert delays == sorted(delays) and delays[0] == 0.4 and max(delays) == 10.0
+    assert delays == sorted(delays) and delays[0] == 0.25 and max(delays) == 10.0
+
+
+def test_a_message_caught_in_a_ten_second_failover_is_retried_soon_after_it():
+    policy = RetryPolicy()
+    retried_at, attempt = 0.0, 1
+    while retried_at < 10.0:  # a NATS stream leader is re-elected 4-9 s after its node died
+        retried_at += policy.transient_delay(attempt)
+        attempt += 1
+    assert retried_at <= 13.0
 
 
 @pytest.mark.parametrize("bad", [{"max_attempts": 0}, {"max_age_seconds": 0}, {"max_attempts_for_bugs": 0}])

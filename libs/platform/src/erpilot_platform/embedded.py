@@ -105,10 +105,11 @@ class EmbeddedNatsCluster:
                  jetstream_domain: str | None = None, name: str = "erpilot") -> None:
         self.data_dir = Path(data_dir).resolve()
         route_ports = [_free_port() for _ in range(size)]
+        self.names = [f"{name}-{i + 1}" for i in range(size)]
         self.nodes = []
         for i, port in enumerate(route_ports):
             routes = ", ".join(f"nats-route://127.0.0.1:{p}" for j, p in enumerate(route_ports) if j != i)
-            cluster = (f'server_name: "{name}-{i + 1}"\n'
+            cluster = (f'server_name: "{self.names[i]}"\n'
                        f'cluster {{\n  name: "{name}"\n  listen: "127.0.0.1:{port}"\n  routes: [{routes}]\n}}\n')
             self.nodes.append(EmbeddedNats(self.data_dir / f"node-{i + 1}", port=_free_port(),
                                            jetstream_domain=jetstream_domain, extra_config=cluster + extra_config))
@@ -141,6 +142,30 @@ class EmbeddedNatsCluster:
             if meta.get("leader") and meta.get("cluster_size") == len(self.nodes):
                 return True
         return False
+
+    def leaders(self, index: int) -> dict[str, str | None]:
+        """The leader node ``index`` sees for each JetStream raft group: the meta group (``"$meta"``), every
+        stream and every durable consumer (``"<stream>/<durable>"``); empty when the node does not answer.
+
+        A follower keeps naming a dead leader until an election replaces it (NATS' election timeout is 4-9 s).
+        """
+        node = self.nodes[index]
+        if node.process is None or node.process.poll() is not None or not node.monitor_url:
+            return {}
+        try:
+            query = "accounts=true&streams=true&consumers=true&config=true"
+            with urllib.request.urlopen(f"{node.monitor_url}/jsz?{query}", timeout=2) as resp:
+                jsz = json.loads(resp.read())
+        except (OSError, ValueError):
+            return {}
+        found = {"$meta": (jsz.get("meta_cluster") or {}).get("leader")}
+        for account in jsz.get("account_details") or []:
+            for stream in account.get("stream_detail") or []:
+                found[stream["name"]] = (stream.get("cluster") or {}).get("leader")
+                for consumer in stream.get("consumer_detail") or []:
+                    if (consumer.get("config") or {}).get("durable_name"):
+                        found[f"{stream['name']}/{consumer['name']}"] = (consumer.get("cluster") or {}).get("leader")
+        return found
 
     def kill(self, index: int) -> None:
         """SIGKILL one node (a fault test); ``nodes[index].start()`` brings it back on the same ports."""

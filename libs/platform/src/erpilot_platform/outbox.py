@@ -25,6 +25,10 @@ from erpilot_platform.telemetry import tracer
 log = logging.getLogger(__name__)
 # Stored with the row to resume the trace; the telemetry middleware writes fresh ones on publish.
 _TRACE_HEADERS = {"traceparent", "tracestate", "baggage"}
+# A stream whose leader died answers nothing until its new leader is elected (4-9 s on a cluster): the
+# relay retries often and waits briefly for each PubAck (a re-publish is de-duplicated by Nats-Msg-Id).
+PUBLISH_TIMEOUT_SECONDS = 2.0
+RETRY_SECONDS = 0.2
 
 
 def outbox_table(metadata: MetaData) -> Table:
@@ -82,7 +86,7 @@ class Outbox:
                         headers["Nats-Msg-Id"] = row["msg_id"]
                         await broker.publish(
                             json.dumps(row["payload"]).encode(), row["subject"], headers=headers,
-                            stream=_stream_for(row["subject"]), timeout=5.0,
+                            stream=_stream_for(row["subject"]), timeout=PUBLISH_TIMEOUT_SECONDS,
                         )
                     published.append(row["id"])
                     failpoint("outbox.after_publish")
@@ -102,7 +106,7 @@ class Outbox:
                 raise
             except Exception:  # broker or database away: keep the rows, try again shortly
                 log.warning("outbox relay could not publish; will retry", exc_info=True)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(RETRY_SECONDS)
             self._wakeup.clear()
             try:
                 await asyncio.wait_for(self._wakeup.wait(), poll_interval)

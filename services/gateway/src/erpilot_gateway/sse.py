@@ -18,6 +18,10 @@ from sse_starlette.sse import EventSourceResponse
 from erpilot_contracts.subjects import session_events_subject
 
 KEEPALIVE_SECONDS = 15
+# The bridge reads through an ordered consumer (ephemeral, one replica). When the NATS node holding it dies,
+# nats-py notices two missed heartbeats and recreates it from the last delivered stream sequence (again
+# after two more if the stream has no leader yet): a short heartbeat keeps that gap to a couple of seconds.
+HEARTBEAT_SECONDS = 1.0
 
 
 class SeqOrder:
@@ -47,7 +51,7 @@ async def _events(request: Request, session_id: str, after_seq: int) -> AsyncIte
         await queue.put(msg.data)
 
     subscription = await js.subscribe(
-        session_events_subject(session_id), cb=on_message, ordered_consumer=True,
+        session_events_subject(session_id), cb=on_message, ordered_consumer=True, idle_heartbeat=HEARTBEAT_SECONDS,
         config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
     )
     order = SeqOrder(after_seq)
