@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import TypeVar
 
 import nats.aio.client
 import nats.errors
@@ -16,12 +17,13 @@ import nats.js.errors
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.security import SASLPlaintext
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import COMMANDS_STREAM
 
 log = logging.getLogger(__name__)
+T = TypeVar("T", bound=BaseModel)
 
 
 class TransientError(RuntimeError):
@@ -34,6 +36,15 @@ class ServiceUnavailable(TransientError):
     def __init__(self, subject: str, reason: str):
         super().__init__(f"{subject}: {reason}")
         self.subject = subject
+
+
+class ReplyError(RuntimeError):
+    """A service answered ``ok: false``; ``error`` is its ``ErrorV1`` (code, message, status, details)."""
+
+    def __init__(self, subject: str, reply: ReplyV1):
+        super().__init__(f"{reply.error.code}: {reply.error.message}")
+        self.subject = subject
+        self.error = reply.error
 
 
 class PayloadTooLarge(ValueError):
@@ -109,3 +120,12 @@ async def request(broker: NatsBroker, subject: str, payload: Message, *, durable
         return ReplyV1.model_validate_json(response.body)
     except ValidationError as exc:
         raise ServiceUnavailable(subject, f"malformed reply: {exc.errors()[0]['msg']}") from exc
+
+
+async def call(broker: NatsBroker, subject: str, payload: Message, reply_model: type[T], *, durable: bool,
+               timeout: float = 10.0) -> T:
+    """``request``, then the reply's ``data`` as ``reply_model``; ``ReplyError`` when the answer is not ok."""
+    reply = await request(broker, subject, payload, durable=durable, timeout=timeout)
+    if not reply.ok:
+        raise ReplyError(subject, reply)
+    return reply_model.model_validate(reply.data or {})

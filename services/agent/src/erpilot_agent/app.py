@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 from erpilot_agent.adapters import repository
+from erpilot_agent.adapters.call_store import SqlCallUnitOfWork
 from erpilot_agent.adapters.downstream import Downstream
 from erpilot_agent.adapters.models import Model, build_model, openai_tools
 from erpilot_agent.adapters.runs import SqlRunStore
@@ -33,7 +35,7 @@ def build(settings: AgentSettings, *, model: Model | None = None) -> ServiceApp:
     engine = create_engine(settings.database_url, application_name="erpilot-agent")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
-    tool_calls = ToolCallService(engine, Downstream(broker), public_url=settings.public_url)
+    tool_calls = ToolCallService(partial(SqlCallUnitOfWork, engine), Downstream(broker), public_url=settings.public_url)
     runs = RunService(
         SqlRunStore(engine), PipelineTools(tool_calls),
         model or build_model(settings.model, timeout=settings.model_timeout_seconds,

@@ -11,12 +11,14 @@ import asyncio
 import importlib.util
 import uuid
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, text
 
 from erpilot_agent.adapters import repository
+from erpilot_agent.adapters.call_store import SqlCallUnitOfWork
 from erpilot_agent.adapters.downstream import Downstream
 from erpilot_agent.adapters.tables import session_events, tool_calls
 from erpilot_agent.app import MIGRATIONS
@@ -80,7 +82,7 @@ def downstream() -> RecordingDownstream:
 
 @pytest.fixture
 def service(engine, downstream) -> ToolCallService:
-    return ToolCallService(engine, downstream, public_url="http://erpilot.test")
+    return ToolCallService(partial(SqlCallUnitOfWork, engine), downstream, public_url="http://erpilot.test")
 
 
 async def new_session(engine, owner: str) -> str:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from functools import partial
 
 import pytest
 from sqlalchemy import select
 
 from erpilot_agent.adapters import repository
+from erpilot_agent.adapters.call_store import SqlCallUnitOfWork
 from erpilot_agent.adapters.tables import session_events
 from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
 from erpilot_contracts.approval.v1 import ToolPolicyV1
@@ -54,7 +56,7 @@ async def new_session(engine) -> str:
 
 
 async def test_two_concurrent_deliveries_of_one_call_record_it_once_and_both_answer(engine):
-    service = ToolCallService(engine, SlowPolicyDownstream(), public_url="http://test")
+    service = ToolCallService(partial(SqlCallUnitOfWork, engine), SlowPolicyDownstream(), public_url="http://test")
     session_id = await new_session(engine)
     call_id = f"call_{uuid.uuid4().hex}"
 
@@ -72,7 +74,7 @@ async def test_two_concurrent_deliveries_of_one_call_record_it_once_and_both_ans
 
 
 async def test_a_concurrent_delivery_with_another_body_is_still_a_conflict(engine):
-    service = ToolCallService(engine, SlowPolicyDownstream(), public_url="http://test")
+    service = ToolCallService(partial(SqlCallUnitOfWork, engine), SlowPolicyDownstream(), public_url="http://test")
     session_id = await new_session(engine)
     call_id = f"call_{uuid.uuid4().hex}"
 

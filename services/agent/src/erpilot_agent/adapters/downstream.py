@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from faststream.nats import NatsBroker
+from pydantic import BaseModel
 
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import (
@@ -13,7 +16,7 @@ from erpilot_contracts.approval.v1 import (
     RequestApprovalV1,
     ToolPolicyV1,
 )
-from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.erp.v1 import (
     CommitOperationV1,
     ExecuteToolV1,
@@ -22,15 +25,11 @@ from erpilot_contracts.erp.v1 import (
     PrepareOperationV1,
     ToolResultV1,
 )
-from erpilot_platform.broker import request
+from erpilot_platform.broker import ReplyError, call, request
 
-
-class DownstreamError(RuntimeError):
-    """A service answered with an error that is not a business outcome (e.g. invalid grant)."""
-
-    def __init__(self, reply: ReplyV1):
-        super().__init__(f"{reply.error.code}: {reply.error.message}")
-        self.error = reply.error
+T = TypeVar("T", bound=BaseModel)
+# A service answered with an error that is not a business outcome (e.g. invalid grant).
+DownstreamError = ReplyError
 
 
 class Downstream:
@@ -38,39 +37,34 @@ class Downstream:
         self.broker = broker
         self.timeout = timeout
 
-    async def _data(self, subject: str, payload, *, durable: bool) -> dict:
-        reply = await request(self.broker, subject, payload, durable=durable, timeout=self.timeout)
-        if not reply.ok:
-            raise DownstreamError(reply)
-        return reply.data or {}
+    async def _call(self, subject: str, payload: Message, reply_model: type[T], *, durable: bool) -> T:
+        return await call(self.broker, subject, payload, reply_model, durable=durable, timeout=self.timeout)
 
     async def policy_view(self) -> PolicyViewV1:
         """The policy in force for every tool."""
-        return PolicyViewV1.model_validate(
-            await self._data(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), durable=False))
+        return await self._call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), PolicyViewV1, durable=False)
 
     async def policy(self, tool: str) -> ToolPolicyV1:
-        view = PolicyViewV1.model_validate(
-            await self._data(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(tool=tool), durable=False))
+        view = await self._call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(tool=tool), PolicyViewV1, durable=False)
         return view.tools[0]
 
     async def read(self, cmd: ExecuteToolV1) -> ToolResultV1:
-        return ToolResultV1.model_validate(await self._data(subjects.ERP_QUERY_READ, cmd, durable=False))
+        return await self._call(subjects.ERP_QUERY_READ, cmd, ToolResultV1, durable=False)
 
     async def draft(self, cmd: ExecuteToolV1) -> ToolResultV1:
-        return ToolResultV1.model_validate(await self._data(subjects.ERP_CMD_DRAFT, cmd, durable=True))
+        return await self._call(subjects.ERP_CMD_DRAFT, cmd, ToolResultV1, durable=True)
 
     async def prepare(self, cmd: PrepareOperationV1) -> ReplyV1:
         """The ERP's answer as is: ``ok`` with the preview, or a business rejection."""
         return await request(self.broker, subjects.ERP_CMD_PREPARE, cmd, durable=True, timeout=self.timeout)
 
     async def request_approval(self, cmd: RequestApprovalV1) -> ApprovalRecordV1:
-        return ApprovalRecordV1.model_validate(await self._data(subjects.APPROVAL_CMD_REQUEST, cmd, durable=True))
+        return await self._call(subjects.APPROVAL_CMD_REQUEST, cmd, ApprovalRecordV1, durable=True)
 
     async def commit(self, operation_id: str, grant: GrantV1) -> OperationStatusV1:
         cmd = CommitOperationV1(operation_id=operation_id, grant=grant)
-        return OperationStatusV1.model_validate(await self._data(subjects.ERP_CMD_COMMIT, cmd, durable=True))
+        return await self._call(subjects.ERP_CMD_COMMIT, cmd, OperationStatusV1, durable=True)
 
     async def operation_status(self, operation_id: str) -> OperationStatusV1:
         query = GetOperationV1(operation_id=operation_id)
-        return OperationStatusV1.model_validate(await self._data(subjects.ERP_QUERY_OPERATION, query, durable=False))
+        return await self._call(subjects.ERP_QUERY_OPERATION, query, OperationStatusV1, durable=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -72,13 +72,6 @@ async def get_tool_call(conn: AsyncConnection, call_key: str, *, lock: bool = Fa
     return (await conn.execute(stmt)).first()
 
 
-async def find_call_by_operation(conn: AsyncConnection, operation_id: str, *, lock: bool = False) -> Any:
-    stmt = select(tool_calls).where(tool_calls.c.operation_id == operation_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    return (await conn.execute(stmt)).first()
-
-
 async def insert_tool_call(conn: AsyncConnection, **values: Any) -> bool:
     """Insert a new call; False if a concurrent delivery of the same command inserted it first."""
     inserted = await conn.execute(
@@ -105,10 +98,6 @@ async def calls_in_status(conn: AsyncConnection, status: str, older_than: dateti
 
 async def session_runs(conn: AsyncConnection, session_id: str) -> list[Any]:
     return (await conn.execute(select(runs).where(runs.c.session_id == session_id).order_by(runs.c.created_at))).all()
-
-
-async def count_sessions(conn: AsyncConnection) -> int:
-    return await conn.scalar(select(func.count()).select_from(sessions))
 
 
 def _like_pattern(q: str) -> str:

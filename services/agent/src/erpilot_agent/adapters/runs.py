@@ -8,17 +8,25 @@ and by PostgreSQL itself when the process dies, so a crashed driver never blocks
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, and_, exists, func, literal, select, text, update
+from sqlalchemy import DateTime, and_, func, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_agent.adapters import repository
+from erpilot_agent.adapters.run_rows import (
+    PROGRESS,
+    answered_calls,
+    append_history,
+    blocked,
+    close_run,
+    lock_active_run,
+    run_record,
+)
 from erpilot_agent.adapters.tables import history, runs, sessions, tool_calls
 from erpilot_agent.domain.history import Entry, tool_message, user_message
 from erpilot_agent.domain.run_sharing import BLOCKING_RUN_STATES
@@ -28,10 +36,7 @@ from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.subjects import AGENT_EVT_RUN_CANCELLED
 
-log = logging.getLogger(__name__)
 LOCK_NAMESPACE = 7_311_002  # first key of pg_advisory_lock(int, int); the second is hashtext(session_id)
-# A waiting run may go on once none of its calls is still with a person or a commit.
-_BLOCKING_CALL_STATES = ("awaiting_approval", "approved", "executing")
 RETRY_DELAY_MAX_SECONDS = 60.0  # the longest wait between two attempts of a failing run
 CANCELLED = "cancelled"  # a run its owner cancelled while it waited; it takes no further step
 
@@ -66,7 +71,7 @@ class SqlRunStore:
                                                     message_id=message_id))
             await conn.execute(update(sessions).where(sessions.c.session_id == session_id)
                                .values(active_run_id=run_id))
-            await _append_history(conn, session_id, run_id, [user_message(text)])
+            await append_history(conn, session_id, run_id, [user_message(text)])
             await repository.append_events(conn, session_id, [
                 ("message", {"role": "user", "text": text, "run_id": run_id}),
                 ("run_started", {"run_id": run_id}),
@@ -102,11 +107,11 @@ class SqlRunStore:
     # --- reading -------------------------------------------------------------------------------
     async def get_run(self, run_id: str) -> RunRecord | None:
         async with self.engine.connect() as conn:
-            return await _run_record(conn, run_id)
+            return await run_record(conn, run_id)
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         async with self.engine.connect() as conn:
-            record = await _run_record(conn, run_id)
+            record = await run_record(conn, run_id)
             if record is None:
                 return None
             rows = (await conn.execute(select(history.c.run_id, history.c.entry).where(
@@ -116,7 +121,7 @@ class SqlRunStore:
     async def resumable(self, run_id: str) -> bool:
         async with self.engine.connect() as conn:
             found = await conn.scalar(select(runs.c.run_id).where(
-                runs.c.run_id == run_id, runs.c.status == "waiting", ~_blocked(runs.c.run_id)))
+                runs.c.run_id == run_id, runs.c.status == "waiting", ~blocked(runs.c.run_id)))
         return found is not None
 
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]:
@@ -130,7 +135,7 @@ class SqlRunStore:
         async with self.engine.connect() as conn:
             rows = (await conn.execute(select(runs.c.run_id).where(
                 (and_(runs.c.status == "running", runs.c.updated_at < cutoff, due))
-                | (and_(runs.c.status == "waiting", ~_blocked(runs.c.run_id), due))
+                | (and_(runs.c.status == "waiting", ~blocked(runs.c.run_id), due))
             ).order_by(runs.c.updated_at).limit(100))).scalars().all()
         return list(rows)
 
@@ -161,7 +166,7 @@ class SqlRunStore:
                 .order_by(tool_calls.c.created_at))).all()
             if run.status == "waiting":
                 error = {"code": "cancelled", "message": "cancelled by its owner"}
-                await _close(conn, session_id, run_id, CANCELLED, error)
+                await close_run(conn, session_id, run_id, CANCELLED, error)
                 await repository.append_event(conn, session_id, "run_failed", {"run_id": run_id, "error": error})
                 # The withdrawal follows from this record, whoever asked and whatever crashes after.
                 cancelled = RunCancelledV1(session_id=session_id, run_id=run_id, owner=owner,
@@ -174,29 +179,29 @@ class SqlRunStore:
     async def record_reply(self, run_id: str, entry: Entry) -> None:
         final = not entry.get("tool_calls")
         async with self.engine.begin() as conn:
-            run = await _lock_active_run(conn, run_id)
+            run = await lock_active_run(conn, run_id)
             if run is None:
                 return
-            await _append_history(conn, run.session_id, run_id, [entry])
+            await append_history(conn, run.session_id, run_id, [entry])
             events: list[tuple[str, dict[str, Any]]] = []
             if (entry.get("content") or "").strip():
                 events.append(("message", {"role": "assistant", "text": entry["content"], "run_id": run_id}))
             await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
-                steps=runs.c.steps + 1, status="running", updated_at=repository.now(), **_PROGRESS))
+                steps=runs.c.steps + 1, status="running", updated_at=repository.now(), **PROGRESS))
             if final:
                 events.append(("run_finished", {"run_id": run_id}))
-                await _close(conn, run.session_id, run_id, "finished", None)
+                await close_run(conn, run.session_id, run_id, "finished", None)
             await repository.append_events(conn, run.session_id, events)
         repository.outbox.wake()
 
     async def record_results(self, run_id: str, results: list[ToolResult], *, waiting: bool) -> None:
         async with self.engine.begin() as conn:
-            run = await _lock_active_run(conn, run_id)
+            run = await lock_active_run(conn, run_id)
             if run is None:
                 return
-            answered = await _answered(conn, run.session_id)  # a result is stored once, whoever got here first
+            answered = await answered_calls(conn, run.session_id)  # a result is stored once, whoever got here first
             fresh = [result for result in results if result.call_id not in answered]
-            await _append_history(conn, run.session_id, run_id,
+            await append_history(conn, run.session_id, run_id,
                                   [tool_message(result.call_id, result.content) for result in fresh])
             events: list[tuple[str, dict[str, Any]]] = []
             for result in fresh:
@@ -213,7 +218,7 @@ class SqlRunStore:
             await repository.append_events(conn, run.session_id, events)
             await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
                 status="waiting" if waiting else "running", updated_at=repository.now(),
-                **(_PROGRESS if fresh else {})))
+                **(PROGRESS if fresh else {})))
         repository.outbox.wake()
 
     async def finish(self, run_id: str) -> None:
@@ -224,10 +229,10 @@ class SqlRunStore:
 
     async def _end(self, run_id: str, status: str, error: dict[str, str] | None) -> None:
         async with self.engine.begin() as conn:
-            run = await _lock_active_run(conn, run_id)
+            run = await lock_active_run(conn, run_id)
             if run is None:
                 return
-            await _close(conn, run.session_id, run_id, status, error)
+            await close_run(conn, run.session_id, run_id, status, error)
             data: dict[str, Any] = {"run_id": run_id}
             if error is not None:
                 data["error"] = error
@@ -246,58 +251,3 @@ class SqlRunStore:
         if row is None:
             return 0, 0.0
         return row.failed_attempts, (now - row.failing_since).total_seconds()
-
-
-# Storing a model reply or a tool result is progress: the run's failed attempts start again from zero.
-_PROGRESS = {"failed_attempts": 0, "failing_since": None}
-
-
-def _blocked(run_id_column: Any) -> Any:
-    return exists().where(tool_calls.c.run_id == run_id_column, tool_calls.c.status.in_(_BLOCKING_CALL_STATES))
-
-
-async def _run_record(conn: AsyncConnection, run_id: str) -> RunRecord | None:
-    row = (await conn.execute(
-        select(runs.c.run_id, runs.c.session_id, runs.c.status, runs.c.steps, sessions.c.owner)
-        .join(sessions, sessions.c.session_id == runs.c.session_id).where(runs.c.run_id == run_id)
-    )).first()
-    if row is None:
-        return None
-    return RunRecord(row.run_id, row.session_id, row.owner, row.status, row.steps)
-
-
-async def _lock_active_run(conn: AsyncConnection, run_id: str) -> Any:
-    """Lock the run's session row (history and event order), then return the run if it is still active."""
-    session_id = await conn.scalar(select(runs.c.session_id).where(runs.c.run_id == run_id))
-    if session_id is None:
-        return None
-    await repository.get_session(conn, session_id, lock=True)
-    run = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).first()
-    if run is None or run.status not in ACTIVE:
-        log.info("run %s is %s; nothing recorded", run_id, run.status if run else "gone")
-        return None
-    return run
-
-
-async def _answered(conn: AsyncConnection, session_id: str) -> set[str]:
-    rows = (await conn.execute(select(history.c.entry).where(history.c.session_id == session_id))).scalars()
-    return {entry.get("tool_call_id") for entry in rows if entry.get("role") == "tool"}
-
-
-async def _append_history(conn: AsyncConnection, session_id: str, run_id: str, entries: list[Entry]) -> None:
-    """Append entries at the next positions (the caller holds the session row lock)."""
-    if not entries:
-        return
-    last = await conn.scalar(select(func.coalesce(func.max(history.c.position), 0))
-                             .where(history.c.session_id == session_id))
-    await conn.execute(history.insert(), [
-        {"session_id": session_id, "position": last + offset, "run_id": run_id, "entry": entry}
-        for offset, entry in enumerate(entries, start=1)
-    ])
-
-
-async def _close(conn: AsyncConnection, session_id: str, run_id: str, status: str, error: dict | None) -> None:
-    await conn.execute(update(runs).where(runs.c.run_id == run_id).values(
-        status=status, error=error, updated_at=repository.now()))
-    await conn.execute(update(sessions).where(sessions.c.session_id == session_id,
-                                              sessions.c.active_run_id == run_id).values(active_run_id=None))

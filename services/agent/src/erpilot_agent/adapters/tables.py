@@ -18,7 +18,6 @@ from sqlalchemy import (
     func,
 )
 
-from erpilot_platform.inbox import inbox_table
 from erpilot_platform.outbox import outbox_table
 
 SCHEMA = "agent"
@@ -105,4 +104,3 @@ tool_calls = Table(
 Index("tool_calls_unfinished", tool_calls.c.status, postgresql_where=tool_calls.c.status != "finished")
 
 outbox = outbox_table(metadata)
-inbox = inbox_table(metadata)

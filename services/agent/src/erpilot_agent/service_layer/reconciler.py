@@ -6,7 +6,6 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from erpilot_agent.adapters import repository
 from erpilot_agent.service_layer.tool_calls import ToolCallService
 
 log = logging.getLogger(__name__)
@@ -14,15 +13,14 @@ STUCK_STATES = ("approved", "executing")
 
 
 async def reconcile_once(service: ToolCallService, *, older_than: timedelta) -> int:
-    cutoff = repository.now() - older_than
-    async with service.engine.connect() as conn:
-        rows = [row for state in STUCK_STATES for row in await repository.calls_in_status(conn, state, cutoff)]
-    for row in rows:
+    async with service.uow() as uow:
+        records = await uow.calls.stuck(STUCK_STATES, older_than)
+    for record in records:
         try:
-            await service.reconcile(row)
+            await service.reconcile(record)
         except Exception:
-            log.warning("could not reconcile call %s yet", row.call_id, exc_info=True)
-    return len(rows)
+            log.warning("could not reconcile call %s yet", record.call_id, exc_info=True)
+    return len(records)
 
 
 async def run_reconciler(service: ToolCallService, *, older_than: timedelta, interval: float = 1.0) -> None:

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-
-from erpilot_agent.adapters import calls
-from erpilot_agent.adapters.tables import tool_calls
 from erpilot_agent.domain.tool_calls import CallState
 from erpilot_agent.service_layer.run_ports import CallStatus
 from erpilot_agent.service_layer.tool_calls import ToolCallService
@@ -25,14 +21,14 @@ class PipelineTools:
     async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:
         if not call_ids:
             return {}
-        async with self.service.engine.connect() as conn:
-            rows = (await conn.execute(select(tool_calls).where(
-                tool_calls.c.session_id == session_id, tool_calls.c.call_id.in_(call_ids)))).all()
+        async with self.service.uow() as uow:
+            records = await uow.calls.of_session(session_id, call_ids)
         found = {}
-        for row in rows:
-            call = calls.to_domain(row)
+        for record in records:
+            call = record.call
             live = call.model_content()
-            found[row.call_id] = CallStatus(row.status, live if call.state is CallState.FINISHED else None, live)
+            found[record.call_id] = CallStatus(call.state.value, live if call.state is CallState.FINISHED else None,
+                                               live)
         return found
 
     async def denied_tools(self) -> frozenset[str]:

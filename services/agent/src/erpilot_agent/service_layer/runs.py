@@ -2,20 +2,12 @@
 durable waits for approvals.
 
 Driving a run (``drive``) happens under a per-session lock, so one process at a time moves it, and
-each step starts from what is stored:
-
-1. build the context fresh from the whole session history (``domain.context_view``);
-2. ask the model; store its message *with the call ids* before anything runs;
-3. run the calls (in parallel) through the tool-call pipeline; a call the agent refuses (unknown tool,
-   invalid arguments, policy) becomes an error result for the model, never a crash;
-4. store the results: all there → next step; a write waits for a person → the run is ``waiting``
-   and the driver lets go. When that call finishes (``on_call_finished``, in whichever replica sees
-   it), the run is driven again.
+each step (``run_steps``: ask the model, or run the calls it asked for) starts from what is stored.
+When a write waits for a person the run is ``waiting`` and the driver lets go; when that call finishes
+(``on_call_finished``, in whichever replica sees it), the run is driven again.
 
 A crash anywhere leaves a run that ``resume_stale`` picks up: the stored history says what is next,
-and a stored call id is never issued as a new call (the pipeline is idempotent by ``call_id``).
-Model failures end the run with ``run_failed`` (``model_error``, ``model_timeout``,
-``context_overflow``, ``max_steps``) — only ever between steps, never with a call half done. A step
+and a stored call id is never issued as a new call (the pipeline is idempotent by ``call_id``). A step
 that keeps failing otherwise (a downstream away, the ERP answering 5xx) is retried by the resumer
 within a ``RetryBudget``; when that is spent the run fails with ``retries_exhausted``, naming the last
 error. Its calls keep whatever state they reached (nothing is claimed to have happened or not).
@@ -27,37 +19,14 @@ import asyncio
 import logging
 from typing import Any
 
-from erpilot_agent.domain.context_view import ContextOverflow, build_context
-from erpilot_agent.domain.history import MalformedHistory, estimate_tokens, system_message
-from erpilot_agent.domain.model_ids import for_model
 from erpilot_agent.domain.prompt import SYSTEM_PROMPT
-from erpilot_agent.domain.run_sharing import offered_tools, open_calls, with_states
-from erpilot_agent.domain.runs import (
-    MAX_STEPS,
-    RETRIES_EXHAUSTED,
-    ArgumentsNotJson,
-    AskModel,
-    CallRequest,
-    Finish,
-    ModelError,
-    RetryBudget,
-    RunCalls,
-    assistant_turn,
-    next_action,
-    parse_arguments,
-    rejected_content,
-)
-from erpilot_agent.domain.tool_calls import CallState
-from erpilot_agent.service_layer.run_ports import ACTIVE, RunRejected, RunSnapshot, RunStore, ToolResult, Tools
-from erpilot_agent.service_layer.tool_calls import CallRejected
+from erpilot_agent.domain.runs import MAX_STEPS, RETRIES_EXHAUSTED, AskModel, Finish, RetryBudget, RunCalls, next_action
+from erpilot_agent.service_layer.run_ports import ACTIVE, RunRejected, RunStore, Tools
+from erpilot_agent.service_layer.run_steps import RunSteps
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.logs import bind, unbind
 
 log = logging.getLogger(__name__)
-
-# Calls the driver may (re)start: nothing is waiting on a person or a commit yet. Approved and
-# executing calls belong to the approval handler and the reconciler.
-STARTABLE = frozenset({CallState.RECEIVED.value, CallState.RUNNING.value, CallState.PREPARING.value})
 
 
 class RunService:
@@ -66,13 +35,9 @@ class RunService:
                  system_prompt: str = SYSTEM_PROMPT, max_concurrent_runs: int = 8,
                  retry: RetryBudget | None = None):
         self.store = store
-        self.tools = tools
-        self.model = model
-        self.tool_specs = tool_specs
-        self.budget_tokens = budget_tokens
-        self.tool_bytes = tool_bytes
         self.max_steps = max_steps
-        self.system_prompt = system_prompt
+        self.steps = RunSteps(store, tools, model, tool_specs=tool_specs, budget_tokens=budget_tokens,
+                              tool_bytes=tool_bytes, max_steps=max_steps, system_prompt=system_prompt)
         self.retry = retry or RetryBudget()
         self._tasks: dict[str, asyncio.Task] = {}
         self._again: set[str] = set()
@@ -207,92 +172,13 @@ class RunService:
                 await self.store.finish(run_id)
                 return
             if isinstance(action, RunCalls):
-                if not await self._run_calls(snapshot, action.calls):
+                if not await self.steps.run_calls(snapshot, action.calls):
                     return  # waiting for a person
                 continue
             assert isinstance(action, AskModel)
-            if not await self._ask_model(snapshot):
+            if not await self.steps.ask_model(snapshot):
                 return
         raise RuntimeError(f"run {run_id} made no progress")
-
-    async def _ask_model(self, snapshot: RunSnapshot) -> bool:
-        """One model request; True if it asked for tool calls (the run goes on)."""
-        run = snapshot.run
-        if run.steps >= self.max_steps:
-            await self.store.fail(run.run_id, "max_steps",
-                                  f"the model made {run.steps} requests without a final answer")
-            return False
-        entries = [system_message(self.system_prompt), *(item.entry for item in snapshot.history)]
-        others = open_calls(snapshot.history, run.run_id)  # e.g. an order of a waiting run, still with a person
-        if others:
-            status = await self.tools.status(run.session_id, others)
-            entries = with_states(entries, {call_id: status[call_id].live if call_id in status else None
-                                            for call_id in others})
-        tools = offered_tools(self.tool_specs, await self.tools.denied_tools())
-        try:
-            # The view is built under the global call ids (a model's ids may repeat across runs);
-            # the model then gets every call back under the id it issued.
-            messages = for_model(build_context(entries, budget_tokens=self.budget_tokens,
-                                               tool_bytes=self.tool_bytes))
-            if estimate_tokens(messages) > self.budget_tokens:  # a model id longer than its global one
-                raise ContextOverflow(estimate_tokens(messages), self.budget_tokens)
-        except ContextOverflow as exc:
-            await self.store.fail(run.run_id, "context_overflow", str(exc))
-            return False
-        except MalformedHistory as exc:
-            await self.store.fail(run.run_id, "internal_error", f"the stored history is malformed: {exc}")
-            return False
-        try:
-            reply = await self.model.complete(messages, tools)
-            entry = assistant_turn(reply, run.run_id, snapshot.history)
-        except ModelError as exc:
-            log.warning("model failed in run %s: %s", run.run_id, exc)
-            await self.store.fail(run.run_id, exc.code, exc.message)
-            return False
-        await self.store.record_reply(run.run_id, entry)
-        return bool(entry.get("tool_calls"))
-
-    async def _run_calls(self, snapshot: RunSnapshot, calls: list[CallRequest]) -> bool:
-        """Start what has not started, collect what finished; True when every call has a result."""
-        run = snapshot.run
-        ids = [call.call_id for call in calls]
-        status = await self.tools.status(run.session_id, ids)
-        to_start = [call for call in calls if call.call_id not in status or status[call.call_id].state in STARTABLE]
-        outcomes = await asyncio.gather(*(self._start(run, call) for call in to_start), return_exceptions=True)
-        results: dict[str, ToolResult] = {}
-        failures = []
-        for outcome in outcomes:
-            if isinstance(outcome, ToolResult):
-                results[outcome.call_id] = outcome
-            elif isinstance(outcome, BaseException):
-                failures.append(outcome)
-        status = await self.tools.status(run.session_id, [call_id for call_id in ids if call_id not in results])
-        for call_id, call_status in status.items():
-            if call_status.state == CallState.FINISHED.value and call_status.content is not None:
-                results[call_id] = ToolResult(call_id, call_status.content)
-        complete = len(results) == len(ids)
-        waiting = not complete and not failures
-        if results or waiting:
-            await self.store.record_results(run.run_id, [results[i] for i in ids if i in results], waiting=waiting)
-        if failures:
-            raise failures[0]
-        return complete
-
-    async def _start(self, run: Any, call: CallRequest) -> ToolResult | None:
-        try:
-            arguments = parse_arguments(call.arguments_text)
-        except ArgumentsNotJson as exc:
-            return ToolResult(call.call_id, rejected_content("invalid_arguments", str(exc)),
-                              rejected=(call.name, call.arguments_text))
-        try:
-            await self.tools.start(session_id=run.session_id, owner=run.owner, run_id=run.run_id,
-                                   call_id=call.call_id, tool=call.name, arguments=arguments)
-        except CallRejected as rejected:
-            error = rejected.reply.error
-            return ToolResult(call.call_id, rejected_content(error.code, error.message, error.details),
-                              rejected=(call.name, arguments))
-        return None
-
 
 def _short(exc: Exception, limit: int = 300) -> str:
     text = repr(exc)

@@ -1,0 +1,81 @@
+"""The tool-call unit of work in PostgreSQL (the ``CallUnitOfWork`` of ``service_layer.call_ports``).
+
+One unit of work is one connection and one transaction: ``commit`` commits it and wakes the outbox
+relay; leaving the block without it rolls back (and releases the row locks ``get(lock=True)`` took).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from erpilot_agent.adapters import calls, repository
+from erpilot_agent.adapters.tables import tool_calls
+from erpilot_agent.domain.tool_calls import SessionEvent, ToolCall
+from erpilot_agent.service_layer.call_ports import CallRecord
+
+
+def _record(row: Any) -> CallRecord:
+    return CallRecord(
+        call_key=row.call_key, call_id=row.call_id, session_id=row.session_id, run_id=row.run_id,
+        source=row.source, operation_id=row.operation_id, request_hash=row.request_hash, grant=row.grant,
+        created_at=row.created_at, updated_at=row.updated_at, call=calls.to_domain(row))
+
+
+class SqlCallRepository:
+    def __init__(self, conn: AsyncConnection):
+        self.conn = conn
+
+    async def get(self, call_key: str, *, lock: bool = False) -> CallRecord | None:
+        row = await repository.get_tool_call(self.conn, call_key, lock=lock)
+        return _record(row) if row is not None else None
+
+    async def add(self, *, call_key: str, call_id: str, session_id: str, run_id: str | None, source: str,
+                  request_hash: str, operation_id: str, call: ToolCall) -> bool:
+        return await repository.insert_tool_call(
+            self.conn, call_key=call_key, call_id=call_id, session_id=session_id, run_id=run_id, source=source,
+            tool=call.tool, request_hash=request_hash, operation_id=operation_id, **calls.to_columns(call))
+
+    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
+        values = {**calls.to_columns(call), **columns}
+        if commit_sent:
+            values["commit_sent_at"] = repository.now()
+        await repository.update_tool_call(self.conn, call_key, **values)
+
+    async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
+        if not call_ids:
+            return []
+        rows = (await self.conn.execute(select(tool_calls).where(
+            tool_calls.c.session_id == session_id, tool_calls.c.call_id.in_(call_ids)))).all()
+        return [_record(row) for row in rows]
+
+    async def stuck(self, states: tuple[str, ...], older_than: timedelta) -> list[CallRecord]:
+        cutoff = repository.now() - older_than
+        return [_record(row) for state in states for row in await repository.calls_in_status(self.conn, state, cutoff)]
+
+
+class SqlCallUnitOfWork:
+    def __init__(self, engine: AsyncEngine):
+        self.engine = engine
+
+    async def __aenter__(self) -> SqlCallUnitOfWork:
+        self.conn = await self.engine.connect()
+        self.calls = SqlCallRepository(self.conn)
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.conn.close()  # rolls back whatever was not committed
+
+    async def owner_of(self, session_id: str) -> str | None:
+        session = await repository.get_session(self.conn, session_id)
+        return session.owner if session is not None else None
+
+    async def emit(self, session_id: str, events: list[SessionEvent]) -> None:
+        await repository.append_events(self.conn, session_id, [(e.type, e.data) for e in events])
+
+    async def commit(self) -> None:
+        await self.conn.commit()
+        repository.outbox.wake()

@@ -1,0 +1,188 @@
+"""Moving a recorded tool call forward (SPEC §3): (read|draft) run, or prepare → request approval →
+(a person decides) → commit with the grant → finish; and settling a commit whose answer never came.
+
+Every step first records its intent, so a crash anywhere resumes from the recorded state: a
+redelivered command, an approval event, or the reconciler picks the call up again. Each downstream
+step is idempotent by ``operation_id`` (ERP and approval), so repeating it is safe. Every change of a
+call is one ``transition``: under the call's lock, its state and its events in one unit of work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from erpilot_agent.domain.call_identity import call_key
+from erpilot_agent.domain.tool_calls import CallState, PendingApproval, ToolCall
+from erpilot_agent.service_layer.call_ports import CallDownstream, CallRecord, UnitOfWorkFactory
+from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
+from erpilot_contracts.erp.v1 import ExecuteToolV1, PrepareOperationV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import ToolKind, get_tool
+from erpilot_platform.broker import ReplyError
+from erpilot_platform.failpoints import failpoint
+from erpilot_platform.telemetry import step
+
+log = logging.getLogger(__name__)
+OnFinished = Callable[[str], Awaitable[None]]
+
+
+class CallPipeline:
+    def __init__(self, uow: UnitOfWorkFactory, downstream: CallDownstream, *, public_url: str,
+                 on_finished: OnFinished | None = None):
+        self.uow = uow
+        self.downstream = downstream
+        self.public_url = public_url.rstrip("/")
+        self.on_finished = on_finished
+
+    async def advance(self, key: str) -> None:
+        """Take the call through every step that needs no person, from wherever it stands."""
+        for _ in range(6):  # each step moves the state forward; the bound guards against a loop
+            async with self.uow() as uow:
+                record = await uow.calls.get(key)
+            state = record.call.state
+            if state is CallState.RUNNING:
+                await self._run(record)
+            elif state is CallState.PREPARING:
+                await self._prepare_and_request(record)
+            elif state in (CallState.APPROVED, CallState.EXECUTING):
+                await self._commit(record)
+            else:
+                return
+
+    # --- the steps -----------------------------------------------------------------------------
+    async def _run(self, record: CallRecord) -> None:
+        call = record.call
+        cmd = ExecuteToolV1(session_id=record.session_id, call_id=record.call_id, operation_id=record.operation_id,
+                            tool=call.tool, arguments=call.arguments, requested_by=await self._owner(record))
+        kind = get_tool(call.tool).kind
+        try:
+            result = await (self.downstream.read(cmd) if kind is ToolKind.READ else self.downstream.draft(cmd))
+        except ReplyError as exc:  # the ERP answered with an error that is not a business outcome
+            if exc.error.status >= 500:
+                raise  # the ERP's own failure, not the call's: retried, then dead-lettered, as before
+            error = {"code": exc.error.code, "message": exc.error.message}
+            await self.transition(record.call_key, _first_finish("failed", error=error))
+            return
+        if result.outcome == "succeeded":
+            await self.transition(record.call_key, _first_finish("succeeded", result=result.result))
+        else:
+            error = {"code": result.error.code, "message": result.error.message}
+            await self.transition(record.call_key, _first_finish("business_rejected", error=error))
+
+    async def _prepare_and_request(self, record: CallRecord) -> None:
+        with step("agent", "request approval", session_id=record.session_id, call_id=record.call_id,
+                  operation_id=record.operation_id):
+            await self._prepare_and_request_approval(record)
+
+    async def _prepare_and_request_approval(self, record: CallRecord) -> None:
+        owner = await self._owner(record)
+        tool, arguments = record.call.tool, record.call.arguments
+        spec = get_tool(tool)
+        operation_fingerprint = fingerprint(tool, spec.schema_version, arguments)
+        policy = await self.downstream.policy(tool)
+        reply = await self.downstream.prepare(PrepareOperationV1(
+            operation_id=record.operation_id, session_id=record.session_id, call_id=record.call_id, tool=tool,
+            tool_schema_version=spec.schema_version, arguments=arguments, fingerprint=operation_fingerprint,
+            requested_by=owner, stock_check=policy.stock_check))
+        if not reply.ok:
+            error = {"code": reply.error.code, "message": reply.error.message}
+            outcome = "business_rejected" if reply.error.status < 500 else "failed"
+            await self.transition(record.call_key, lambda c: c.finish(outcome, error=error))
+            return
+        approval = await self.downstream.request_approval(RequestApprovalV1(
+            call_id=record.call_id, session_id=record.session_id, tool=tool, tool_schema_version=spec.schema_version,
+            arguments=arguments, fingerprint=operation_fingerprint, operation_id=record.operation_id,
+            preview=reply.data["preview"], requested_by=owner))
+        await self.approval_requested(approval)
+
+    async def _commit(self, record: CallRecord) -> None:
+        with step("agent", "commit", session_id=record.session_id, call_id=record.call_id,
+                  operation_id=record.operation_id, pending_id=(record.grant or {}).get("pending_id")):
+            await self._commit_with_grant(record)
+
+    async def _commit_with_grant(self, record: CallRecord) -> None:
+        if record.call.state is CallState.APPROVED:
+            await self.transition(record.call_key, lambda c: c.begin_execution(), commit_sent=True)
+        failpoint("agent.commit.before_send")
+        grant = GrantV1.model_validate(record.grant)
+        try:
+            status = await self.downstream.commit(record.operation_id, grant)
+        except ReplyError as exc:  # e.g. invalid_grant, operation_conflict: not a business outcome
+            error = {"code": exc.error.code, "message": exc.error.message}
+            await self.transition(record.call_key, lambda c: c.finish("failed", error=error))
+            return
+        failpoint("agent.commit.after_send")
+        await self.record_commit_outcome(record.call_key, status.status, status.result, status.error)
+
+    async def record_commit_outcome(self, key: str, status: str, result: dict | None, error: Any) -> None:
+        if status == "committed":
+            await self.transition(key, lambda c: c.finish("succeeded", result=result))
+        elif status == "rejected":
+            detail = {"code": error.code, "message": error.message}
+            await self.transition(key, lambda c: c.finish("business_rejected", error=detail))
+
+    async def approval_requested(self, record: ApprovalRecordV1) -> None:
+        """A pending approval exists for one of our calls: the first one, or an edit's new version."""
+        pending = PendingApproval(
+            pending_id=record.pending_id, fingerprint=record.fingerprint, expires_at=record.expires_at,
+            preview=record.preview, approval_url=f"{self.public_url}/resume/{record.pending_id}",
+            edited_by=record.edited_by)
+
+        def apply(call: ToolCall) -> list:
+            if record.supersedes and call.pending and call.pending.pending_id == record.supersedes:
+                # The old version ended by the edit of the person who made the new one, not the requester.
+                return call.supersede(record.supersedes, pending, decided_by=record.edited_by)
+            return call.await_approval(pending)
+
+        # An edit brings new arguments and a new operation id for the same call.
+        extra = {"operation_id": record.operation_id, "arguments": record.arguments} if record.supersedes else {}
+        await self.transition(call_key(record.session_id, record.call_id), apply, **extra)
+
+    # --- reconciliation ----------------------------------------------------------------------
+    async def reconcile(self, record: CallRecord) -> None:
+        """A commit whose answer never arrived: ask the ERP, never a person; re-send if not committed."""
+        try:
+            status = await self.downstream.operation_status(record.operation_id)
+        except ReplyError as exc:
+            if exc.error.code != "not_found":
+                raise
+            status = None
+        if status is not None and status.status in ("committed", "rejected"):
+            await self.record_commit_outcome(record.call_key, status.status, status.result, status.error)
+        else:
+            await self.advance(record.call_key)
+
+    # --- the one way a call changes ------------------------------------------------------------
+    async def transition(self, key: str, change: Callable[[ToolCall], list], *, commit_sent: bool = False,
+                         only_if_current: str | None = None, **columns: Any) -> bool:
+        """Apply one lifecycle transition under the call's row lock, with its events, in one transaction."""
+        async with self.uow() as uow:
+            record = await uow.calls.get(key, lock=True)
+            if record is None:
+                log.warning("event for unknown call %s ignored", key)
+                return False
+            call = record.call
+            if only_if_current and (call.pending is None or (
+                    call.pending.pending_id != only_if_current and only_if_current not in call.resolutions)):
+                log.info("resolution of %s does not concern call %s now; ignored", only_if_current, record.call_id)
+                return False
+            events = change(call)
+            if not events:
+                return False
+            await uow.calls.save(key, call, commit_sent=commit_sent, **columns)
+            await uow.emit(record.session_id, events)
+            await uow.commit()
+        if call.state is CallState.FINISHED and self.on_finished:
+            await self.on_finished(key)
+        return True
+
+    async def _owner(self, record: CallRecord) -> str | None:
+        async with self.uow() as uow:
+            return await uow.owner_of(record.session_id)
+
+
+def _first_finish(outcome: str, **detail: Any) -> Callable[[ToolCall], list]:
+    """Finish a read or draft unless a concurrent delivery of the call finished it first (that result stands)."""
+    return lambda call: [] if call.state is CallState.FINISHED else call.finish(outcome, **detail)
