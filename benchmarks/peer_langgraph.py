@@ -181,6 +181,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     counters = await asyncpg.connect(admin)
     try:
         await apool.execute(TABLE_SQL)
+        await apool.execute("TRUNCATE tool_executions")  # a database used before: verify this run alone
         result["synchronous_commit"] = await apool.fetchval("SHOW synchronous_commit")
         postmaster = await postmaster_pid(apool)
         roles = {"peer": [os.getpid()], **({"postgres": [postmaster]} if postmaster else {})}
