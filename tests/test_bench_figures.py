@@ -97,7 +97,7 @@ def level(concurrency: int, cycles_per_s: float, cpu_total: float) -> dict:
     return {"concurrency": concurrency, "cycles": 64, "failures": 0, "cycles_per_s": cycles_per_s,
             "stages": {"request_to_pending": {"p50_ms": 30.0, "p90_ms": 40.0, "p99_ms": 50.0},
                        "decision_to_finished": {"p50_ms": 20.0, "p90_ms": 25.0, "p99_ms": 60.0}},
-            "cpu_ms": {"total": cpu_total, "agent": 40.0}, "commits": 18.0, "write_xacts": 9.0,
+            "cpu_ms": {"total": cpu_total, "agent": 40.0}, "commits": 18.0, "write_xacts": 9.0, "rollbacks": 80.0,
             "memory": {"total": {"rss_peak_mb": 1100.0, "pss_peak_mb": 500.0}}}
 
 
@@ -108,6 +108,7 @@ def test_level_table_has_a_column_per_level_and_dashes_for_missing_figures():
     assert "| request → approval_pending ms p50/p90/p99 | 30.0 / 40.0 / 50.0 | 30.0 / 40.0 / 50.0 |" in lines
     assert "|   … agent | 40.0 | 40.0 |" in lines
     assert "|   … nats | – | – |" in lines
+    assert "| database rollbacks per cycle (pool pre-ping included) | 80.0 | 80.0 |" in lines
     assert "| read tool call get_product ms p50/p90/p99 | – | – |" in lines
 
 
