@@ -1,164 +1,158 @@
-"""`erpilot bench`: end-to-end approval cycles per second, with p50/p99 of each stage.
+"""`erpilot bench`: the approval cycle end to end, per concurrency level, and what it costs.
 
-A cycle is what a person lives through: a write tool call → its pending approval visible on the
-session's event stream → a decision → the committed result. By default the benchmark starts its own
-stack (embedded NATS and PostgreSQL, every service as a process) with `stock_check = "sufficient"`, so
-concurrent orders on one product do not reject each other; with ERPILOT_NATS_URL / ERPILOT_DATABASE_URL
-it uses those servers. Only loopback addresses are ever contacted.
+Per level: cycles/s (draft included), p50/p90/p99 of request → ``approval_pending`` and decision →
+``tool_finished``, the read tool call (``get_product`` via ``POST …/tool-calls``), CPU per cycle of
+every process role (gateway, agent, approval, ERP, NATS, PostgreSQL backends included: bench_proc),
+database commits and write transactions per cycle (bench_db), peak RSS and PSS; an idle window first
+(CPU and commits per second of the idle stack). ``--peer`` then runs the project's LangGraph peer
+(benchmarks/peer_langgraph.py) on the same PostgreSQL and prints both side by side with ratios.
 
-``--cluster 3 --replicas 2``: the same on a local three-node NATS cluster (streams with three replicas,
-``sync_interval: always`` on every node) with two processes of every service; the cycles are spread
-over both gateways.
+By default it starts its own stack (embedded NATS with ``sync_interval: always``, embedded PostgreSQL,
+every service as a process, the default policy and log level, as ``erpilot up`` runs them) in a temp
+dir and seeds one product per worker. Only loopback addresses and unix sockets are contacted.
+``--cluster 3 --replicas 2``: on a local three-node NATS cluster with two processes of every service.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import statistics
+import math
 import tempfile
-import time
 import uuid
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import asyncpg
 import nats
 
+from erpilot import bench_load as load
 from erpilot import stack, tokens
+from erpilot.bench_db import admin_url
+from erpilot.bench_meter import Meter
+from erpilot.bench_stats import net_of_idle, summary_ms
 
-STAGES = ("request", "pending_visible", "decision", "committed", "cycle")
-SKUS = ("SKU-PAPER-A4", "SKU-PAPER-A3", "SKU-PEN-BLUE", "SKU-MARKER-SET", "SKU-COFFEE-1KG")
-
-
-@dataclass
-class Timings:
-    stages: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    failures: list[str] = field(default_factory=list)
+IDLE_SECONDS = 5.0
+STOCK = 10_000_000
 
 
-class EventWatch:
-    """Sees every session event on NATS and wakes whoever waits for (call_id, type)."""
-
-    def __init__(self) -> None:
-        self.seen: dict[tuple[str, str], float] = {}
-        self.waiters: dict[tuple[str, str], asyncio.Future] = {}
-
-    async def on_event(self, msg) -> None:
-        event = json.loads(msg.data)
-        key = (event["data"].get("call_id", ""), event["type"])
-        self.seen.setdefault(key, time.perf_counter())
-        if key in self.waiters and not self.waiters[key].done():
-            self.waiters[key].set_result(self.seen[key])
-
-    async def wait(self, call_id: str, type_: str, timeout: float = 60.0) -> float:
-        key = (call_id, type_)
-        if key in self.seen:
-            return self.seen[key]
-        future = self.waiters.setdefault(key, asyncio.get_running_loop().create_future())
-        return await asyncio.wait_for(future, timeout)
-
-
-async def one_cycle(client: httpx.AsyncClient, approver: httpx.AsyncClient, watch: EventWatch, timings: Timings,
-                    index: int) -> None:
-    session = (await client.post("/v1/sessions", json={})).json()["session_id"]
-    sku = SKUS[index % len(SKUS)]
-    drafted = await client.post(f"/v1/sessions/{session}/tool-calls", json={
-        "tool": "create_order_draft", "arguments": {"customer_id": "C-1001", "lines": [{"sku": sku, "qty": 1}]}})
-    revision = drafted.json()["result"]
-    call_id = f"bench-{uuid.uuid4().hex}"
-    start = time.perf_counter()
-    response = await client.post(f"/v1/sessions/{session}/tool-calls", json={
-        "tool": "submit_order", "call_id": call_id,
-        "arguments": {"draft_id": revision["draft_id"], "revision": revision["revision"]}})
-    requested = time.perf_counter()
-    if response.status_code != 202:
-        timings.failures.append(f"request {response.status_code}: {response.text[:200]}")
-        return
-    pending = response.json()
-    visible = await watch.wait(call_id, "approval_pending")
-    decided_at = time.perf_counter()
-    decision = await approver.post(f"/v1/approvals/{pending['pending_id']}/decision",
-                                   json={"action": "approve", "fingerprint": pending["fingerprint"]})
-    decided = time.perf_counter()
-    if decision.status_code != 200:
-        timings.failures.append(f"decision {decision.status_code}: {decision.text[:200]}")
-        return
-    committed = await watch.wait(call_id, "tool_finished")
-    for name, value in (("request", requested - start), ("pending_visible", visible - start),
-                        ("decision", decided - decided_at), ("committed", committed - decided),
-                        ("cycle", committed - start)):
-        timings.stages[name].append(value * 1000)
-
-
-async def run_level(base_urls: list[str], nats_url: str, secret: str, concurrency: int, cycles: int) -> dict:
-    requester = tokens.make_token(secret, "bench-requester", ["requester"])
-    approver_token = tokens.make_token(secret, "bench-approver", ["approver"])
-    watch, timings = EventWatch(), Timings()
-    connection = await nats.connect(servers=[url.strip() for url in nats_url.split(",")])
-    await connection.subscribe("erpilot.v1.sessions.*.events", cb=watch.on_event)
-    limits = httpx.Limits(max_connections=concurrency * 2)
-    clients = [(httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {requester}"},
-                                  timeout=60, limits=limits),
-                httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {approver_token}"},
-                                  timeout=60, limits=limits)) for url in base_urls]
+async def seed_bench_products(database_url: str, count: int) -> None:
+    """One product per worker, in stock for any run (cheap: 100 minor units, no manager rule)."""
+    connection = await asyncpg.connect(admin_url(database_url, admin_url(database_url)[1])[0])
     try:
-        gate = asyncio.Semaphore(concurrency)
-
-        async def guarded(index: int) -> None:
-            client, approver = clients[index % len(clients)]  # spread over every gateway replica
-            async with gate:
-                try:
-                    await one_cycle(client, approver, watch, timings, index)
-                except Exception as exc:
-                    timings.failures.append(repr(exc))
-
-        started = time.perf_counter()
-        await asyncio.gather(*(guarded(i) for i in range(cycles)))
-        elapsed = time.perf_counter() - started
+        await connection.executemany(
+            "INSERT INTO erp.products (sku, name, status, price_minor, currency, on_hand) "
+            "VALUES ($1, $2, 'active', 100, 'EUR', $3) ON CONFLICT (sku) DO NOTHING",
+            [(sku, f"Benchmark product {sku}", STOCK) for sku in load.bench_skus(count)])
     finally:
-        for pair in clients:
-            for client in pair:
-                await client.aclose()
-    await connection.close()
-    done = len(timings.stages["cycle"])
-    return {"concurrency": concurrency, "cycles": done, "failures": len(timings.failures),
-            "first_failure": timings.failures[0] if timings.failures else None,
-            "cycles_per_second": round(done / elapsed, 2),
-            "stages_ms": {name: percentiles(timings.stages[name]) for name in STAGES}}
+        await connection.close()
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    ordered = sorted(values)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
-    return {"p50": round(statistics.median(ordered), 1), "p99": round(p99, 1)}
+def process_roles(running: stack.Stack, nats_server, postgres) -> dict[str, list[int]]:
+    """role -> root pids: each service's processes (replicas too), the NATS node(s), the postmaster."""
+    roles: dict[str, list[int]] = {}
+    for name, child in running.supervisor.children.items():
+        if child.pid:
+            roles.setdefault(name.split("-")[0], []).append(child.pid)
+    nodes = getattr(nats_server, "nodes", [nats_server])
+    roles["nats"] = [node.process.pid for node in nodes if node.process]
+    roles["postgres"] = [postgres.process.pid]
+    return roles
 
 
-def run_bench(levels: list[int], cycles: int, data_dir: Path | None, *, cluster: int = 0,
-              replicas: int = 1) -> list[dict]:
+async def measure_level(meter_args: dict, idle: dict, clients: load.Clients, watch: load.EventWatch, level: int,
+                        cycles: int, reads: int, skus: list[str]) -> dict:
+    workers = min(level, len(skus))
+    sessions = await load.new_sessions(clients, workers)
+    await load.run_workers(workers, 1, load.cycle_body(clients, watch, sessions, skus))  # warm-up
+    per_worker = math.ceil(max(cycles, level) / workers)
+    async with Meter(**meter_args) as meter:
+        samples = await load.run_workers(workers, per_worker, load.cycle_body(clients, watch, sessions, skus))
+    result = {"concurrency": level, "workers": workers, "cycles": samples.done, "failures": len(samples.failures),
+              "first_failure": samples.failures[0] if samples.failures else None,
+              **meter.result(max(1, samples.done))}
+    result["cycles_per_s"] = result.pop("per_second")
+    result["net_of_idle"] = net_of_idle(result, idle)
+    result["stages"] = {name: summary_ms(samples.stages[name]) for name in load.CYCLE_STAGES}
+    read_per_worker = math.ceil(max(reads, level) / workers)
+    async with Meter(**meter_args) as read_meter:
+        read_samples = await load.run_workers(workers, read_per_worker, load.read_body(clients, sessions, skus))
+    reads_figures = read_meter.result(max(1, read_samples.done))
+    result["reads"] = {"done": read_samples.done, "failures": len(read_samples.failures),
+                       "per_s": reads_figures["per_second"],
+                       "tool_call": summary_ms(read_samples.stages["read_tool_call"]),
+                       "cpu_ms": reads_figures["cpu_ms"], "commits": reads_figures["commits"],
+                       "write_xacts": reads_figures["write_xacts"], "net_of_idle": net_of_idle(reads_figures, idle)}
+    if level == 1:
+        result["reads"]["direct_get"] = summary_ms(await load.direct_reads(clients, skus, max(reads, 20)))
+    return result
+
+
+async def run_levels(running: stack.Stack, roles: dict[str, list[int]], nats_url: str, database_url: str,
+                     secret: str, levels: list[int], cycles: int, reads: int, skus: list[str]) -> dict:
+    admin, database = admin_url(database_url)
+    counters = await asyncpg.connect(admin)
+    connection = await nats.connect(servers=[url.strip() for url in nats_url.split(",")])
+    watch = load.EventWatch()
+    await connection.subscribe("erpilot.v1.sessions.*.events", cb=watch.on_event)
+    clients = load.Clients(running.gateway_urls, tokens.make_token(secret, "bench-requester", ["requester"]),
+                           tokens.make_token(secret, "bench-approver", ["approver"]), max(levels))
+    try:
+        async with Meter(roles, counters, database) as idle:
+            await asyncio.sleep(IDLE_SECONDS)
+        idle_figures = idle.result(round(IDLE_SECONDS))
+        meter_args = {"roles": roles, "connection": counters, "database": database,
+                      "idle_commits_per_second": idle_figures["commits"]}
+        out = {"idle_per_second": idle_figures, "levels": []}
+        for level in levels:
+            out["levels"].append(await measure_level(meter_args, idle_figures, clients, watch, level, cycles, reads,
+                                                     skus))
+        return out
+    finally:
+        await clients.aclose()
+        await connection.close()
+        await counters.close()
+
+
+async def create_database(database_url: str, name: str) -> None:
+    connection = await asyncpg.connect(admin_url(database_url)[0])
+    try:
+        if not await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+
+
+def run_bench(levels: list[int], cycles: int, data_dir: Path | None, *, cluster: int = 0, replicas: int = 1,
+              reads: int = 64, peer: bool = False, peer_cycles: int = 300, env: dict[str, str] | None = None) -> dict:
+    """Start a stack, measure every level, stop it; with ``peer`` the peer after it on the same PostgreSQL."""
+    from erpilot.bench_peer import ensure_peer_env, peer_database_url, run_peer
     from erpilot.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
 
+    peer_python = ensure_peer_env() if peer else None  # fail before the long part, not after it
     work = Path(data_dir or tempfile.mkdtemp(prefix="erpilot-bench-"))
     nats_server = EmbeddedNatsCluster(work / "nats-cluster", cluster) if cluster else EmbeddedNats(work)
     postgres = EmbeddedPostgres(work)
     secret = "bench-" + uuid.uuid4().hex
-    policy = work / "policy.toml"
-    policy.write_text('[tools.submit_order]\nstock_check = "sufficient"\n')
+    skus = load.bench_skus(max(levels))
     running = None
     try:
         nats_url, database_url = nats_server.start(), postgres.start()
         stack.migrate_all(database_url)
         stack.seed(database_url)
-        running = stack.Stack(nats_url, database_url, work, http_port=stack.free_port(), env={
-            "ERPILOT_AUTH_SECRET": secret, "ERPILOT_POLICY": str(policy), "ERPILOT_LOG_LEVEL": "WARNING"},
-            replicas=dict.fromkeys(stack.SERVICES, replicas), nats_replicas=cluster or 1)
+        asyncio.run(seed_bench_products(database_url, len(skus)))
+        running = stack.Stack(nats_url, database_url, work, http_port=stack.free_port(),
+                              env={"ERPILOT_AUTH_SECRET": secret, **(env or {})},
+                              replicas=dict.fromkeys(stack.SERVICES, replicas), nats_replicas=cluster or 1)
         running.start()
         running.wait_ready()
-        return [asyncio.run(run_level(running.gateway_urls, nats_url, secret, level, max(cycles, level)))
-                for level in levels]
+        roles = process_roles(running, nats_server, postgres)
+        result = asyncio.run(run_levels(running, roles, nats_url, database_url, secret, levels, cycles, reads, skus))
+        result["machine"] = machine_info()
+        if peer:
+            running.stop()
+            running = None
+            asyncio.run(create_database(database_url, "peer"))
+            result["peer"] = run_peer(peer_python, peer_database_url(database_url), levels, peer_cycles)
+        return result
     finally:
         if running is not None:
             running.stop()
@@ -166,16 +160,15 @@ def run_bench(levels: list[int], cycles: int, data_dir: Path | None, *, cluster:
         nats_server.stop()
 
 
-def print_report(results: list[dict]) -> None:
-    """One line per concurrency level: cycles/s, then p50/p99 in ms for every stage."""
-    print(f"{'conc':>5} {'cycles':>6} {'fail':>4} {'cycles/s':>9}  " + "  ".join(f"{s:>22}" for s in STAGES))
-    for r in results:
-        cells = []
-        for stage in STAGES:
-            p = r["stages_ms"].get(stage, {})
-            cells.append(f"{p.get('p50', '-'):>10} / {p.get('p99', '-'):<9}")
-        head = f"{r['concurrency']:>5} {r['cycles']:>6} {r['failures']:>4} {r['cycles_per_second']:>9}  "
-        print(head + "  ".join(cells))
-        if r["first_failure"]:
-            print(f"      first failure: {r['first_failure']}")
-    print("(stages: p50 / p99 ms; pending_visible and cycle are measured from the tool-call request)")
+def machine_info() -> dict:
+    import os
+    import platform
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+            "python": platform.python_version()}

@@ -174,11 +174,18 @@ def cmd_dlq(args: argparse.Namespace) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from erpilot.bench import print_report, run_bench
+    import json
 
-    results = run_bench(args.concurrency or [1, 32], args.cycles, Path(args.data_dir) if args.data_dir else None,
-                        cluster=args.cluster or 0, replicas=args.replicas)
-    print_report(results)
+    from erpilot.bench import run_bench
+    from erpilot.bench_report import render
+
+    env = {"ERPILOT_LOG_LEVEL": args.log_level} if args.log_level else {}
+    result = run_bench(args.concurrency or [1, 32], args.cycles, Path(args.data_dir) if args.data_dir else None,
+                       cluster=args.cluster or 0, replicas=args.replicas, reads=args.reads, peer=args.peer,
+                       peer_cycles=args.peer_cycles, env=env)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    print(render(result))
 
 
 def cmd_context_eval(args: argparse.Namespace) -> None:
@@ -235,9 +242,15 @@ def build_parser() -> argparse.ArgumentParser:
     dead_sub.add_parser("replay", help="publish dead letters to their subjects again (idempotent)").add_argument(
         "seq", type=int, nargs="+")
     dead.set_defaults(func=cmd_dlq)
-    bench = sub.add_parser("bench", help="approval cycles per second end to end, with stage percentiles")
+    bench = sub.add_parser("bench", help="approval cycles end to end per concurrency level, and what they cost")
     bench.add_argument("--concurrency", type=int, action="append", help="repeatable; default 1 and 32")
-    bench.add_argument("--cycles", type=int, default=64, help="cycles per concurrency level")
+    bench.add_argument("--cycles", type=int, default=64, help="measured cycles per concurrency level")
+    bench.add_argument("--reads", type=int, default=64, help="measured read tool calls per concurrency level")
+    bench.add_argument("--peer", action="store_true",
+                       help="then the LangGraph peer (benchmarks/peer_langgraph.py, own venv) and the ratios")
+    bench.add_argument("--peer-cycles", type=int, default=300, help="the peer's cycles per level")
+    bench.add_argument("--log-level", help="the services' ERPILOT_LOG_LEVEL (default: theirs, as erpilot up)")
+    bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     bench.add_argument("--data-dir", help="where the benchmark's own NATS and PostgreSQL live (default: a temp dir)")
     bench.add_argument("--cluster", type=int, choices=(3,), help="on a local three-node NATS cluster (R3 streams)")
     bench.add_argument("--replicas", type=int, default=1, help="processes of every service (default 1)")

@@ -77,6 +77,20 @@ APP = create_app(GatewaySettings(auth_secret=SECRET), broker=object())
 CLIENT = TestClient(APP)  # no lifespan: nothing connects to NATS
 
 
+def test_tokens_and_roles_are_checked_on_the_event_loop_not_in_the_thread_pool(monkeypatch) -> None:
+    # A sync dependency costs a thread hop per request (issue 13's profile); these answers need none.
+    import fastapi.dependencies.utils as dependency_utils
+
+    async def no_thread_pool(*_args, **_kwargs):
+        raise AssertionError("a dependency ran in the thread pool")
+
+    monkeypatch.setattr(dependency_utils, "run_in_threadpool", no_thread_pool)
+    assert CLIENT.get("/v1/erp/products").status_code == 401
+    no_roles = make({"exp": int(time.time()) + HOUR, "roles": []})
+    response = CLIENT.get("/v1/erp/products", headers={"Authorization": f"Bearer {no_roles}"})
+    assert (response.status_code, response.json()["code"]) == (403, "forbidden")
+
+
 def link_token() -> str:
     now = int(time.time())
     return make({"iat": now, "exp": now + HOUR})

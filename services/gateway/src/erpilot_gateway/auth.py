@@ -75,7 +75,8 @@ def token_from(request: Request, *, allow_cookie: bool) -> str | None:
     return None
 
 
-def current_user(request: Request) -> User:
+async def current_user(request: Request) -> User:
+    # async (pure CPU, no I/O): FastAPI runs a sync dependency in its thread pool, a thread hop per request
     token = token_from(request, allow_cookie=False)
     if not token:
         raise Problem(401, "unauthorized", "missing bearer token")
@@ -88,7 +89,7 @@ CurrentUser = Annotated[User, Depends(current_user)]
 def require_roles(*roles: str):
     """A dependency that admits only users holding one of ``roles`` (roles have no hierarchy)."""
 
-    def check(user: CurrentUser) -> User:
+    async def check(user: CurrentUser) -> User:  # async: on the event loop, no thread hop
         if not user.has_any(*roles):
             raise Problem(403, "forbidden", f"requires one of the roles: {', '.join(roles)}")
         return user
