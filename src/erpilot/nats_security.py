@@ -75,14 +75,16 @@ TRAFFIC: dict[str, Traffic] = {
         publishes_events=(s.session_events_subject("*"),),
         consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                            s.AGENT_CMD_CANCEL_RUN),
-        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
+        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
+                         s.APPROVAL_EVT_VOTED),
         answers_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                          s.ping_subject("agent")),
     ),
     "approval": Traffic(
         sends_commands=(s.ERP_CMD_PREPARE,),
         sends_queries=(s.ERP_QUERY_PREPARED,),
-        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
+        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
+                          s.APPROVAL_EVT_VOTED),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT,
                            s.APPROVAL_CMD_WITHDRAW),
         # Webhooks (service_layer/webhooks.py): what outgoing notifications tell, from committed events only.

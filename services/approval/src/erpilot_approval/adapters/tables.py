@@ -61,6 +61,8 @@ approvals = Table(
     # Who made this version by an edit, and every editor of the call up to it (separation of duties).
     Column("edited_by", String(200), nullable=True),
     Column("editors", ARRAY(String(200)), nullable=False, server_default=text("'{}'")),
+    # Quorum: distinct people who must approve this version (policy, fixed when stored; migration 0006).
+    Column("approvals_required", Integer, nullable=False, server_default="1"),
 )
 # The sweeper's "next deadline" and "what is due" lookups.
 Index("approvals_pending_deadline", approvals.c.expires_at, postgresql_where=approvals.c.status == "pending")
@@ -88,6 +90,20 @@ decisions = Table(
     Column("fingerprint", String(80), nullable=False),
     Column("comment", Text, nullable=True),
     Column("decided_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# One vote per person and version (quorum), written under the approval's row lock; never updated.
+votes = Table(
+    "votes", metadata,
+    Column("vote_id", BigInteger, primary_key=True, autoincrement=True),
+    Column("pending_id", String(100), nullable=False),
+    Column("voter", String(200), nullable=False),
+    Column("role", String(20), nullable=False),
+    Column("action", String(20), nullable=False),
+    Column("fingerprint", String(80), nullable=False),
+    Column("comment", Text, nullable=True),
+    Column("voted_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("pending_id", "voter", name="votes_one_per_person"),
 )
 
 # Outgoing webhooks (service_layer/webhooks.py): one row per (event, endpoint), written when the event is

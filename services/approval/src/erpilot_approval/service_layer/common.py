@@ -13,7 +13,8 @@ from erpilot_approval.adapters.erp import ErpClient
 from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, expire
 from erpilot_approval.domain.policy import Policy
 from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import ApprovalRequestedV1, ApprovalResolvedV1, GrantV1
+from erpilot_approval.domain.votes import Vote
+from erpilot_contracts.approval.v1 import ApprovalRequestedV1, ApprovalResolvedV1, ApprovalVotedV1, GrantV1, VoteV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.outbox import Outbox
 
@@ -55,6 +56,17 @@ async def emit_resolved(conn: AsyncConnection, outbox: Outbox, approval: Pending
         superseded_by=approval.superseded_by,
     )
     await outbox.add(conn, subjects.APPROVAL_EVT_RESOLVED, event)
+
+
+async def emit_voted(conn: AsyncConnection, outbox: Outbox, approval: PendingApproval, vote: Vote) -> None:
+    """``evt.approval.voted`` for a quorum approval (``approvals_required`` > 1; one vote decides the others)."""
+    if approval.approvals_required <= 1:
+        return
+    event = ApprovalVotedV1(
+        pending_id=approval.pending_id, call_id=approval.call_id, session_id=approval.session_id,
+        operation_id=approval.operation_id, vote=VoteV1(**vote.to_wire()), status=approval.status,
+        approvals_required=approval.approvals_required, approvals_received=approval.approvals_received)
+    await outbox.add(conn, subjects.APPROVAL_EVT_VOTED, event)
 
 
 async def expire_if_due(conn: AsyncConnection, outbox: Outbox, approval: PendingApproval, now) -> bool:

@@ -7,7 +7,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from erpilot_approval.adapters import repository
 from erpilot_approval.domain import approvals as domain
 from erpilot_approval.domain.approvals import ApprovalError
-from erpilot_approval.service_layer.common import Deps, emit_resolved, expire_if_due, not_found, refused
+from erpilot_approval.service_layer.common import (
+    Deps,
+    emit_resolved,
+    emit_voted,
+    expire_if_due,
+    not_found,
+    refused,
+)
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, DecideV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.db import run_in_transaction
@@ -17,11 +24,12 @@ from erpilot_platform.telemetry import decision_latency, step
 
 
 async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
-    """One transaction: lock the row, read the clock, decide, sign, log the vote, queue the event.
+    """One transaction: lock the row, read the clock, vote, and when the vote decides: sign, log, queue.
 
     Whoever takes the lock second sees the first decision (already_decided, or the recorded result
-    when it is the same person repeating the same action). A decision at or after ``expires_at`` is
-    refused and expires the approval on the spot, even if no sweeper has run yet.
+    when it is the same person repeating the same action). Under a quorum the votes are serialised by
+    the same lock, so the grant is signed once, by the vote that reaches the quorum. A decision at or
+    after ``expires_at`` is refused and expires the approval on the spot, even if no sweeper has run yet.
     """
 
     async def work(conn: AsyncConnection) -> tuple[ReplyV1, str | None]:
@@ -38,6 +46,10 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
         decided = outcome.approval
         if not outcome.is_new:
             return ReplyV1.success(decided.to_record()), None
+        await repository.append_vote(conn, decided.pending_id, outcome.vote)
+        await emit_voted(conn, deps.outbox, decided, outcome.vote)
+        if not outcome.ended:  # a quorum approval still waiting for more approvers
+            return ReplyV1.success(decided.to_record()), "voted"
         grant = sign_grant(domain.grant_for(decided), deps.signing_key) if decided.status == "approved" else None
         await repository.save_outcome(conn, decided, grant)
         await repository.append_decision(conn, decided.pending_id, actor=cmd.actor.sub, action=cmd.action,

@@ -11,7 +11,7 @@ const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 
 const EVENT_TYPES = ["message", "run_started", "run_finished", "run_failed", "tool_started", "approval_pending",
-                     "approval_resolved", "approval_withdrawn", "tool_executing", "tool_finished"];
+                     "approval_resolved", "approval_withdrawn", "tool_executing", "tool_finished", "approval_vote"];
 const APPROVAL_LABELS = { approved: "Approved", rejected: "Rejected", cancelled: "Cancelled", expired: "Expired",
                           superseded: "Superseded" };
 // The state a tool call is in, as its card's pill shows it. "approved" is not "done": only tool_finished
@@ -352,6 +352,12 @@ function applyToolEvent(session, event, at) {
       setCallState(card, "awaiting_approval");
       break;
     }
+    case "approval_vote":
+      stage(card, "approval_vote", at, { action: d.action },
+        h("strong", { text: `${d.action === "approve" ? "Approved" : d.action === "reject" ? "Rejected" : "Cancelled"} by ${d.sub}` }),
+        h("span", { class: "muted", text: ` (${d.role}) — ${d.approvals_received} of ${d.approvals_required} approvals` }),
+        d.comment ? h("blockquote", { class: "comment", text: d.comment }) : null);
+      break;
     case "approval_withdrawn":
       stopCountdowns(card);
       for (const button of card.querySelectorAll(".cancel-run")) button.remove();
@@ -500,7 +506,9 @@ function inboxRow(item) {
     h("td", {},
       h("div", { class: "strong", text: p.operation || item.tool }),
       h("div", { class: "small", text: p.object || "" }),
-      h("div", { class: "mono muted small", text: item.tool })),
+      h("div", { class: "mono muted small", text: item.tool }),
+      (item.approvals_required || 1) > 1
+        ? h("div", { class: "small quorum", text: `${item.approvals_received} of ${item.approvals_required} approvals` }) : null),
     h("td", { text: p.target || "" }),
     h("td", { class: "num strong nowrap", text: formatMoney(p.amount_minor, p.currency) || "—" }),
     h("td", { text: item.requested_by }),
@@ -516,6 +524,7 @@ const CANNOT_DECIDE = {
   expired: "Expired.",
   superseded: "Superseded by an edit.",
   withdrawn: "Withdrawn by the requester.",
+  already_voted: "You voted; waiting for other approvers.",
 };
 
 function decideCell(item) {
