@@ -54,6 +54,7 @@ ERP_EVT_OPERATION_FINISHED = f"{PREFIX}.evt.erp.operation_finished"  # Operation
 APPROVAL_CMD_REQUEST = f"{PREFIX}.cmd.approval.request"  # RequestApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_DECIDE = f"{PREFIX}.cmd.approval.decide"    # DecideV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_EDIT = f"{PREFIX}.cmd.approval.edit"        # EditApprovalV1 -> ReplyV1(ApprovalRecordV1)
+APPROVAL_CMD_DECIDE_MANY = f"{PREFIX}.cmd.approval.decide_many"  # DecideManyV1 -> ReplyV1({items}), all or none
 APPROVAL_CMD_WITHDRAW = f"{PREFIX}.cmd.approval.withdraw"  # WithdrawApprovalsV1 -> ReplyV1({items})
 APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)

@@ -111,6 +111,24 @@ class DecideV1(Message):
     actor: Actor
 
 
+class DecisionItemV1(Message):
+    """One approval of a bulk decision, with the fingerprint the person was shown."""
+
+    pending_id: str
+    fingerprint: str
+
+
+class DecideManyV1(Message):
+    """One action on several approvals, all or nothing: one transaction; every item is checked like a single
+    decision (role, separation of duties, state, deadline, fingerprint). The first item that fails is named
+    in the refusal (``details.pending_id``, ``details.index``) with its own code, and nothing is decided."""
+
+    action: DecisionAction
+    items: list[DecisionItemV1] = Field(min_length=1, max_length=100)
+    comment: str | None = None
+    actor: Actor
+
+
 class EditApprovalV1(Message):
     pending_id: str
     fingerprint: str

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from erpilot_approval.service_layer import decisions, edits, queries, requests, withdrawals
+from erpilot_approval.service_layer import bulk_decisions, decisions, edits, queries, requests, withdrawals
 from erpilot_approval.service_layer.common import Deps
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import (
+    DecideManyV1,
     DecideV1,
     EditApprovalV1,
     GetApprovalV1,
@@ -34,6 +35,11 @@ def register(bus: ServiceBus, deps: Deps) -> None:
                  description="Approve, reject or cancel; exactly one decision wins; signs the grant.")
     async def decide(cmd: DecideV1) -> ReplyV1:
         return await decisions.decide(deps, cmd)
+
+    @bus.command(subjects.APPROVAL_CMD_DECIDE_MANY, DecideManyV1,
+                 description="One action on several approvals: all decided in one transaction, or none.")
+    async def decide_many(cmd: DecideManyV1) -> ReplyV1:
+        return await bulk_decisions.decide_many(deps, cmd)
 
     @bus.command(subjects.APPROVAL_CMD_EDIT, EditApprovalV1,
                  description="Replace the arguments: a new pending version supersedes this one.")

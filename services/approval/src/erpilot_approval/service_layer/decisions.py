@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_approval.adapters import repository
 from erpilot_approval.domain import approvals as domain
-from erpilot_approval.domain.approvals import ApprovalError
+from erpilot_approval.domain.approvals import ApprovalError, DecisionOutcome
 from erpilot_approval.service_layer.common import (
     Deps,
     emit_resolved,
@@ -21,6 +23,32 @@ from erpilot_platform.db import run_in_transaction
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import sign_grant
 from erpilot_platform.telemetry import decision_latency, step
+
+
+async def store_vote(conn: AsyncConnection, deps: Deps, outcome: DecisionOutcome, *, action: str,
+                     fingerprint: str, comment: str | None, now: datetime) -> str | None:
+    """Persist a new vote and, when it decides, the decision with its grant and events (row lock held).
+
+    Returns ``"decided"``, ``"voted"`` (a quorum approval still waiting) or None (a repeat: nothing new).
+    """
+    decided = outcome.approval
+    if not outcome.is_new:
+        return None
+    await repository.append_vote(conn, decided.pending_id, outcome.vote)
+    await emit_voted(conn, deps.outbox, decided, outcome.vote)
+    if not outcome.ended:
+        return "voted"
+    grant = sign_grant(domain.grant_for(decided), deps.signing_key) if decided.status == "approved" else None
+    await repository.save_outcome(conn, decided, grant)
+    await repository.append_decision(conn, decided.pending_id, actor=outcome.vote.sub, action=action,
+                                     fingerprint=fingerprint, comment=comment, at=now)
+    await emit_resolved(conn, deps.outbox, decided, grant)
+    return "decided"
+
+
+def record_latency(record: ApprovalRecordV1) -> None:
+    decision_latency.record((record.decided_at - record.created_at).total_seconds(),
+                            {"tool": record.tool, "status": record.status})
 
 
 async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
@@ -43,20 +71,11 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
         except ApprovalError as error:
             expired = error.code == "expired" and await expire_if_due(conn, deps.outbox, approval, now)
             return refused(error), "expired" if expired else None
-        decided = outcome.approval
-        if not outcome.is_new:
-            return ReplyV1.success(decided.to_record()), None
-        await repository.append_vote(conn, decided.pending_id, outcome.vote)
-        await emit_voted(conn, deps.outbox, decided, outcome.vote)
-        if not outcome.ended:  # a quorum approval still waiting for more approvers
-            return ReplyV1.success(decided.to_record()), "voted"
-        grant = sign_grant(domain.grant_for(decided), deps.signing_key) if decided.status == "approved" else None
-        await repository.save_outcome(conn, decided, grant)
-        await repository.append_decision(conn, decided.pending_id, actor=cmd.actor.sub, action=cmd.action,
-                                         fingerprint=cmd.fingerprint, comment=cmd.comment, at=now)
-        await emit_resolved(conn, deps.outbox, decided, grant)
-        failpoint("approval.decide.before_db_commit")  # grant signed, decision and event written, not committed
-        return ReplyV1.success(decided.to_record()), "decided"
+        change = await store_vote(conn, deps, outcome, action=cmd.action, fingerprint=cmd.fingerprint,
+                                  comment=cmd.comment, now=now)
+        if change == "decided":
+            failpoint("approval.decide.before_db_commit")  # grant signed, decision and event written, not committed
+        return ReplyV1.success(outcome.approval.to_record()), change
 
     async with deps.engine.connect() as conn:
         origin = await repository.trace_context(conn, cmd.pending_id)
@@ -65,9 +84,7 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
         reply, change = await run_in_transaction(deps.engine, work)
     if change == "decided":
         failpoint("approval.decide.after_db_commit")  # stored, event queued, neither published nor answered
-        record = ApprovalRecordV1.model_validate(reply.data)
-        decision_latency.record((record.decided_at - record.created_at).total_seconds(),
-                                {"tool": record.tool, "status": record.status})
+        record_latency(ApprovalRecordV1.model_validate(reply.data))
     if change is not None:
         deps.outbox.wake()
     return reply
