@@ -63,7 +63,8 @@ TRAFFIC: dict[str, Traffic] = {
                         s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
                         s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW, s.ERP_CMD_UPDATE_PRODUCT),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
-                       s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.ERP_QUERY_VIEW,
+                       s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
+                       s.ERP_QUERY_VIEW,
                        s.ERP_QUERY_OPERATION,
                        s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
         reads_session_events=True,
@@ -91,7 +92,7 @@ TRAFFIC: dict[str, Traffic] = {
         consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
                          s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
-                         s.ping_subject("approval")),
+                         s.APPROVAL_QUERY_AUDIT, s.ping_subject("approval")),
     ),
     "erp": Traffic(
         publishes_events=(s.ERP_EVT_OPERATION_FINISHED,),

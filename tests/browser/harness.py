@@ -16,8 +16,8 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import uvicorn

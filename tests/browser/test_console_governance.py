@@ -74,7 +74,8 @@ def test_the_approval_page_shows_the_votes_of_a_quorum_approval(console, open_pa
     voted_at = (now() - timedelta(minutes=2)).isoformat()
     record = console.fake.add_approval(refund_approval(
         requested_by="req-q", amount_minor=150_000, approvals_required=2, approvals_received=1,
-        votes=[{"sub": "mgr-first", "role": "manager", "action": "approve", "at": voted_at, "comment": "checked the invoice"}]))
+        votes=[{"sub": "mgr-first", "role": "manager", "action": "approve", "at": voted_at,
+                "comment": "checked the invoice"}]))
     console.fake.voted = {(record["pending_id"], "mgr-first")}
     page = open_page(console, tok("mgr-second", "manager"))
 

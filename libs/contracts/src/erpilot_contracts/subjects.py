@@ -59,6 +59,7 @@ APPROVAL_CMD_WITHDRAW = f"{PREFIX}.cmd.approval.withdraw"  # WithdrawApprovalsV1
 APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1({items})
+APPROVAL_QUERY_AUDIT = f"{PREFIX}.query.approval.audit"        # AuditQueryV1 -> ReplyV1({items}), admins
 APPROVAL_EVT_REQUESTED = f"{PREFIX}.evt.approval.requested"    # ApprovalRequestedV1
 APPROVAL_EVT_RESOLVED = f"{PREFIX}.evt.approval.resolved"      # ApprovalResolvedV1
 APPROVAL_EVT_EXPIRING = f"{PREFIX}.evt.approval.expiring"      # ApprovalExpiringV1

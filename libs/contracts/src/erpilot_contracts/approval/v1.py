@@ -164,6 +164,16 @@ class WithdrawApprovalsV1(Message):
     actor: Actor
 
 
+class AuditQueryV1(Message):
+    """Admins: audit log rows about one approval or operation, or since a time, oldest first."""
+
+    actor: Actor
+    pending_id: str | None = None
+    operation_id: str | None = None
+    since: datetime | None = None
+    limit: int = Field(1000, ge=1, le=5000)
+
+
 class PolicyQueryV1(Message):
     """Ask the policy in force about tools: all of them, or one."""
 

@@ -134,5 +134,33 @@ expiry_warnings = Table(
     Column("warned_at", DateTime(timezone=True), nullable=False),
 )
 
+# The audit log (domain/audit.py): append-only hash chain, written in the transaction of the change it records.
+# The service's database role may INSERT and SELECT here, never UPDATE or DELETE (src/erpilot/db_roles.py).
+audit_log = Table(
+    "audit_log", metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # gap-free, assigned under the chain lock
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("kind", String(20), nullable=False),
+    Column("pending_id", String(100), nullable=True),
+    Column("operation_id", String(100), nullable=True),
+    Column("actor", String(200), nullable=True),
+    Column("data", JSON, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    Column("signature", String(100), nullable=False),
+)
+Index("audit_log_pending", audit_log.c.pending_id)
+Index("audit_log_operation", audit_log.c.operation_id)
+
+# Signed heads of the chain (periodic; verify may start from the latest one).
+audit_checkpoints = Table(
+    "audit_checkpoints", metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("hash", String(64), nullable=False),
+    Column("signed_at", DateTime(timezone=True), nullable=False),
+    Column("signature", String(100), nullable=False),
+)
+AUDIT_TABLES = ("audit_log", "audit_checkpoints")
+
 outbox = outbox_table(metadata)
 inbox = inbox_table(metadata)

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from erpilot_approval.service_layer import bulk_decisions, decisions, edits, queries, requests, withdrawals
+from erpilot_approval.service_layer import (
+    audit_queries,
+    bulk_decisions,
+    decisions,
+    edits,
+    queries,
+    requests,
+    withdrawals,
+)
 from erpilot_approval.service_layer.common import Deps
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import (
+    AuditQueryV1,
     DecideManyV1,
     DecideV1,
     EditApprovalV1,
@@ -54,6 +63,10 @@ def register(bus: ServiceBus, deps: Deps) -> None:
     @bus.query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, description="One approval with its decision.")
     async def get_approval(query: GetApprovalV1) -> ReplyV1:
         return await queries.get_approval(deps.engine, query)
+
+    @bus.query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, description="Audit log rows (admins).")
+    async def audit(query: AuditQueryV1) -> ReplyV1:
+        return await audit_queries.audit_rows(deps.engine, query)
 
     @bus.query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, description="Approvals this person may decide.")
     async def list_approvals(query: ListApprovalsV1) -> ReplyV1:

@@ -35,6 +35,7 @@ async def store_vote(conn: AsyncConnection, deps: Deps, outcome: DecisionOutcome
     if not outcome.is_new:
         return None
     await repository.append_vote(conn, decided.pending_id, outcome.vote)
+    await deps.audit.voted(conn, decided, outcome.vote)
     await emit_voted(conn, deps.outbox, decided, outcome.vote)
     if not outcome.ended:
         return "voted"
@@ -42,7 +43,7 @@ async def store_vote(conn: AsyncConnection, deps: Deps, outcome: DecisionOutcome
     await repository.save_outcome(conn, decided, grant)
     await repository.append_decision(conn, decided.pending_id, actor=outcome.vote.sub, action=action,
                                      fingerprint=fingerprint, comment=comment, at=now)
-    await emit_resolved(conn, deps.outbox, decided, grant)
+    await emit_resolved(conn, deps.outbox, decided, grant, audit=deps.audit)
     return "decided"
 
 
@@ -69,7 +70,8 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
             outcome = domain.decide(approval, cmd.action, cmd.fingerprint, cmd.actor.sub, cmd.actor.roles,
                                     cmd.comment, now)
         except ApprovalError as error:
-            expired = error.code == "expired" and await expire_if_due(conn, deps.outbox, approval, now)
+            expired = error.code == "expired" and await expire_if_due(conn, deps.outbox, approval, now,
+                                                                      audit=deps.audit)
             return refused(error), "expired" if expired else None
         change = await store_vote(conn, deps, outcome, action=cmd.action, fingerprint=cmd.fingerprint,
                                   comment=cmd.comment, now=now)

@@ -25,8 +25,9 @@ async def withdraw_approvals(deps: Deps, cmd: WithdrawApprovalsV1) -> ReplyV1:
     async def work(conn: AsyncConnection) -> tuple[list[dict], bool]:
         items, changed = [], False
         now = await repository.db_now(conn)
-        for pending_id in sorted(set(cmd.pending_ids)):
-            approval = await repository.get(conn, pending_id, lock=True)
+        # Every row first (the audit chain's lock is taken after the rows, never before one of them).
+        locked = {pid: await repository.get(conn, pid, lock=True) for pid in sorted(set(cmd.pending_ids))}
+        for pending_id, approval in locked.items():
             if approval is None or not may_withdraw(approval, session_id=cmd.session_id, actor_sub=cmd.actor.sub):
                 items.append({"pending_id": pending_id, "status": "not_found"})
                 continue
@@ -35,9 +36,9 @@ async def withdraw_approvals(deps: Deps, cmd: WithdrawApprovalsV1) -> ReplyV1:
                 await repository.save_outcome(conn, withdrawn)
                 await repository.append_decision(conn, pending_id, actor=cmd.actor.sub, action="withdraw",
                                                  fingerprint=approval.fingerprint, comment=None, at=now)
-                await emit_resolved(conn, deps.outbox, withdrawn)
+                await emit_resolved(conn, deps.outbox, withdrawn, audit=deps.audit)
                 approval, changed = withdrawn, True
-            elif await expire_if_due(conn, deps.outbox, approval, now):
+            elif await expire_if_due(conn, deps.outbox, approval, now, audit=deps.audit):
                 approval, changed = await repository.get(conn, pending_id), True
             items.append({"pending_id": pending_id, "status": approval.status})
         return items, changed
