@@ -17,7 +17,12 @@ from faststream.specification import AsyncAPI, Specification
 
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
-from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalRequestedV1, ApprovalResolvedV1
+from erpilot_contracts.approval.v1 import (
+    ApprovalExpiringV1,
+    ApprovalRequestedV1,
+    ApprovalResolvedV1,
+    ApprovalVotedV1,
+)
 from erpilot_contracts.base import Message
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_contracts.sessions.v1 import SessionEventV1
@@ -35,6 +40,8 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
          "An approval left pending: decided, expired or superseded; carries the grant when approved."),
         (subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1,
          "A pending approval reached its warning time (warn_before its deadline) undecided; once per approval."),
+        (subjects.APPROVAL_EVT_VOTED, ApprovalVotedV1,
+         "A person voted on a quorum approval (approvals_required > 1), before the resolution it may cause."),
     ],
     "agent": [(subjects.session_events_subject("*"), SessionEventV1,
                "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway."),

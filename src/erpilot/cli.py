@@ -1,4 +1,4 @@
-"""The `erpilot` command (SPEC §7): up, serve, migrate, seed, token, nats-config, dlq, mcp."""
+"""The `erpilot` command (SPEC §7): up, serve, migrate, seed, token, nats-config, dlq, audit, mcp."""
 
 from __future__ import annotations
 
@@ -173,6 +173,37 @@ def cmd_dlq(args: argparse.Namespace) -> None:
         sys.exit(f"erpilot dlq: {exc}")
 
 
+def cmd_audit(args: argparse.Namespace) -> None:
+    """Verify the approval service's audit chain (exit 1 at a broken link) or export it as JSON lines."""
+    import asyncio
+    from datetime import datetime
+
+    from erpilot import audit_cli
+
+    url = _require("ERPILOT_DATABASE_URL")
+    if args.action == "verify":
+        intact, text = asyncio.run(audit_cli.verify(url, audit_cli.verify_key(_data_dir()),
+                                                    from_checkpoint=args.from_checkpoint))
+        print(text)
+        if not intact:
+            sys.exit(1)
+        return
+    since = None
+    if args.since:
+        try:
+            since = datetime.fromisoformat(args.since)
+        except ValueError:
+            sys.exit(f"erpilot audit export: --since {args.since!r} is not an ISO 8601 time")
+        if since.tzinfo is None:
+            sys.exit("erpilot audit export: --since needs a time zone, e.g. 2026-12-01T08:00:00Z")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            count = asyncio.run(audit_cli.export(url, out, since=since))
+        print(f"wrote {count} audit rows to {args.out}", file=sys.stderr)
+    else:
+        asyncio.run(audit_cli.export(url, sys.stdout, since=since))
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     import json
 
@@ -242,6 +273,14 @@ def build_parser() -> argparse.ArgumentParser:
     dead_sub.add_parser("replay", help="publish dead letters to their subjects again (idempotent)").add_argument(
         "seq", type=int, nargs="+")
     dead.set_defaults(func=cmd_dlq)
+    audit = sub.add_parser("audit", help="the approval service's tamper-evident audit log: verify, export")
+    audit_sub = audit.add_subparsers(dest="action", required=True)
+    audit_sub.add_parser("verify", help="walk the hash chain; exit 1 naming the first broken row").add_argument(
+        "--from-checkpoint", action="store_true", help="start at the latest signed checkpoint, not the first row")
+    audit_export = audit_sub.add_parser("export", help="write the rows as JSON lines (stdout or --out)")
+    audit_export.add_argument("--since", help="only rows at or after this ISO 8601 time (with a zone)")
+    audit_export.add_argument("--out", help="a file to write instead of stdout")
+    audit.set_defaults(func=cmd_audit)
     bench = sub.add_parser("bench", help="approval cycles end to end per concurrency level, and what they cost")
     bench.add_argument("--concurrency", type=int, action="append", help="repeatable; default 1 and 32")
     bench.add_argument("--cycles", type=int, default=64, help="measured cycles per concurrency level")

@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 SCHEMAS = {"gateway": None, "agent": "agent", "approval": "approval", "erp": "erp"}
 ROLES = {service: f"erpilot_{service}" for service in SCHEMAS}
+APPEND_ONLY = {"approval": ("audit_log", "audit_checkpoints")}
 
 
 def password_variable(service: str) -> str:
@@ -73,6 +74,9 @@ def _statements(database: str, service: str, password: str | None) -> list[tuple
             (f"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}", ()),
             (f"REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {schema}.alembic_version FROM {role}", ()),
         ]
+        # Append-only tables: rows are inserted and read, never changed or removed (the audit log).
+        sql += [(f"REVOKE UPDATE, DELETE, TRUNCATE ON {schema}.{table} FROM {role}", ())
+                for table in APPEND_ONLY.get(service, ())]
     return sql
 
 

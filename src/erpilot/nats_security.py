@@ -60,10 +60,11 @@ class Traffic:
 TRAFFIC: dict[str, Traffic] = {
     "gateway": Traffic(
         sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
-                        s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT,
-                        s.APPROVAL_CMD_WITHDRAW, s.ERP_CMD_UPDATE_PRODUCT),
+                        s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
+                        s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW, s.ERP_CMD_UPDATE_PRODUCT),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
-                       s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.ERP_QUERY_VIEW,
+                       s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
+                       s.ERP_QUERY_VIEW,
                        s.ERP_QUERY_OPERATION,
                        s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
         reads_session_events=True,
@@ -75,22 +76,24 @@ TRAFFIC: dict[str, Traffic] = {
         publishes_events=(s.session_events_subject("*"), s.AGENT_EVT_RUN_CANCELLED),
         consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                            s.AGENT_CMD_CANCEL_RUN),
-        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
+        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
+                         s.APPROVAL_EVT_VOTED),
         answers_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                          s.ping_subject("agent")),
     ),
     "approval": Traffic(
         sends_commands=(s.ERP_CMD_PREPARE,),
         sends_queries=(s.ERP_QUERY_PREPARED,),
-        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING),
-        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT,
-                           s.APPROVAL_CMD_WITHDRAW),
-        # The agent's record of a cancel (withdrawals.py), then webhooks (service_layer/webhooks.py): what
-        # outgoing notifications tell, from committed events only.
+        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
+                          s.APPROVAL_EVT_VOTED),
+        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
+                           s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW),
+        # The agent's record of a cancel (withdrawals.py), then webhooks (service_layer/webhooks.py) and the
+        # audit log's commit outcomes: what outgoing notifications tell, from committed events only.
         consumes_events=(s.AGENT_EVT_RUN_CANCELLED, s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED,
                          s.APPROVAL_EVT_EXPIRING, s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
-                         s.ping_subject("approval")),
+                         s.APPROVAL_QUERY_AUDIT, s.ping_subject("approval")),
     ),
     "erp": Traffic(
         publishes_events=(s.ERP_EVT_OPERATION_FINISHED,),
@@ -102,7 +105,8 @@ TRAFFIC: dict[str, Traffic] = {
 
 # Reserved whatever the allow lists say: a later, broader allow cannot undo these (deny wins in NATS).
 # Only the gateway sends decisions (and the owner's withdrawals) in.
-DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW)
+DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT,
+                     s.APPROVAL_CMD_WITHDRAW)
 # Stream and consumer configuration is `erpilot migrate`'s (the admin user): denied to every service.
 # ``CONSUMER.CREATE.<stream>.>`` denies every named (durable) create; the bare ``CONSUMER.CREATE.<stream>``
 # (an ephemeral) stays possible only where a service is allowed it (the gateway's ordered consumer).

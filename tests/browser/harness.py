@@ -17,6 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import uvicorn
@@ -85,6 +86,8 @@ class FakeServices:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     runs: itertools.count = field(default_factory=lambda: itertools.count(1))
     separation_of_duties: set[str] = field(default_factory=set)  # pending ids under SoD
+    bulk_decisions: list[list[str]] = field(default_factory=list)  # the pending ids of each accepted bulk decision
+    voted: set[tuple[str, str]] = field(default_factory=set)  # (pending_id, sub) of quorum votes cast
 
     def add_approval(self, record: dict[str, Any], *, separation_of_duties: bool = False) -> dict[str, Any]:
         self.approvals[record["pending_id"]] = record
@@ -103,6 +106,8 @@ class FakeServices:
             reason = record["status"] if record["status"] in ("expired", "superseded") else "already_decided"
         elif now() >= datetime.fromisoformat(record["expires_at"]):
             reason = "expired"
+        elif (record["pending_id"], actor.sub) in self.voted:
+            reason = "already_voted"
         else:
             reason = None
         return {**record, "can_decide": reason is None, "cannot_decide_reason": reason}
@@ -143,6 +148,8 @@ class FakeServices:
             return {"items": sorted(items, key=lambda r: r["created_at"], reverse=True)}
         if subject == subjects.APPROVAL_CMD_DECIDE:
             return self._decide(p)
+        if subject == subjects.APPROVAL_CMD_DECIDE_MANY:
+            return self._decide_many(p)
         if subject == subjects.ERP_QUERY_OPERATION:
             operation = self.operations.get(p.operation_id)
             if operation is None:
@@ -154,7 +161,20 @@ class FakeServices:
     def _holds_role(record: dict[str, Any], roles: list[str]) -> bool:
         return any(role in record["required_roles"] for role in roles)
 
-    def _decide(self, p) -> dict[str, Any]:
+    def _decide_many(self, p) -> dict[str, Any]:
+        """All or none, like the approval service: every item is checked before any is decided."""
+        singles = [SimpleNamespace(pending_id=i.pending_id, fingerprint=i.fingerprint, action=p.action,
+                                   comment=p.comment, actor=p.actor) for i in p.items]
+        for index, single in enumerate(singles):
+            try:
+                self._decide(single, dry_run=True)
+            except Problem as problem:
+                raise Problem(problem.status, problem.code, f"item {index}: {problem.detail}",
+                              pending_id=single.pending_id, index=index) from None
+        self.bulk_decisions.append([single.pending_id for single in singles])
+        return {"action": p.action, "items": [self._decide(single) for single in singles]}
+
+    def _decide(self, p, *, dry_run: bool = False) -> dict[str, Any]:
         record = self.approvals.get(p.pending_id)
         if record is None:
             raise Problem(404, "not_found", f"approval {p.pending_id} not found")
@@ -166,6 +186,8 @@ class FakeServices:
             raise Problem(409, "expired", "the approval expired")
         if p.fingerprint != record["fingerprint"]:
             raise Problem(409, "stale_fingerprint", "the fingerprint differs from the approval's")
+        if dry_run:
+            return record
         status = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}[p.action]
         record.update(status=status, decided_by=p.actor.sub, decided_at=now().isoformat(), comment=p.comment)
         self.decisions.append({"pending_id": p.pending_id, "action": p.action, "fingerprint": p.fingerprint,

@@ -9,6 +9,8 @@ from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.erp import ErpClient
 from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
+from erpilot_approval.service_layer.audit import AuditTrail, CheckpointSigner
+from erpilot_approval.service_layer.audit_queries import record_operation_finished
 from erpilot_approval.service_layer.common import Deps
 from erpilot_approval.service_layer.expiry import ExpirySweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
@@ -36,16 +38,20 @@ def build(settings: ApprovalSettings) -> ServiceApp:
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
-    deps = Deps(engine=engine, outbox=outbox, policy=policy, signing_key=signing_key, erp=ErpClient(broker))
+    audit = AuditTrail(signing_key)
+    deps = Deps(engine=engine, outbox=outbox, policy=policy, signing_key=signing_key, erp=ErpClient(broker),
+                audit=audit)
     register_ping(bus, engine)
     nats_entry.register(bus, deps)
-    sweeper = ExpirySweeper(engine, outbox, poll_seconds=settings.expiry_poll_seconds)
+    sweeper = ExpirySweeper(engine, outbox, audit, poll_seconds=settings.expiry_poll_seconds)
+    signer = CheckpointSigner(engine, signing_key, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
     dispatcher = WebhookDispatcher(engine, webhooks, broker=broker,
                                    retry_base_seconds=settings.webhook_retry_base_seconds,
                                    give_up_after=settings.give_up_after(),
                                    timeout_seconds=settings.webhook_timeout_seconds)
-    webhook_entry.register(bus, WebhookEvents(engine, webhooks, settings.public_url, wake=dispatcher.wake))
+    webhook_entry.register(bus, WebhookEvents(engine, webhooks, settings.public_url, wake=dispatcher.wake),
+                           lambda status: record_operation_finished(engine, audit, status))
     warnings = WarningSweeper(engine, outbox, policy)
 
     async def relay() -> None:
@@ -63,7 +69,10 @@ def build(settings: ApprovalSettings) -> ServiceApp:
     async def expiry_warnings() -> None:
         await warnings.run()
 
-    background = [relay, expiry, pending_gauge]
+    async def audit_checkpoints() -> None:
+        await signer.run()
+
+    background = [relay, expiry, pending_gauge, audit_checkpoints]
     background += [webhook_dispatch] if webhooks else []
     background += [expiry_warnings] if warnings.windows else []  # a loop with nothing to do would end
     return ServiceApp(SERVICE, broker, engine, background=background)

@@ -23,6 +23,8 @@ class ApprovalSettings(PlatformSettings):
     webhook_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry delay; doubles each time.")
     webhook_give_up_after: str = Field("24h", description="After this long since the event, a delivery is dead.")
     webhook_timeout_seconds: float = Field(10.0, gt=0, le=120)
+    audit_checkpoint_seconds: float = Field(60.0, gt=0, le=86400,
+                                            description="How often the audit log's head is signed (when it moved).")
 
     def load_policy(self) -> Policy:
         """The policy in force; a malformed file stops start-up with a message naming the key."""

@@ -96,6 +96,15 @@ class Events:
         key = (lambda body: body["pending_id"]) if kind == "resolved" else (lambda body: body["record"]["pending_id"])
         return [(at, body) for at, subj, body in self.items if subj == subject and key(body) == pending_id]
 
+    async def wait_async(self, check: Callable[[], Any], timeout: float = 10.0) -> Any:
+        """Like ``wait``, for a check that is a coroutine (a database read)."""
+        deadline = time.monotonic() + timeout
+        while not (value := await check()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not true within {timeout}s")
+            await asyncio.sleep(0.05)
+        return value
+
     async def wait(self, check: Callable[[], Any], timeout: float = 10.0) -> Any:
         deadline = time.monotonic() + timeout
         while not (value := check()):

@@ -45,6 +45,19 @@ class DecisionBody(Body):
     comment: Annotated[str, Field(max_length=2000)] = None  # type: ignore[assignment]
 
 
+class DecisionItem(Body):
+    pending_id: Annotated[str, Field(min_length=1, max_length=100)]
+    fingerprint: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class BulkDecisionBody(Body):
+    """One action on 1-100 approvals, each with the fingerprint the person was shown: all or none."""
+
+    action: Literal["approve", "reject", "cancel"]
+    items: Annotated[list[DecisionItem], Field(min_length=1, max_length=100)]
+    comment: Annotated[str, Field(max_length=2000)] = None  # type: ignore[assignment]
+
+
 class EditBody(Body):
     """The fingerprint the person was shown and the complete new arguments (validated by the approval
     service against the same tool's schema)."""

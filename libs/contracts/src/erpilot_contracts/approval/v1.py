@@ -15,7 +15,7 @@ DecisionAction = Literal["approve", "reject", "cancel"]
 # Why the person asking may not decide (first that applies): no required role, separation of duties,
 # or the approval's state (decided, expired, superseded, withdrawn).
 CannotDecideReason = Literal["role", "separation_of_duties", "already_decided", "expired", "superseded",
-                             "withdrawn"]
+                             "withdrawn", "already_voted"]
 
 
 class GrantV1(Message):
@@ -32,6 +32,16 @@ class GrantV1(Message):
     stock_check: Literal["exact", "sufficient"] | None = Field(
         None, description="submit_order only: how the ERP re-checks stock (policy `stock_check`).")
     signature: str = ""
+
+
+class VoteV1(Message):
+    """One person's vote on one version of an approval (quorum, SPEC §9)."""
+
+    sub: str
+    role: str = Field(description="The required role the voter decided as.")
+    action: DecisionAction
+    at: datetime
+    comment: str | None = None
 
 
 class ApprovalRecordV1(Message):
@@ -67,6 +77,9 @@ class ApprovalRecordV1(Message):
                           "set on query answers for that person, None where no one asked.")
     cannot_decide_reason: CannotDecideReason | None = Field(
         None, description="When can_decide is false: why. `separation_of_duties` still allows reject/cancel.")
+    approvals_required: int = Field(1, description="Quorum: distinct people who must approve this fingerprint.")
+    approvals_received: int = Field(0, description="Distinct people who approved this version so far.")
+    votes: list[VoteV1] = Field(default_factory=list, description="Every vote on this version, oldest first.")
 
 
 class RequestApprovalV1(Message):
@@ -94,6 +107,24 @@ class DecideV1(Message):
     pending_id: str
     action: DecisionAction
     fingerprint: str
+    comment: str | None = None
+    actor: Actor
+
+
+class DecisionItemV1(Message):
+    """One approval of a bulk decision, with the fingerprint the person was shown."""
+
+    pending_id: str
+    fingerprint: str
+
+
+class DecideManyV1(Message):
+    """One action on several approvals, all or nothing: one transaction; every item is checked like a single
+    decision (role, separation of duties, state, deadline, fingerprint). The first item that fails is named
+    in the refusal (``details.pending_id``, ``details.index``) with its own code, and nothing is decided."""
+
+    action: DecisionAction
+    items: list[DecisionItemV1] = Field(min_length=1, max_length=100)
     comment: str | None = None
     actor: Actor
 
@@ -133,6 +164,16 @@ class WithdrawApprovalsV1(Message):
     actor: Actor
 
 
+class AuditQueryV1(Message):
+    """Admins: audit log rows about one approval or operation, or since a time, oldest first."""
+
+    actor: Actor
+    pending_id: str | None = None
+    operation_id: str | None = None
+    since: datetime | None = None
+    limit: int = Field(1000, ge=1, le=5000)
+
+
 class PolicyQueryV1(Message):
     """Ask the policy in force about tools: all of them, or one."""
 
@@ -146,6 +187,7 @@ class ToolPolicyV1(Message):
     ttl_seconds: int
     stock_check: Literal["exact", "sufficient"] | None = Field(
         None, description="submit_order only: how prepare and commit re-check stock.")
+    approvals_required: int = Field(1, description="The tool's quorum (an amount rule may require more).")
 
 
 class PolicyViewV1(Message):
@@ -183,3 +225,17 @@ class ApprovalResolvedV1(Message):
     comment: str | None = None
     grant: GrantV1 | None = None
     superseded_by: str | None = None
+
+
+class ApprovalVotedV1(Message):
+    """A person voted on a quorum approval (``approvals_required`` > 1); emitted with the vote, before the
+    ``evt.approval.resolved`` the deciding vote also causes."""
+
+    pending_id: str
+    call_id: str
+    session_id: str
+    operation_id: str
+    vote: VoteV1
+    approvals_required: int
+    approvals_received: int
+    status: ApprovalStatus = Field(description="The approval's status after this vote.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from erpilot_agent.service_layer import expiry_warnings, sessions
+from erpilot_agent.service_layer import expiry_warnings, sessions, votes
 from erpilot_agent.service_layer.runs import RunService
 from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
 from erpilot_contracts import subjects
@@ -15,7 +15,12 @@ from erpilot_contracts.agent.v1 import (
     PostMessageV1,
     StartToolCallV1,
 )
-from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalRequestedV1, ApprovalResolvedV1
+from erpilot_contracts.approval.v1 import (
+    ApprovalExpiringV1,
+    ApprovalRequestedV1,
+    ApprovalResolvedV1,
+    ApprovalVotedV1,
+)
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.endpoints import ServiceBus
 
@@ -60,6 +65,11 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
                description="A pending approval nears its deadline: approval_expiring on the session stream.")
     async def approval_expiring(evt: ApprovalExpiringV1) -> None:
         await expiry_warnings.on_approval_expiring(engine, evt)
+
+    @bus.event(subjects.APPROVAL_EVT_VOTED, ApprovalVotedV1,
+               description="A person voted on a quorum approval: approval_vote on the session stream.")
+    async def approval_voted(evt: ApprovalVotedV1) -> None:
+        await votes.on_approval_voted(engine, evt)
 
     @bus.query(subjects.AGENT_QUERY_SESSION, GetSessionV1, description="The owner's view of a session.")
     async def get_session(query: GetSessionV1) -> ReplyV1:

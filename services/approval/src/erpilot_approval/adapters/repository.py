@@ -10,12 +10,13 @@ from sqlalchemy import and_, func, or_, select, text, union
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from erpilot_approval.adapters.tables import ROLES, approvals, decisions, role_predicate
+from erpilot_approval.adapters.tables import ROLES, approvals, decisions, role_predicate, votes
 from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_platform.telemetry import trace_carrier
 
-_DOMAIN_FIELDS = tuple(f.name for f in fields(PendingApproval))
+_DOMAIN_FIELDS = tuple(f.name for f in fields(PendingApproval) if f.name != "votes")  # votes: their own table
 _NEWEST_FIRST = (approvals.c.created_at.desc(), approvals.c.pending_id.desc())
 
 
@@ -24,21 +25,40 @@ async def db_now(conn: AsyncConnection) -> datetime:
     return await conn.scalar(select(func.clock_timestamp()))
 
 
-def to_domain(row: Any) -> PendingApproval:
+def to_domain(row: Any, cast: tuple[Vote, ...] = ()) -> PendingApproval:
     mapping = row._mapping
     values = {name: mapping[name] for name in _DOMAIN_FIELDS}
     values["required_roles"] = list(values["required_roles"])
     values["editors"] = tuple(values["editors"] or ())
-    return PendingApproval(**values)
+    return PendingApproval(**values, votes=cast)
+
+
+async def votes_of(conn: AsyncConnection, pending_ids: list[str]) -> dict[str, tuple[Vote, ...]]:
+    """Every vote on these approvals, oldest first, by ``pending_id``."""
+    if not pending_ids:
+        return {}
+    rows = await conn.execute(select(votes).where(votes.c.pending_id.in_(pending_ids)).order_by(votes.c.vote_id))
+    found: dict[str, list[Vote]] = {}
+    for row in rows:
+        found.setdefault(row.pending_id, []).append(Vote(sub=row.voter, role=row.role, action=row.action,
+                                                         fingerprint=row.fingerprint, at=row.voted_at,
+                                                         comment=row.comment))
+    return {pending_id: tuple(items) for pending_id, items in found.items()}
+
+
+async def _with_votes(conn: AsyncConnection, rows: list[Any]) -> list[PendingApproval]:
+    cast = await votes_of(conn, [row.pending_id for row in rows])
+    return [to_domain(row, cast.get(row.pending_id, ())) for row in rows]
 
 
 async def get(conn: AsyncConnection, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
-    """One approval; ``lock=True`` takes its row lock (SELECT ... FOR UPDATE) until the transaction ends."""
+    """One approval with its votes; ``lock=True`` takes its row lock (SELECT ... FOR UPDATE) until the
+    transaction ends (votes are written only under that lock, so they are read after it)."""
     stmt = select(approvals).where(approvals.c.pending_id == pending_id)
     if lock:
         stmt = stmt.with_for_update()
     row = (await conn.execute(stmt)).first()
-    return to_domain(row) if row is not None else None
+    return (await _with_votes(conn, [row]))[0] if row is not None else None
 
 
 async def pending_of_calls(conn: AsyncConnection, session_id: str, call_ids: list[str]) -> list[str]:
@@ -53,7 +73,14 @@ async def pending_of_calls(conn: AsyncConnection, session_id: str, call_ids: lis
 
 async def get_by_operation(conn: AsyncConnection, operation_id: str) -> PendingApproval | None:
     row = (await conn.execute(select(approvals).where(approvals.c.operation_id == operation_id))).first()
-    return to_domain(row) if row is not None else None
+    return (await _with_votes(conn, [row]))[0] if row is not None else None
+
+
+async def append_vote(conn: AsyncConnection, pending_id: str, vote: Vote) -> None:
+    """One vote row (the caller holds the approval's row lock; one per person by a unique constraint)."""
+    await conn.execute(votes.insert().values(pending_id=pending_id, voter=vote.sub, role=vote.role,
+                                             action=vote.action, fingerprint=vote.fingerprint,
+                                             comment=vote.comment, voted_at=vote.at))
 
 
 async def insert_new(conn: AsyncConnection, approval: PendingApproval, *,
@@ -104,7 +131,7 @@ async def lock_due(conn: AsyncConnection, now: datetime, limit: int) -> list[Pen
             .where(approvals.c.status == "pending", approvals.c.expires_at <= now)
             .order_by(approvals.c.expires_at).limit(limit)
             .with_for_update(skip_locked=True))
-    return [to_domain(row) for row in (await conn.execute(stmt))]
+    return await _with_votes(conn, list(await conn.execute(stmt)))
 
 
 async def seconds_to_next_deadline(conn: AsyncConnection) -> float | None:
@@ -160,5 +187,5 @@ async def list_decidable(conn: AsyncConnection, roles: list[str], *, status: str
               ).subquery("picked")
     stmt = (select(approvals).join(picked, picked.c.pending_id == approvals.c.pending_id)
             .order_by(*_NEWEST_FIRST))
-    return [to_domain(row) for row in (await conn.execute(stmt))]
+    return await _with_votes(conn, list(await conn.execute(stmt)))
 

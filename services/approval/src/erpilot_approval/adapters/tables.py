@@ -61,6 +61,8 @@ approvals = Table(
     # Who made this version by an edit, and every editor of the call up to it (separation of duties).
     Column("edited_by", String(200), nullable=True),
     Column("editors", ARRAY(String(200)), nullable=False, server_default=text("'{}'")),
+    # Quorum: distinct people who must approve this version (policy, fixed when stored; migration 0006).
+    Column("approvals_required", Integer, nullable=False, server_default="1"),
 )
 # The sweeper's "next deadline" and "what is due" lookups.
 Index("approvals_pending_deadline", approvals.c.expires_at, postgresql_where=approvals.c.status == "pending")
@@ -90,6 +92,20 @@ decisions = Table(
     Column("decided_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# One vote per person and version (quorum), written under the approval's row lock; never updated.
+votes = Table(
+    "votes", metadata,
+    Column("vote_id", BigInteger, primary_key=True, autoincrement=True),
+    Column("pending_id", String(100), nullable=False),
+    Column("voter", String(200), nullable=False),
+    Column("role", String(20), nullable=False),
+    Column("action", String(20), nullable=False),
+    Column("fingerprint", String(80), nullable=False),
+    Column("comment", Text, nullable=True),
+    Column("voted_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("pending_id", "voter", name="votes_one_per_person"),
+)
+
 # Outgoing webhooks (service_layer/webhooks.py): one row per (event, endpoint), written when the event is
 # consumed, delivered by the dispatcher; the row is also the dead letter once it gives up.
 webhook_deliveries = Table(
@@ -117,6 +133,34 @@ expiry_warnings = Table(
     Column("pending_id", String(100), primary_key=True),
     Column("warned_at", DateTime(timezone=True), nullable=False),
 )
+
+# The audit log (domain/audit.py): append-only hash chain, written in the transaction of the change it records.
+# The service's database role may INSERT and SELECT here, never UPDATE or DELETE (src/erpilot/db_roles.py).
+audit_log = Table(
+    "audit_log", metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # gap-free, assigned under the chain lock
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("kind", String(20), nullable=False),
+    Column("pending_id", String(100), nullable=True),
+    Column("operation_id", String(100), nullable=True),
+    Column("actor", String(200), nullable=True),
+    Column("data", JSON, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    Column("signature", String(100), nullable=False),
+)
+Index("audit_log_pending", audit_log.c.pending_id)
+Index("audit_log_operation", audit_log.c.operation_id)
+
+# Signed heads of the chain (periodic; verify may start from the latest one).
+audit_checkpoints = Table(
+    "audit_checkpoints", metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("hash", String(64), nullable=False),
+    Column("signed_at", DateTime(timezone=True), nullable=False),
+    Column("signature", String(100), nullable=False),
+)
+AUDIT_TABLES = ("audit_log", "audit_checkpoints")
 
 outbox = outbox_table(metadata)
 inbox = inbox_table(metadata)

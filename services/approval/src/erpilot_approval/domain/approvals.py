@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from erpilot_approval.domain.policy import Policy
+from erpilot_approval.domain.votes import Vote, approvals_received, vote_of, voting_role
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
@@ -60,11 +61,18 @@ class PendingApproval:
     stock_check: str | None = None  # submit_order only: the policy's stock re-check, carried by the grant
     edited_by: str | None = None  # who made this version by an edit (None: the requester's own version)
     editors: tuple[str, ...] = ()  # everyone who edited a version of this call up to this one, oldest first
+    approvals_required: int = 1  # quorum: distinct approvers needed (policy, fixed when the version is stored)
+    votes: tuple[Vote, ...] = ()  # every vote on this version, oldest first
 
     def to_record(self) -> ApprovalRecordV1:
         """The wire record (``separation_of_duties`` and ``editors`` are internal, not part of it)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _INTERNAL_FIELDS}
-        return ApprovalRecordV1(**values)
+        values["votes"] = [vote.to_wire() for vote in self.votes]
+        return ApprovalRecordV1(**values, approvals_received=self.approvals_received)
+
+    @property
+    def approvals_received(self) -> int:
+        return approvals_received(self.votes, self.fingerprint)
 
     @property
     def parties(self) -> frozenset[str]:
@@ -77,10 +85,17 @@ _INTERNAL_FIELDS = {"separation_of_duties", "editors"}
 
 @dataclass(frozen=True)
 class DecisionOutcome:
-    """``is_new``: persist ``approval`` and emit events; otherwise it is the recorded earlier decision."""
+    """``is_new``: persist ``vote`` (and, when ``ended``, the new status) and emit events; otherwise it is
+    the recorded earlier vote or decision."""
 
     approval: PendingApproval
     is_new: bool
+    vote: Vote | None = None
+
+    @property
+    def ended(self) -> bool:
+        """The vote left ``pending``: quorum reached, a reject, a cancel."""
+        return self.is_new and self.approval.status != "pending"
 
 
 def new_pending(
@@ -118,6 +133,7 @@ def new_pending(
         separation_of_duties=tool_policy.separation_of_duties,
         supersedes=supersedes,
         stock_check=tool_policy.stock_check,
+        approvals_required=tool_policy.approvals_required_for(amount),
     )
 
 
@@ -147,31 +163,45 @@ def decide(
     comment: str | None,
     now: datetime,
 ) -> DecisionOutcome:
-    """Record a decision, or return the recorded one when the same person repeats the same action.
+    """Record a vote (and the decision it makes), or return the recorded one when the person repeats it.
 
     Checks run in this order, the first failure wins:
     1. invalid_action 422: ``action`` is not exactly one of the three strings;
-    2. authorisation (``authorize``): forbidden 403, then separation_of_duties 403;
+    2. authorisation (``authorize``): forbidden 403, then separation_of_duties 403 (every voter);
     3. status: a repeat by the same person with the same action and fingerprint returns the
        recorded decision (even after the deadline); otherwise superseded / expired /
        already_decided 409;
     4. deadline: ``now >= expires_at`` is expired 409, even if no sweeper has run yet;
-    5. fingerprint: anything but exactly the approval's fingerprint is stale_fingerprint 409.
+    5. fingerprint: anything but exactly the approval's fingerprint is stale_fingerprint 409;
+    6. one vote per person: the same vote again is the recorded one, another is already_voted 409.
     Authorisation comes first so a person without the role learns nothing about the approval's state.
+    An approve ends the approval only when it is the ``approvals_required``-th distinct one; a reject or a
+    cancel ends it at once.
     """
     if type(action) is not str or action not in ACTION_STATUS:
         raise ApprovalError("invalid_action", 422, "action must be exactly 'approve', 'reject' or 'cancel'")
     authorize(approval, action, actor_sub, actor_roles)
     status = ACTION_STATUS[action]
+    mine = vote_of(approval.votes, actor_sub)
     if approval.status != "pending":
-        if approval.status == status and approval.decided_by == actor_sub:
+        voted_so = mine.action == action if mine is not None else approval.decided_by == actor_sub
+        if approval.status == status and voted_so:
             _check_fingerprint(approval, fingerprint)
             return DecisionOutcome(approval, is_new=False)
         _refuse_not_pending(approval)
     _check_deadline(approval, now)
     _check_fingerprint(approval, fingerprint)
-    decided = replace(approval, status=status, decided_by=actor_sub, decided_at=now, comment=comment)
-    return DecisionOutcome(decided, is_new=True)
+    if mine is not None:
+        if mine.action == action:
+            return DecisionOutcome(approval, is_new=False)  # counted once
+        raise ApprovalError("already_voted", 409, f"you voted {mine.action} on this approval already")
+    vote = Vote(sub=actor_sub, role=voting_role(approval.required_roles, actor_roles), action=action,
+                fingerprint=approval.fingerprint, at=now, comment=comment)
+    voted = replace(approval, votes=(*approval.votes, vote))
+    if action == "approve" and voted.approvals_received < approval.approvals_required:
+        return DecisionOutcome(voted, is_new=True, vote=vote)
+    decided = replace(voted, status=status, decided_by=actor_sub, decided_at=now, comment=comment)
+    return DecisionOutcome(decided, is_new=True, vote=vote)
 
 
 def authorize(approval: PendingApproval, action: str, actor_sub: str, actor_roles: list[str]) -> None:

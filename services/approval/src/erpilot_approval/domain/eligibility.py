@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, authorize
+from erpilot_approval.domain.votes import vote_of
 from erpilot_contracts.approval.v1 import ApprovalRecordV1
 
 # A status other than pending, as the reason a decision is no longer possible.
@@ -21,7 +22,7 @@ _STATUS_REASONS = {"expired": "expired", "superseded": "superseded", "withdrawn"
 def cannot_decide_reason(approval: PendingApproval, actor_sub: str, actor_roles: list[str],
                          now: datetime) -> str | None:
     """None when the actor may approve now; else ``role``, ``separation_of_duties``, ``already_decided``,
-    ``expired``, ``superseded`` or ``withdrawn`` (the first that applies).
+    ``expired``, ``superseded``, ``withdrawn`` or ``already_voted`` (the first that applies).
 
     ``separation_of_duties`` bars approving only: that person may still reject or cancel.
     """
@@ -33,6 +34,8 @@ def cannot_decide_reason(approval: PendingApproval, actor_sub: str, actor_roles:
         return _STATUS_REASONS.get(approval.status, "already_decided")
     if now >= approval.expires_at:
         return "expired"  # past the deadline, even if no sweeper has expired it yet
+    if vote_of(approval.votes, actor_sub) is not None:
+        return "already_voted"  # a quorum approval still waiting for others
     return None
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from erpilot_approval.domain.votes import MAX_APPROVALS_REQUIRED
 from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
 from erpilot_contracts.approval.v1 import PolicyViewV1, ToolPolicyV1
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
@@ -25,8 +26,9 @@ _DURATION = re.compile(r"([1-9][0-9]{0,6})([smh])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 _TOP_KEYS = ("defaults", "tools", "webhooks")
 _DEFAULTS_KEYS = ("ttl",)
-_TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before")
-_RULE_KEYS = ("min_amount_minor", "roles", "warn_before")
+_TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before",
+              "approvals_required")
+_RULE_KEYS = ("min_amount_minor", "roles", "warn_before", "approvals_required")
 
 
 class PolicyError(ValueError):
@@ -40,6 +42,7 @@ class AmountRule:
     min_amount_minor: int
     roles: tuple[str, ...]
     warn_before: timedelta | None = None  # replaces the tool's warn_before from this amount upwards
+    approvals_required: int | None = None  # replaces the tool's quorum from this amount upwards
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class ToolPolicy:
     rules: tuple[AmountRule, ...] = ()
     stock_check: str | None = None  # only submit_order has one
     warn_before: timedelta | None = None  # approval_expiring this long before the deadline; None: no warning
+    approvals_required: int = 1  # quorum: distinct people who must approve the same fingerprint
 
     def required_roles(self, amount_minor: int | None) -> list[str]:
         """The roles that may decide: the highest matching amount rule's, else the tool's."""
@@ -66,6 +70,11 @@ class ToolPolicy:
         """The warning time: the highest matching amount rule's ``warn_before`` if it sets one, else the tool's."""
         rule = self._rule_for(amount_minor)
         return rule.warn_before if rule is not None and rule.warn_before is not None else self.warn_before
+
+    def approvals_required_for(self, amount_minor: int | None) -> int:
+        """The quorum: the highest matching amount rule's ``approvals_required`` if it sets one, else the tool's."""
+        rule = self._rule_for(amount_minor)
+        return rule.approvals_required if rule is not None and rule.approvals_required else self.approvals_required
 
     def longest_warning(self) -> timedelta | None:
         """The earliest any approval of this tool may be warned (None: never)."""
@@ -106,6 +115,7 @@ class Policy:
                 roles=list(self.for_tool(name).roles),
                 ttl_seconds=int(self.for_tool(name).ttl.total_seconds()),
                 stock_check=self.for_tool(name).stock_check,
+                approvals_required=self.for_tool(name).approvals_required,
             )
             for name in names
         ]
@@ -175,6 +185,8 @@ def _tool_table(name: str, value: Any) -> dict[str, Any]:
             parsed[key] = item
         elif key == "rules":
             parsed[key] = _rules(item, path)
+        elif key == "approvals_required":
+            parsed[key] = _quorum(item, path)
         elif key == "stock_check":
             if name != "submit_order":
                 raise PolicyError(f"{path}: only tools.submit_order takes stock_check")
@@ -200,8 +212,18 @@ def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
         if any(rule.min_amount_minor == amount for rule in rules):
             raise PolicyError(f"{rule_path}.min_amount_minor: threshold {amount} appears twice")
         warn = _duration(table["warn_before"], f"{rule_path}.warn_before") if "warn_before" in table else None
-        rules.append(AmountRule(amount, _roles(table["roles"], f"{rule_path}.roles", allow_empty=False), warn))
+        quorum = (_quorum(table["approvals_required"], f"{rule_path}.approvals_required")
+                  if "approvals_required" in table else None)
+        rules.append(AmountRule(amount, _roles(table["roles"], f"{rule_path}.roles", allow_empty=False), warn,
+                                quorum))
     return tuple(sorted(rules, key=lambda rule: rule.min_amount_minor))
+
+
+def _quorum(value: Any, path: str) -> int:
+    """``approvals_required``: an integer from 1 to MAX_APPROVALS_REQUIRED."""
+    if type(value) is not int or not 1 <= value <= MAX_APPROVALS_REQUIRED:
+        raise PolicyError(f"{path}: expected an integer from 1 to {MAX_APPROVALS_REQUIRED}, got {value!r}")
+    return value
 
 
 def _roles(value: Any, path: str, *, allow_empty: bool) -> tuple[str, ...]:
@@ -265,10 +287,12 @@ def _version(tools: dict[str, ToolPolicy]) -> str:
             "ttl_seconds": int(tool.ttl.total_seconds()),
             "separation_of_duties": tool.separation_of_duties,
             "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles),
-                       **({"warn_before_seconds": int(r.warn_before.total_seconds())} if r.warn_before else {})}
+                       **({"warn_before_seconds": int(r.warn_before.total_seconds())} if r.warn_before else {}),
+                       **({"approvals_required": r.approvals_required} if r.approvals_required else {})}
                       for r in tool.rules],
             "stock_check": tool.stock_check,
             **({"warn_before_seconds": int(tool.warn_before.total_seconds())} if tool.warn_before else {}),
+            **({"approvals_required": tool.approvals_required} if tool.approvals_required != 1 else {}),
         }
         for name, tool in sorted(tools.items())
     }

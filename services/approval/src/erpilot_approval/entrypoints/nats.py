@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from erpilot_approval.service_layer import decisions, edits, queries, requests, withdrawals
+from erpilot_approval.service_layer import (
+    audit_queries,
+    bulk_decisions,
+    decisions,
+    edits,
+    queries,
+    requests,
+    withdrawals,
+)
 from erpilot_approval.service_layer.common import Deps
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import (
+    AuditQueryV1,
+    DecideManyV1,
     DecideV1,
     EditApprovalV1,
     GetApprovalV1,
@@ -36,6 +46,11 @@ def register(bus: ServiceBus, deps: Deps) -> None:
     async def decide(cmd: DecideV1) -> ReplyV1:
         return await decisions.decide(deps, cmd)
 
+    @bus.command(subjects.APPROVAL_CMD_DECIDE_MANY, DecideManyV1,
+                 description="One action on several approvals: all decided in one transaction, or none.")
+    async def decide_many(cmd: DecideManyV1) -> ReplyV1:
+        return await bulk_decisions.decide_many(deps, cmd)
+
     @bus.command(subjects.APPROVAL_CMD_EDIT, EditApprovalV1,
                  description="Replace the arguments: a new pending version supersedes this one.")
     async def edit(cmd: EditApprovalV1) -> ReplyV1:
@@ -54,6 +69,10 @@ def register(bus: ServiceBus, deps: Deps) -> None:
     @bus.query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, description="One approval with its decision.")
     async def get_approval(query: GetApprovalV1) -> ReplyV1:
         return await queries.get_approval(deps.engine, query)
+
+    @bus.query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, description="Audit log rows (admins).")
+    async def audit(query: AuditQueryV1) -> ReplyV1:
+        return await audit_queries.audit_rows(deps.engine, query)
 
     @bus.query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, description="Approvals this person may decide.")
     async def list_approvals(query: ListApprovalsV1) -> ReplyV1:

@@ -1,6 +1,9 @@
-"""Durable event consumers that turn committed events into webhook deliveries (service_layer/webhook_events.py)."""
+"""Durable event consumers that turn committed events into webhook deliveries (service_layer/webhook_events.py)
+and the ledger's outcomes into the audit log."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_contracts import subjects
@@ -9,7 +12,8 @@ from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.endpoints import ServiceBus
 
 
-def register(bus: ServiceBus, events: WebhookEvents) -> None:
+def register(bus: ServiceBus, events: WebhookEvents, audit: Callable[[OperationStatusV1], Awaitable[None]]) -> None:
+    """``audit``: the ledger's outcome into the audit log (the one consumer of operation_finished here)."""
     @bus.event(subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, description="Webhooks: approval.requested.")
     async def notify_requested(evt: ApprovalRequestedV1) -> None:
         await events.on_requested(evt.record.pending_id)
@@ -24,4 +28,5 @@ def register(bus: ServiceBus, events: WebhookEvents) -> None:
 
     @bus.event(subjects.ERP_EVT_OPERATION_FINISHED, OperationStatusV1, description="Webhooks: operation.finished.")
     async def notify_finished(evt: OperationStatusV1) -> None:
+        await audit(evt)
         await events.on_operation_finished(evt)

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_approval.adapters import repository
 from erpilot_approval.domain import approvals as domain
-from erpilot_approval.domain.approvals import ApprovalError
+from erpilot_approval.domain.approvals import ApprovalError, DecisionOutcome
 from erpilot_approval.domain.eligibility import record_for
-from erpilot_approval.service_layer.common import Deps, emit_resolved, expire_if_due, not_found, refused
+from erpilot_approval.service_layer.common import (
+    Deps,
+    emit_resolved,
+    emit_voted,
+    expire_if_due,
+    not_found,
+    refused,
+)
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, DecideV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.db import run_in_transaction
@@ -17,12 +26,40 @@ from erpilot_platform.grants import sign_grant
 from erpilot_platform.telemetry import decision_latency, step
 
 
+async def store_vote(conn: AsyncConnection, deps: Deps, outcome: DecisionOutcome, *, action: str,
+                     fingerprint: str, comment: str | None, now: datetime) -> str | None:
+    """Persist a new vote and, when it decides, the decision with its grant and events (row lock held).
+
+    Returns ``"decided"``, ``"voted"`` (a quorum approval still waiting) or None (a repeat: nothing new).
+    """
+    decided = outcome.approval
+    if not outcome.is_new:
+        return None
+    await repository.append_vote(conn, decided.pending_id, outcome.vote)
+    await deps.audit.voted(conn, decided, outcome.vote)
+    await emit_voted(conn, deps.outbox, decided, outcome.vote)
+    if not outcome.ended:
+        return "voted"
+    grant = sign_grant(domain.grant_for(decided), deps.signing_key) if decided.status == "approved" else None
+    await repository.save_outcome(conn, decided, grant)
+    await repository.append_decision(conn, decided.pending_id, actor=outcome.vote.sub, action=action,
+                                     fingerprint=fingerprint, comment=comment, at=now)
+    await emit_resolved(conn, deps.outbox, decided, grant, audit=deps.audit)
+    return "decided"
+
+
+def record_latency(record: ApprovalRecordV1) -> None:
+    decision_latency.record((record.decided_at - record.created_at).total_seconds(),
+                            {"tool": record.tool, "status": record.status})
+
+
 async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
-    """One transaction: lock the row, read the clock, decide, sign, log the vote, queue the event.
+    """One transaction: lock the row, read the clock, vote, and when the vote decides: sign, log, queue.
 
     Whoever takes the lock second sees the first decision (already_decided, or the recorded result
-    when it is the same person repeating the same action). A decision at or after ``expires_at`` is
-    refused and expires the approval on the spot, even if no sweeper has run yet.
+    when it is the same person repeating the same action). Under a quorum the votes are serialised by
+    the same lock, so the grant is signed once, by the vote that reaches the quorum. A decision at or
+    after ``expires_at`` is refused and expires the approval on the spot, even if no sweeper has run yet.
     """
 
     async def work(conn: AsyncConnection) -> tuple[ReplyV1, str | None]:
@@ -34,19 +71,14 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
             outcome = domain.decide(approval, cmd.action, cmd.fingerprint, cmd.actor.sub, cmd.actor.roles,
                                     cmd.comment, now)
         except ApprovalError as error:
-            expired = error.code == "expired" and await expire_if_due(conn, deps.outbox, approval, now)
+            expired = error.code == "expired" and await expire_if_due(conn, deps.outbox, approval, now,
+                                                                      audit=deps.audit)
             return refused(error), "expired" if expired else None
-        decided = outcome.approval
-        actor = cmd.actor
-        if not outcome.is_new:
-            return ReplyV1.success(record_for(decided, actor.sub, actor.roles, now)), None
-        grant = sign_grant(domain.grant_for(decided), deps.signing_key) if decided.status == "approved" else None
-        await repository.save_outcome(conn, decided, grant)
-        await repository.append_decision(conn, decided.pending_id, actor=cmd.actor.sub, action=cmd.action,
-                                         fingerprint=cmd.fingerprint, comment=cmd.comment, at=now)
-        await emit_resolved(conn, deps.outbox, decided, grant)
-        failpoint("approval.decide.before_db_commit")  # grant signed, decision and event written, not committed
-        return ReplyV1.success(record_for(decided, actor.sub, actor.roles, now)), "decided"
+        change = await store_vote(conn, deps, outcome, action=cmd.action, fingerprint=cmd.fingerprint,
+                                  comment=cmd.comment, now=now)
+        if change == "decided":
+            failpoint("approval.decide.before_db_commit")  # grant signed, decision and event written, not committed
+        return ReplyV1.success(record_for(outcome.approval, cmd.actor.sub, cmd.actor.roles, now)), change
 
     async with deps.engine.connect() as conn:
         origin = await repository.trace_context(conn, cmd.pending_id)
@@ -55,9 +87,7 @@ async def decide(deps: Deps, cmd: DecideV1) -> ReplyV1:
         reply, change = await run_in_transaction(deps.engine, work)
     if change == "decided":
         failpoint("approval.decide.after_db_commit")  # stored, event queued, neither published nor answered
-        record = ApprovalRecordV1.model_validate(reply.data)
-        decision_latency.record((record.decided_at - record.created_at).total_seconds(),
-                                {"tool": record.tool, "status": record.status})
+        record_latency(ApprovalRecordV1.model_validate(reply.data))
     if change is not None:
         deps.outbox.wake()
     return reply

@@ -67,7 +67,8 @@ class _Edit:
         try:
             check_edit(old, self.cmd.fingerprint, actor.sub, actor.roles, now)
         except ApprovalError as error:
-            expired = error.code == "expired" and await expire_if_due(conn, self.deps.outbox, old, now)
+            expired = error.code == "expired" and await expire_if_due(conn, self.deps.outbox, old, now,
+                                                                      audit=self.deps.audit)
             return refused(error), expired
         return None, False
 
@@ -106,8 +107,8 @@ class _Edit:
         await repository.save_outcome(conn, ended)
         await repository.append_decision(conn, old.pending_id, actor=self.cmd.actor.sub, action="edit",
                                          fingerprint=self.cmd.fingerprint, comment=None, at=now)
-        await emit_resolved(conn, self.deps.outbox, ended)
-        await emit_requested(conn, self.deps.outbox, new)
+        await emit_resolved(conn, self.deps.outbox, ended, audit=self.deps.audit)
+        await emit_requested(conn, self.deps.outbox, new, audit=self.deps.audit)
         return ReplyV1.success(record_for(new, self.cmd.actor.sub, self.cmd.actor.roles, now)), True
 
 

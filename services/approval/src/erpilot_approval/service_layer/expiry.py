@@ -14,6 +14,7 @@ import logging
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_approval.adapters import repository
+from erpilot_approval.service_layer.audit import AuditTrail
 from erpilot_approval.service_layer.common import expire_if_due
 from erpilot_platform.db import run_in_transaction
 from erpilot_platform.outbox import Outbox
@@ -24,9 +25,11 @@ EPSILON_SECONDS = 0.001
 
 
 class ExpirySweeper:
-    def __init__(self, engine: AsyncEngine, outbox: Outbox, *, poll_seconds: float = 0.2, batch: int = 200):
+    def __init__(self, engine: AsyncEngine, outbox: Outbox, audit: AuditTrail, *, poll_seconds: float = 0.2,
+                 batch: int = 200):
         self.engine = engine
         self.outbox = outbox
+        self.audit = audit
         self.poll_seconds = poll_seconds
         self.batch = batch
 
@@ -41,7 +44,7 @@ class ExpirySweeper:
                 with step("approval", "expire", resume=origin, pending_id=approval.pending_id,
                           call_id=approval.call_id, session_id=approval.session_id,
                           operation_id=approval.operation_id):
-                    expired += await expire_if_due(conn, self.outbox, approval, now)
+                    expired += await expire_if_due(conn, self.outbox, approval, now, audit=self.audit)
             return expired
 
         expired = await run_in_transaction(self.engine, work)

@@ -67,7 +67,7 @@ async def request_approval(deps: Deps, cmd: RequestApprovalV1) -> ReplyV1:
             return refused(error), False
         if not await repository.insert_new(conn, pending):  # a concurrent delivery inserted it first
             return _repeat(await repository.get_by_operation(conn, cmd.operation_id), cmd), False
-        await emit_requested(conn, deps.outbox, pending)
+        await emit_requested(conn, deps.outbox, pending, audit=deps.audit)
         return ReplyV1.success(pending.to_record()), True
 
     with step("approval", "request", session_id=cmd.session_id, call_id=cmd.call_id,

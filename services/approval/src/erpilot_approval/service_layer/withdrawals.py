@@ -60,8 +60,9 @@ async def _withdraw(conn: AsyncConnection, deps: Deps, pending_ids: list[str], *
     (and, when ``calls`` is given, that belongs to one of them); each one's status afterwards."""
     items, changed = [], False
     now = await repository.db_now(conn)
-    for pending_id in pending_ids:
-        approval = await repository.get(conn, pending_id, lock=True)
+    # Every row first (the audit chain's lock is taken after the rows, never before one of them).
+    locked = {pid: await repository.get(conn, pid, lock=True) for pid in pending_ids}
+    for pending_id, approval in locked.items():
         if (approval is None or not may_withdraw(approval, session_id=session_id, actor_sub=actor_sub)
                 or (calls is not None and approval.call_id not in calls)):
             items.append({"pending_id": pending_id, "status": "not_found"})
@@ -71,9 +72,9 @@ async def _withdraw(conn: AsyncConnection, deps: Deps, pending_ids: list[str], *
             await repository.save_outcome(conn, withdrawn)
             await repository.append_decision(conn, pending_id, actor=actor_sub, action="withdraw",
                                              fingerprint=approval.fingerprint, comment=None, at=now)
-            await emit_resolved(conn, deps.outbox, withdrawn)
+            await emit_resolved(conn, deps.outbox, withdrawn, audit=deps.audit)
             approval, changed = withdrawn, True
-        elif await expire_if_due(conn, deps.outbox, approval, now):
+        elif await expire_if_due(conn, deps.outbox, approval, now, audit=deps.audit):
             approval, changed = await repository.get(conn, pending_id), True
         items.append({"pending_id": pending_id, "status": approval.status})
     return items, changed

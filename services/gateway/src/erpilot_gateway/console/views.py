@@ -29,6 +29,7 @@ CANNOT_DECIDE_TEXT = {
     "expired": "This approval has expired; it can no longer be decided.",
     "superseded": "This version was superseded by an edit; decide the new version instead.",
     "withdrawn": "The requester withdrew this approval; there is nothing left to decide.",
+    "already_voted": "You have voted on this approval; it waits for the other approvals it needs.",
 }
 PIECES = "pcs"
 

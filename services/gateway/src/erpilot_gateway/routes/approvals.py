@@ -16,9 +16,17 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from erpilot_contracts import json_input, subjects
-from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetApprovalV1, ListApprovalsV1
+from erpilot_contracts.approval.v1 import (
+    Actor,
+    DecideManyV1,
+    DecideV1,
+    DecisionItemV1,
+    EditApprovalV1,
+    GetApprovalV1,
+    ListApprovalsV1,
+)
 from erpilot_gateway.auth import CurrentUser, User, require_roles
-from erpilot_gateway.bodies import DecisionBody, EditBody
+from erpilot_gateway.bodies import BulkDecisionBody, DecisionBody, EditBody
 from erpilot_gateway.problems import Problem
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
@@ -55,6 +63,10 @@ async def decision_body(request: Request) -> DecisionBody:
     return await strict_body(request, DecisionBody)
 
 
+async def bulk_decision_body(request: Request) -> BulkDecisionBody:
+    return await strict_body(request, BulkDecisionBody)
+
+
 async def edit_body(request: Request) -> EditBody:
     return await strict_body(request, EditBody)
 
@@ -76,6 +88,16 @@ async def list_approvals(request: Request, user: CurrentUser, status: Status | N
     query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id, tool=tool,
                             requested_by=requested_by, since=since, cursor=cursor, limit=limit)
     return await request.app.state.services.query(subjects.APPROVAL_QUERY_LIST, query)
+
+
+@router.post("/decisions", openapi_extra=_documented(BulkDecisionBody))
+async def decide_many(request: Request, user: CurrentUser,
+                      body: Annotated[BulkDecisionBody, Depends(bulk_decision_body)]) -> dict:
+    """One action on several approvals in one transaction: all are decided or none; a refusal names the
+    first failing item (``pending_id``, ``index``) with its own code."""
+    cmd = DecideManyV1(action=body.action, comment=body.comment, actor=actor(user),
+                       items=[DecisionItemV1(pending_id=i.pending_id, fingerprint=i.fingerprint) for i in body.items])
+    return await request.app.state.services.command(subjects.APPROVAL_CMD_DECIDE_MANY, cmd)
 
 
 @router.get("/{pending_id}")

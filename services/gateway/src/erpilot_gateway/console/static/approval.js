@@ -97,6 +97,7 @@ function describe(err) {
     separation_of_duties: "You requested this operation and may not approve it yourself.",
     forbidden: "You do not have a role that may decide this approval.",
     unauthorized: "Your sign-in has expired. Sign in again, then decide.",
+    already_voted: "You have voted on this approval already.",
   };
   return messages[err.code] || `${err.code}: ${err.message}`;
 }
@@ -113,6 +114,7 @@ if (form) {
     errorBox.hidden = true;
     try {
       const record = await api("POST", `/v1/approvals/${encodeURIComponent(pendingId)}/decision`, body);
+      if (record.status === "pending") { location.reload(); return; }  // a quorum vote: the page shows the votes
       // Show the decision as recorded at once; the status poll adds the business outcome.
       render({ ...state, status: record.status,
                decision: { status: record.status, label: LABELS[record.status] || record.status,

@@ -11,7 +11,7 @@ const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 
 const EVENT_TYPES = ["message", "run_started", "run_finished", "run_failed", "tool_started", "approval_pending",
-                     "approval_resolved", "approval_withdrawn", "tool_executing", "tool_finished"];
+                     "approval_resolved", "approval_withdrawn", "tool_executing", "tool_finished", "approval_vote"];
 const APPROVAL_LABELS = { approved: "Approved", rejected: "Rejected", cancelled: "Cancelled", expired: "Expired",
                           superseded: "Superseded" };
 // The state a tool call is in, as its card's pill shows it. "approved" is not "done": only tool_finished
@@ -352,6 +352,12 @@ function applyToolEvent(session, event, at) {
       setCallState(card, "awaiting_approval");
       break;
     }
+    case "approval_vote":
+      stage(card, "approval_vote", at, { action: d.action },
+        h("strong", { text: `${d.action === "approve" ? "Approved" : d.action === "reject" ? "Rejected" : "Cancelled"} by ${d.sub}` }),
+        h("span", { class: "muted", text: ` (${d.role}) — ${d.approvals_received} of ${d.approvals_required} approvals` }),
+        d.comment ? h("blockquote", { class: "comment", text: d.comment }) : null);
+      break;
     case "approval_withdrawn":
       stopCountdowns(card);
       for (const button of card.querySelectorAll(".cancel-run")) button.remove();
@@ -493,14 +499,74 @@ async function sendMessage(event) {
 
 const inboxRows = new Map();
 
+const selected = new Map();  // pending_id -> the item as listed (fingerprint and preview shown)
+
+function pickCell(item) {
+  if (item.can_decide === false) return h("td", { class: "pick" });
+  const box = h("input", { class: "bulk-pick", attrs: { type: "checkbox", "aria-label": `Select ${item.pending_id}` },
+                           data: { pendingId: item.pending_id } });
+  box.addEventListener("change", () => {
+    if (box.checked) selected.set(item.pending_id, item); else selected.delete(item.pending_id);
+    renderBulkBar();
+  });
+  return h("td", { class: "pick" }, box);
+}
+
+// The total of the selection, per currency ("1,234.50 EUR + 20.00 USD"); items without an amount are counted.
+function selectionTotal() {
+  const sums = new Map();
+  for (const item of selected.values()) {
+    const p = item.preview || {};
+    if (Number.isInteger(p.amount_minor) && p.currency) sums.set(p.currency, (sums.get(p.currency) || 0) + p.amount_minor);
+  }
+  return [...sums].map(([currency, minor]) => formatMoney(minor, currency)).join(" + ");
+}
+
+function renderBulkBar() {
+  const count = selected.size;
+  const total = selectionTotal();
+  $("bulk-summary").textContent = count
+    ? `${count} selected${total ? ` · total ${total}` : ""}`
+    : "Select approvals to approve them together.";
+  $("bulk-approve").disabled = count === 0;
+  $("bulk-approve").textContent = count ? `Approve ${count} selected` : "Approve selected";
+  const boxes = [...document.querySelectorAll(".bulk-pick")];
+  $("bulk-all").checked = boxes.length > 0 && boxes.every((b) => b.checked);
+}
+
+async function approveSelected() {
+  const items = [...selected.values()].map((i) => ({ pending_id: i.pending_id, fingerprint: i.fingerprint }));
+  if (!items.length) return;
+  const result = $("bulk-result");
+  $("bulk-approve").disabled = true;
+  try {
+    const answer = await api("POST", "/v1/approvals/decisions", { action: "approve", items });
+    const done = (answer.items || []).length;
+    result.textContent = `Approved ${done} approval${done === 1 ? "" : "s"} together (total ${selectionTotal() || "no amount"}).`;
+    result.className = "bulk-result";
+    selected.clear();
+    for (const box of document.querySelectorAll(".bulk-pick")) box.checked = false;
+  } catch (err) {
+    const which = err instanceof ApiError && err.problem && err.problem.pending_id ? ` (${err.problem.pending_id})` : "";
+    result.textContent = `Nothing was approved${which}: ${explain(err)}`;
+    result.className = "bulk-result error";
+  }
+  result.hidden = false;
+  renderBulkBar();
+  pollInboxNow();
+}
+
 function inboxRow(item) {
   const p = item.preview || {};
   return h("tr", { data: { pendingId: item.pending_id } },
+    pickCell(item),
     h("td", { class: "nowrap", text: timeOfDay(item.created_at) }),
     h("td", {},
       h("div", { class: "strong", text: p.operation || item.tool }),
       h("div", { class: "small", text: p.object || "" }),
-      h("div", { class: "mono muted small", text: item.tool })),
+      h("div", { class: "mono muted small", text: item.tool }),
+      (item.approvals_required || 1) > 1
+        ? h("div", { class: "small quorum", text: `${item.approvals_received} of ${item.approvals_required} approvals` }) : null),
     h("td", { text: p.target || "" }),
     h("td", { class: "num strong nowrap", text: formatMoney(p.amount_minor, p.currency) || "—" }),
     h("td", { text: item.requested_by }),
@@ -516,6 +582,7 @@ const CANNOT_DECIDE = {
   expired: "Expired.",
   superseded: "Superseded by an edit.",
   withdrawn: "Withdrawn by the requester.",
+  already_voted: "You voted; waiting for other approvers.",
 };
 
 function decideCell(item) {
@@ -533,7 +600,7 @@ function renderInbox(items) {
     .sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
   const seen = new Set(pending.map((i) => i.pending_id));
   for (const [id, row] of inboxRows) {
-    if (!seen.has(id)) { row.remove(); inboxRows.delete(id); }
+    if (!seen.has(id)) { row.remove(); inboxRows.delete(id); selected.delete(id); }
   }
   const tbody = $("inbox-rows");
   pending.forEach((item, index) => {
@@ -546,6 +613,14 @@ function renderInbox(items) {
   badge.textContent = String(pending.length);
   badge.hidden = pending.length === 0;
   document.title = pending.length ? `(${pending.length}) Erpilot console` : "Erpilot console";
+  renderBulkBar();
+}
+
+let inboxTimer = null;
+
+function pollInboxNow() {
+  clearTimeout(inboxTimer);
+  pollInbox();
 }
 
 async function pollInbox() {
@@ -556,7 +631,8 @@ async function pollInbox() {
   } catch (err) {
     $("inbox-state").textContent = `cannot load approvals: ${explain(err)}`;
   } finally {
-    setTimeout(pollInbox, 1500);
+    clearTimeout(inboxTimer);
+    inboxTimer = setTimeout(pollInbox, 1500);
   }
 }
 
@@ -584,7 +660,15 @@ if (isRequester) {
   });
   $("session-more").addEventListener("click", () => refreshSessions({ more: true }));
 }
-if (isDecider) pollInbox();
+if (isDecider) {
+  $("bulk-approve").addEventListener("click", approveSelected);
+  $("bulk-all").addEventListener("change", (event) => {
+    for (const box of document.querySelectorAll(".bulk-pick")) {
+      if (box.checked !== event.currentTarget.checked) { box.checked = event.currentTarget.checked; box.dispatchEvent(new Event("change")); }
+    }
+  });
+  pollInbox();
+}
 window.addEventListener("hashchange", route);
 if (isRequester) refreshSessions().then(route); else route();
 startCountdowns(document, (el) => {

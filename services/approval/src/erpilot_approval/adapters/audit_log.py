@@ -1,0 +1,126 @@
+"""Persistence of the audit chain: appends serialised by a transaction-level advisory lock, reads in order."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from sqlalchemy import and_, exists, func, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from erpilot_approval.adapters.tables import audit_checkpoints, audit_log
+from erpilot_approval.domain.audit import (
+    GENESIS,
+    AuditRow,
+    Broken,
+    Checkpoint,
+    chain_hash,
+    event_of,
+    sign,
+    sign_checkpoint,
+    verify,
+)
+
+# Held from the first append to the end of the transaction: one writer extends the chain at a time, and
+# it is taken after the approval rows a use case locks, so it never waits for one while holding it.
+AUDIT_LOCK_KEY = 7_311_990_301
+PAGE = 1000
+
+
+async def _lock(conn: AsyncConnection) -> None:
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": AUDIT_LOCK_KEY})
+
+
+async def head(conn: AsyncConnection) -> tuple[int, str]:
+    row = (await conn.execute(select(audit_log.c.seq, audit_log.c.hash).order_by(audit_log.c.seq.desc())
+                              .limit(1))).first()
+    return (row.seq, row.hash) if row is not None else (0, GENESIS)
+
+
+async def append(conn: AsyncConnection, key: Ed25519PrivateKey, kind: str, *, pending_id: str | None,
+                 operation_id: str | None, actor: str | None, data: dict[str, Any], once: bool = False) -> bool:
+    """Append one event (``once``: unless an event of this kind for this operation exists); False if skipped."""
+    await _lock(conn)
+    if once and await conn.scalar(select(exists().where(and_(audit_log.c.kind == kind,
+                                                             audit_log.c.operation_id == operation_id)))):
+        return False
+    seq, prev = await head(conn)
+    at = await conn.scalar(select(func.clock_timestamp()))
+    event = event_of(seq + 1, at, kind, pending_id, operation_id, actor, data)
+    digest = chain_hash(prev, event)
+    await conn.execute(audit_log.insert().values(
+        seq=seq + 1, at=at, kind=kind, pending_id=pending_id, operation_id=operation_id, actor=actor, data=data,
+        prev_hash=prev, hash=digest, signature=sign(key, digest)))
+    return True
+
+
+async def checkpoint(conn: AsyncConnection, key: Ed25519PrivateKey) -> Checkpoint | None:
+    """Sign the current head unless it is signed already (or the log is empty)."""
+    await _lock(conn)
+    seq, digest = await head(conn)
+    if seq == 0 or await conn.scalar(select(exists().where(audit_checkpoints.c.seq == seq))):
+        return None
+    now = await conn.scalar(select(func.clock_timestamp()))
+    mark = Checkpoint(seq=seq, hash=digest, signed_at=now, signature=sign_checkpoint(key, seq, digest))
+    await conn.execute(audit_checkpoints.insert().values(seq=seq, hash=digest, signed_at=now,
+                                                         signature=mark.signature))
+    return mark
+
+
+def _row(row: Any) -> AuditRow:
+    return AuditRow(seq=row.seq, at=row.at, kind=row.kind, pending_id=row.pending_id, operation_id=row.operation_id,
+                    actor=row.actor, data=row.data, prev_hash=row.prev_hash, hash=row.hash, signature=row.signature)
+
+
+async def rows(conn: AsyncConnection, *, after: int = 0, since: datetime | None = None) -> AsyncIterator[AuditRow]:
+    """Every row after ``after`` (and at or after ``since``), in ``seq`` order, page by page."""
+    while True:
+        stmt = select(audit_log).where(audit_log.c.seq > after).order_by(audit_log.c.seq).limit(PAGE)
+        if since is not None:
+            stmt = stmt.where(audit_log.c.at >= since)
+        page = [_row(row) for row in await conn.execute(stmt)]
+        for row in page:
+            yield row
+        if len(page) < PAGE:
+            return
+        after = page[-1].seq
+
+
+async def of(conn: AsyncConnection, *, pending_id: str | None = None, operation_id: str | None = None,
+             since: datetime | None = None, limit: int = 1000) -> list[AuditRow]:
+    """The rows about one approval or operation (and/or since a time), oldest first."""
+    stmt = select(audit_log).order_by(audit_log.c.seq).limit(limit)
+    if pending_id is not None:
+        stmt = stmt.where(audit_log.c.pending_id == pending_id)
+    if operation_id is not None:
+        stmt = stmt.where(audit_log.c.operation_id == operation_id)
+    if since is not None:
+        stmt = stmt.where(audit_log.c.at >= since)
+    return [_row(row) for row in await conn.execute(stmt)]
+
+
+async def checkpoints(conn: AsyncConnection) -> list[Checkpoint]:
+    result = await conn.execute(select(audit_checkpoints).order_by(audit_checkpoints.c.seq))
+    return [Checkpoint(seq=r.seq, hash=r.hash, signed_at=r.signed_at, signature=r.signature) for r in result]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    broken: Broken | None
+    checked: int
+    head: int
+    start: Checkpoint | None
+    checkpoints: int
+
+
+async def verify_chain(conn: AsyncConnection, key: Ed25519PublicKey, *, from_checkpoint: bool = False) -> Verdict:
+    """Read the chain (from the start, or after the latest signed checkpoint) and verify it."""
+    marks = await checkpoints(conn)
+    start = marks[-1] if from_checkpoint and marks else None
+    found = [row async for row in rows(conn, after=start.seq if start else 0)]
+    broken, checked = verify(found, key, marks, start=start)
+    head = found[-1].seq if found else (start.seq if start else 0)
+    return Verdict(broken, checked, head, start, len(marks))

@@ -1,0 +1,37 @@
+"""The audit log's readers and the ledger's outcomes it records (``query.approval.audit``, operation_finished)."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from erpilot_approval.adapters import audit_log, repository
+from erpilot_approval.service_layer.audit import AuditTrail
+from erpilot_contracts.approval.v1 import AuditQueryV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_platform.db import run_in_transaction
+
+
+async def record_operation_finished(engine: AsyncEngine, audit: AuditTrail, status: OperationStatusV1) -> None:
+    """The commit outcome (and the grant's consumption) of an approved operation, once per operation."""
+    if status.status == "prepared":
+        return
+
+    async def work(conn: AsyncConnection) -> None:
+        approval = await repository.get_by_operation(conn, status.operation_id)
+        if approval is not None:  # operations that needed no approval are not the audit log's business
+            await audit.operation_finished(conn, status, approval)
+
+    await run_in_transaction(engine, work)
+
+
+async def audit_rows(engine: AsyncEngine, query: AuditQueryV1) -> ReplyV1:
+    """Admins only: the rows of one approval or operation, or since a time, oldest first."""
+    if "admin" not in query.actor.roles:
+        return ReplyV1.failure("forbidden", "the audit log is for admins", 403)
+    if query.pending_id is None and query.operation_id is None and query.since is None:
+        return ReplyV1.failure("invalid_query", "give pending_id, operation_id or since", 422)
+    async with engine.connect() as conn:
+        found = await audit_log.of(conn, pending_id=query.pending_id, operation_id=query.operation_id,
+                                   since=query.since, limit=query.limit)
+    return ReplyV1.success({"items": [row.to_wire() for row in found]})
