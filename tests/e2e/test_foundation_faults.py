@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from erpilot.stack import Stack, free_port
 from erpilot_platform.embedded import EmbeddedNats
+from erpilot_platform.testing.backends import postgres_scratch_dir
 from tests.e2e.conftest import SECRET, Api, wait_for
 from tests.e2e.test_write_flow import decide, draft, finished, request_write, stock
 
@@ -177,9 +179,18 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.fixture
+def up_data_dir():
+    """Outside pytest's tmp tree: as root, `erpilot up` runs PostgreSQL as another user, who must traverse
+    every parent of the data dir, and any pytest session starting meanwhile resets /tmp/pytest-of-root to 0700."""
+    path = postgres_scratch_dir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"])
-def test_erpilot_up_leaves_no_stray_process(tmp_path, sig):
-    data_dir = tmp_path / f"up-{uuid.uuid4().hex[:6]}"
+def test_erpilot_up_leaves_no_stray_process(up_data_dir, sig):
+    data_dir = up_data_dir
     env = {k: v for k, v in os.environ.items() if not k.startswith("ERPILOT_")}
     env["ERPILOT_DATA_DIR"] = str(data_dir)
     up = subprocess.Popen([sys.executable, "-m", "erpilot", "up", "--port", str(free_port())], env=env,
