@@ -115,6 +115,10 @@ class FakeServices:
     async def query(self, subject: str, payload) -> dict[str, Any]:
         return self._answer(subject, payload)
 
+    async def call(self, subject: str, payload, reply_model, *, durable: bool):
+        """The typed request, as ``Services.call``: the answer parsed into its contract model."""
+        return reply_model.model_validate(self._answer(subject, payload))
+
     async def command(self, subject: str, payload) -> dict[str, Any]:
         return self._answer(subject, payload)
 

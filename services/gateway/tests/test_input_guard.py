@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from erpilot_contracts.base import ReplyV1
-from erpilot_gateway import services as services_module
 from erpilot_gateway.app import create_app
 from erpilot_gateway.settings import GatewaySettings
+from erpilot_platform import broker as broker_module
 from erpilot_platform.broker import PayloadTooLarge
 
 pytestmark = pytest.mark.unit
@@ -43,7 +43,7 @@ class FakeBroker:
 @pytest.fixture
 def gateway(monkeypatch):
     fake = FakeBroker()
-    monkeypatch.setattr(services_module, "request", fake.request)
+    monkeypatch.setattr(broker_module, "request", fake.request)  # under broker.call, which Services uses
     app = create_app(GatewaySettings(auth_secret=SECRET), broker=object())
     return TestClient(app), fake
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from erpilot_erp.adapters import tables
+from erpilot_erp.adapters.ledger import SqlLedger
 from erpilot_erp.entrypoints import nats as nats_entry
 from erpilot_erp.service_layer.backoffice import ProductService
 from erpilot_erp.service_layer.drafts import DraftService
@@ -47,14 +48,13 @@ def build(settings: ErpSettings) -> ServiceApp:
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
-    inbox = Inbox(tables.inbox)
+    ledger = SqlLedger(engine, Inbox(tables.inbox), outbox)
     register_ping(bus, engine)
     nats_entry.register(
         bus, engine,
-        drafts=DraftService(engine, inbox, quote_ttl=timedelta(seconds=settings.quote_ttl_seconds)),
-        operations=OperationService(engine, inbox, outbox, grant_verify_key(settings),
-                                    default_stock_check=settings.stock_check),
-        products=ProductService(engine, inbox),
+        drafts=DraftService(ledger, quote_ttl=timedelta(seconds=settings.quote_ttl_seconds)),
+        operations=OperationService(ledger, grant_verify_key(settings), default_stock_check=settings.stock_check),
+        products=ProductService(ledger),
     )
 
     async def relay() -> None:

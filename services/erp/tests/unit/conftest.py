@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erpilot_contracts.tools.v1 import CreateOrderDraftArgs
+from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.erp.v1 import CommitOperationV1, ExecuteToolV1, PrepareOperationV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import CreateOrderDraftArgs, normalise
+from erpilot_erp.adapters.memory_ledger import LedgerState, MemoryLedger
 from erpilot_erp.domain.drafts import create_draft, edit_draft
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, OrderLine, Product
 from erpilot_erp.domain.plans import WriteState
+from erpilot_erp.service_layer.backoffice import ProductService
+from erpilot_erp.service_layer.drafts import DraftService
+from erpilot_erp.service_layer.operations import OperationService
+from erpilot_platform.grants import sign_grant
 
 NOW = datetime(2026, 10, 1, 12, 0, tzinfo=UTC)
 SESSION = "S-1"
@@ -107,3 +118,66 @@ class Catalog:
 @pytest.fixture
 def catalog() -> Catalog:
     return Catalog()
+
+
+class Desk:
+    """The ERP's command services on an in-memory ledger seeded from a ``Catalog``: no broker, no database.
+
+    Builds the commands as the agent sends them (normalised arguments, their fingerprint) and signs
+    grants with its own key, which the ``OperationService`` verifies.
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.ledger = MemoryLedger(LedgerState(products=dict(catalog.products), customers=dict(catalog.customers)))
+        self.key = Ed25519PrivateKey.generate()
+        self.drafts = DraftService(self.ledger, quote_ttl=timedelta(minutes=30))
+        self.operations = OperationService(self.ledger, self.key.public_key())
+        self.products = ProductService(self.ledger)
+        self._ids = itertools.count(1)
+
+    @property
+    def state(self) -> LedgerState:
+        return self.ledger.state
+
+    def next(self, prefix: str) -> str:
+        return f"{prefix}-{next(self._ids)}"
+
+    def draft_cmd(self, tool: str, arguments: dict[str, Any], *, operation_id: str | None = None,
+                  session_id: str = SESSION) -> ExecuteToolV1:
+        return ExecuteToolV1(session_id=session_id, call_id=self.next("call"), tool=tool, requested_by="tester",
+                             operation_id=operation_id or self.next("op"), arguments=arguments)
+
+    async def new_draft(self, lines: list[tuple[str, int]], *, customer_id: str = "C-1") -> dict[str, Any]:
+        reply = await self.drafts.handle(self.draft_cmd("create_order_draft", {
+            "customer_id": customer_id, "lines": [{"sku": sku, "qty": qty} for sku, qty in lines]}))
+        assert reply.ok and reply.data["outcome"] == "succeeded", reply
+        return reply.data["result"]
+
+    def prepare_cmd(self, tool: str, arguments: dict[str, Any], *, operation_id: str | None = None,
+                    stock_check: str | None = None) -> PrepareOperationV1:
+        args = normalise(tool, arguments)
+        return PrepareOperationV1(operation_id=operation_id or self.next("op"), session_id=SESSION,
+                                  call_id=self.next("call"), tool=tool, arguments=args,
+                                  fingerprint=fingerprint(tool, 1, args), requested_by="tester",
+                                  stock_check=stock_check)
+
+    async def prepared(self, tool: str, arguments: dict[str, Any], **kw: Any) -> PrepareOperationV1:
+        cmd = self.prepare_cmd(tool, arguments, **kw)
+        reply = await self.operations.prepare(cmd)
+        assert reply.ok, reply
+        return cmd
+
+    def grant(self, cmd: PrepareOperationV1, *, pending_id: str | None = None,
+              key: Ed25519PrivateKey | None = None, **changes: Any) -> GrantV1:
+        unsigned = GrantV1(pending_id=pending_id or self.next("pa"), operation_id=cmd.operation_id,
+                           fingerprint=cmd.fingerprint, decided_by="approver", decided_at=NOW)
+        return sign_grant(unsigned.model_copy(update=changes), key or self.key)
+
+    async def commit(self, cmd: PrepareOperationV1, grant: GrantV1 | None = None) -> ReplyV1:
+        grant = grant or self.grant(cmd)
+        return await self.operations.commit(CommitOperationV1(operation_id=cmd.operation_id, grant=grant))
+
+
+@pytest.fixture
+def desk(catalog: Catalog) -> Desk:
+    return Desk(catalog)

@@ -25,7 +25,7 @@ from erpilot_erp.adapters.tables import (
     refunds,
 )
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
-from erpilot_erp.domain.plans import CommitPlan, WriteState
+from erpilot_erp.domain.plans import CommitPlan
 
 
 class StaleWrite(RuntimeError):
@@ -50,6 +50,13 @@ async def products_by_sku(conn: AsyncConnection, skus: Iterable[str], *, lock: b
 async def customer(conn: AsyncConnection, customer_id: str) -> Customer | None:
     row = (await conn.execute(select(customers).where(customers.c.customer_id == customer_id))).first()
     return rows.customer(row) if row else None
+
+
+async def update_product(conn: AsyncConnection, sku: str, changes: Mapping[str, Any]) -> Product | None:
+    row = (await conn.execute(
+        update(products).where(products.c.sku == sku).values(**changes, updated_at=func.now())
+        .returning(*products.c))).first()
+    return rows.product(row) if row else None
 
 
 async def order(conn: AsyncConnection, order_id: str, *, lock: bool = False) -> Order | None:
@@ -97,26 +104,7 @@ async def insert_revision(conn: AsyncConnection, revision: DraftRevision, *, ope
         operation_id=operation_id, created_at=revision.created_at))
 
 
-# --- write state -------------------------------------------------------------------------------------
-async def write_state(conn: AsyncConnection, tool: str, args: Mapping[str, Any], session_id: str, *,
-                      facts: Mapping[str, Any] | None = None, lock: bool = False) -> WriteState:
-    """The rows ``tool`` needs (plans.WriteState), locked in the documented order when ``lock``."""
-    if tool == "submit_order":
-        latest = await latest_draft(conn, args["draft_id"], lock=lock)
-        skus = {line.sku for line in latest.lines} if latest else set()
-        skus |= {line["sku"] for line in (facts or {}).get("lines", [])}
-        who = await customer(conn, latest.customer_id) if latest else None
-        return WriteState(session_id, latest_draft=latest, customer=who,
-                          products=await products_by_sku(conn, skus, lock=lock))
-    if tool in ("cancel_order", "refund_payment"):
-        found = await order(conn, args["order_id"], lock=lock)
-        skus = {line.sku for line in found.lines} if found and tool == "cancel_order" else set()
-        return WriteState(session_id, order=found, products=await products_by_sku(conn, skus, lock=lock))
-    if tool == "adjust_stock":
-        return WriteState(session_id, products=await products_by_sku(conn, [args["sku"]], lock=lock))
-    raise ValueError(f"{tool} is not a write tool")
-
-
+# --- commit effects ----------------------------------------------------------------------------------
 async def apply_plan(conn: AsyncConnection, plan: CommitPlan, *, operation_id: str, session_id: str) -> None:
     """Every effect of a commit, with guards that turn a lost race into an error instead of a wrong write."""
     for change in plan.stock_changes:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, GetPreparedOperationV1, UpdateProductV1
-from erpilot_erp.adapters import reads, repository, rows
-from erpilot_erp.adapters.tables import products
+from erpilot_erp.adapters import reads, repository
 from erpilot_erp.service_layer.operations import operation_status, prepared_record
+from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork
 from erpilot_erp.service_layer.replies import once, request_print
-from erpilot_platform.db import run_in_transaction
-from erpilot_platform.inbox import Inbox
 
 
 def _not_found(kind: str, key: object) -> ReplyV1:
@@ -57,9 +54,8 @@ async def view(engine: AsyncEngine, query: ErpViewV1) -> ReplyV1:
 class ProductService:
     """``cmd.erp.update_product``: a back-office change that makes waiting quotes of the product stale."""
 
-    def __init__(self, engine: AsyncEngine, inbox: Inbox):
-        self.engine = engine
-        self.inbox = inbox
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
 
     async def update(self, cmd: UpdateProductV1) -> ReplyV1:
         if cmd.price_minor is None and cmd.status is None:
@@ -67,19 +63,17 @@ class ProductService:
         if cmd.price_minor is not None and cmd.price_minor < 0:
             return ReplyV1.failure("invalid_message", "price_minor must not be negative", 422)
 
-        async def work(conn: AsyncConnection) -> ReplyV1:
+        async def work(uow: LedgerUnitOfWork) -> ReplyV1:
             asked = request_print(sku=cmd.sku, price_minor=cmd.price_minor, status=cmd.status)
-            return await once(conn, self.inbox, f"product:{cmd.request_id}", asked, lambda: self._apply(conn, cmd))
+            return await once(uow, f"product:{cmd.request_id}", asked, lambda: self._apply(uow, cmd))
 
-        return await run_in_transaction(self.engine, work)
+        return await self.ledger.run(work)
 
     @staticmethod
-    async def _apply(conn: AsyncConnection, cmd: UpdateProductV1) -> ReplyV1:
+    async def _apply(uow: LedgerUnitOfWork, cmd: UpdateProductV1) -> ReplyV1:
         changes = {k: v for k, v in (("price_minor", cmd.price_minor), ("status", cmd.status)) if v is not None}
-        row = (await conn.execute(
-            update(products).where(products.c.sku == cmd.sku).values(**changes, updated_at=func.now())
-            .returning(*products.c))).first()
-        if row is None:
+        product = await uow.repo.update_product(cmd.sku, changes)
+        if product is None:
             return _not_found("product", cmd.sku)
-        return ReplyV1.success(rows.product(row).to_result())
+        return ReplyV1.success(product.to_result())
 

@@ -10,28 +10,22 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
 from erpilot_contracts.tools.v1 import CreateOrderDraftArgs
-from erpilot_erp.adapters import repository
-from erpilot_erp.adapters.tables import draft_numbers
 from erpilot_erp.domain.drafts import DRAFT_EDIT_TOOLS, create_draft, edit_draft
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.model import DraftRevision
+from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork
 from erpilot_erp.service_layer.replies import normalised_or_failure, once, rejected_tool, request_print
-from erpilot_platform.db import run_in_transaction
 from erpilot_platform.failpoints import failpoint
-from erpilot_platform.inbox import Inbox
 
 DRAFT_TOOLS = DRAFT_EDIT_TOOLS | {"create_order_draft"}
 
 
 class DraftService:
-    def __init__(self, engine: AsyncEngine, inbox: Inbox, *, quote_ttl: timedelta):
-        self.engine = engine
-        self.inbox = inbox
+    def __init__(self, ledger: Ledger, *, quote_ttl: timedelta):
+        self.ledger = ledger
         self.quote_ttl = quote_ttl
 
     async def handle(self, cmd: ExecuteToolV1) -> ReplyV1:
@@ -43,40 +37,39 @@ class DraftService:
             return args
         asked = request_print(tool=cmd.tool, arguments=args, session_id=cmd.session_id)
 
-        async def work(conn: AsyncConnection) -> ReplyV1:
-            return await once(conn, self.inbox, f"draft:{cmd.operation_id}", asked,
-                              lambda: self._apply(conn, cmd, args))
+        async def work(uow: LedgerUnitOfWork) -> ReplyV1:
+            return await once(uow, f"draft:{cmd.operation_id}", asked, lambda: self._apply(uow, cmd, args))
 
-        reply = await run_in_transaction(self.engine, work)
+        reply = await self.ledger.run(work)
         failpoint("erp.draft.after_db_commit")
         return reply
 
-    async def _apply(self, conn: AsyncConnection, cmd: ExecuteToolV1, args: dict[str, Any]) -> ReplyV1:
+    async def _apply(self, uow: LedgerUnitOfWork, cmd: ExecuteToolV1, args: dict[str, Any]) -> ReplyV1:
         now = datetime.now(UTC)
         try:
             if cmd.tool == "create_order_draft":
-                revision = await self._create(conn, cmd.session_id, CreateOrderDraftArgs.model_validate(args), now)
+                revision = await self._create(uow, cmd.session_id, CreateOrderDraftArgs.model_validate(args), now)
             else:
-                revision = await self._edit(conn, cmd.tool, cmd.session_id, args, now)
+                revision = await self._edit(uow, cmd.tool, cmd.session_id, args, now)
         except BusinessError as exc:
             return ReplyV1.success(rejected_tool(exc))
-        await repository.insert_revision(conn, revision, operation_id=cmd.operation_id)
+        await uow.repo.insert_revision(revision, operation_id=cmd.operation_id)
         return ReplyV1.success(ToolResultV1(outcome="succeeded", result=revision.to_result()))
 
-    async def _create(self, conn: AsyncConnection, session_id: str, args: CreateOrderDraftArgs,
+    async def _create(self, uow: LedgerUnitOfWork, session_id: str, args: CreateOrderDraftArgs,
                       now: datetime) -> DraftRevision:
-        customer = await repository.customer(conn, args.customer_id)
-        products = await repository.products_by_sku(conn, [line.sku for line in args.lines])
-        draft_id = await repository.next_id(conn, draft_numbers, "D")
+        customer = await uow.repo.customer(args.customer_id)
+        products = await uow.repo.products_by_sku([line.sku for line in args.lines])
+        draft_id = await uow.repo.next_id("draft")
         return create_draft(draft_id, session_id, customer, products, args, now, self.quote_ttl)
 
-    async def _edit(self, conn: AsyncConnection, tool: str, session_id: str, args: dict[str, Any],
+    async def _edit(self, uow: LedgerUnitOfWork, tool: str, session_id: str, args: dict[str, Any],
                     now: datetime) -> DraftRevision:
-        latest = await repository.latest_draft(conn, args["draft_id"], lock=True)
+        latest = await uow.repo.latest_draft(args["draft_id"], lock=True)
         skus = {line.sku for line in latest.lines} if latest else set()
         if "sku" in args:
             skus.add(args["sku"])
-        customer = await repository.customer(conn, latest.customer_id) if latest else None
-        products = await repository.products_by_sku(conn, skus)
+        customer = await uow.repo.customer(latest.customer_id) if latest else None
+        products = await uow.repo.products_by_sku(skus)
         return edit_draft(tool, args, latest, session_id=session_id, customer=customer, products=products,
                           now=now, quote_ttl=self.quote_ttl)

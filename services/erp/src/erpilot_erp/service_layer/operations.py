@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_contracts import subjects
 from erpilot_contracts.base import ErrorV1, ReplyV1
@@ -30,11 +29,10 @@ from erpilot_contracts.erp.v1 import (
 )
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import get_tool
-from erpilot_erp.adapters import repository
-from erpilot_erp.adapters.tables import order_numbers, refund_numbers
 from erpilot_erp.domain import operations as domain
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.plans import StockCheck
+from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork, OperationRecord
 from erpilot_erp.service_layer.replies import (
     business_error,
     business_failure,
@@ -42,19 +40,16 @@ from erpilot_erp.service_layer.replies import (
     once,
     request_print,
 )
-from erpilot_platform.db import run_in_transaction
+from erpilot_erp.service_layer.write_state import write_state
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import verify_grant
-from erpilot_platform.inbox import Inbox
-from erpilot_platform.outbox import Outbox
 from erpilot_platform.telemetry import commit_outcomes, step
 
 log = logging.getLogger(__name__)
 _NESTED_VERSIONS = {"preview": {"schema_version": True, "effects": {"__all__": {"schema_version"}}}}
-NEW_IDS = {"order": (order_numbers, "O"), "refund": (refund_numbers, "R")}
 
 
-def operation_status(row: Any) -> OperationStatusV1:
+def operation_status(row: OperationRecord | Any) -> OperationStatusV1:
     """The status of a stored operation, as ``query.erp.operation``, commits and the event tell it."""
     return OperationStatusV1(
         operation_id=row.operation_id, tool=row.tool, status=row.status, session_id=row.session_id,
@@ -67,7 +62,7 @@ def preview_json(preview: dict[str, Any]) -> dict[str, Any]:
     return PreviewV1.model_validate(preview).model_dump(mode="json", exclude=_NESTED_VERSIONS["preview"])
 
 
-def prepared_record(row: Any) -> PreparedRecordV1:
+def prepared_record(row: OperationRecord | Any) -> PreparedRecordV1:
     """The ledger's own record of an operation: what ``query.erp.prepared`` answers the approval service."""
     return PreparedRecordV1(
         operation_id=row.operation_id, tool=row.tool, session_id=row.session_id, call_id=row.call_id,
@@ -80,11 +75,8 @@ def invalid_grant(reason: str) -> ReplyV1:
 
 
 class OperationService:
-    def __init__(self, engine: AsyncEngine, inbox: Inbox, outbox: Outbox, verify_key: Ed25519PublicKey, *,
-                 default_stock_check: StockCheck = "exact"):
-        self.engine = engine
-        self.inbox = inbox
-        self.outbox = outbox
+    def __init__(self, ledger: Ledger, verify_key: Ed25519PublicKey, *, default_stock_check: StockCheck = "exact"):
+        self.ledger = ledger
         self.verify_key = verify_key
         self.default_stock_check = default_stock_check
 
@@ -104,24 +96,23 @@ class OperationService:
             return ReplyV1.failure("fingerprint_mismatch", "the fingerprint does not match tool and arguments", 422)
         asked = request_print(fingerprint=cmd.fingerprint, session_id=cmd.session_id, call_id=cmd.call_id)
 
-        async def work(conn: AsyncConnection) -> ReplyV1:
-            return await once(conn, self.inbox, f"prepare:{cmd.operation_id}", asked,
-                              lambda: self._prepare(conn, cmd))
+        async def work(uow: LedgerUnitOfWork) -> ReplyV1:
+            return await once(uow, f"prepare:{cmd.operation_id}", asked, lambda: self._prepare(uow, cmd))
 
         with step("erp", "prepare", session_id=cmd.session_id, call_id=cmd.call_id, operation_id=cmd.operation_id):
-            reply = await run_in_transaction(self.engine, work)
+            reply = await self.ledger.run(work)
         failpoint("erp.prepare.after_db_commit")
         return reply
 
-    async def _prepare(self, conn: AsyncConnection, cmd: PrepareOperationV1) -> ReplyV1:
-        state = await repository.write_state(conn, cmd.tool, cmd.arguments, cmd.session_id)
+    async def _prepare(self, uow: LedgerUnitOfWork, cmd: PrepareOperationV1) -> ReplyV1:
+        state = await write_state(uow.repo, cmd.tool, cmd.arguments, cmd.session_id)
         try:
             prepared = domain.prepare(cmd.tool, cmd.arguments, state, datetime.now(UTC),
                                       stock_check=cmd.stock_check or self.default_stock_check)
         except BusinessError as exc:
             return business_failure(exc)
-        await repository.insert_operation(
-            conn, operation_id=cmd.operation_id, tool=cmd.tool, session_id=cmd.session_id, call_id=cmd.call_id,
+        await uow.repo.insert_operation(
+            operation_id=cmd.operation_id, tool=cmd.tool, session_id=cmd.session_id, call_id=cmd.call_id,
             requested_by=cmd.requested_by, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
             facts=prepared.facts, preview=prepared.preview)
         answer = PreparedOperationV1(operation_id=cmd.operation_id, tool=cmd.tool, fingerprint=cmd.fingerprint,
@@ -137,15 +128,15 @@ class OperationService:
                 return _counted(invalid_grant("its signature does not verify"))
             if grant.operation_id != cmd.operation_id:
                 return _counted(invalid_grant("it was issued for another operation"))
-            reply, replayed = await run_in_transaction(self.engine, lambda conn: self._commit(conn, cmd))
+            reply, replayed = await self.ledger.run(lambda uow: self._commit(uow, cmd))
         failpoint("erp.commit.after_db_commit")
-        self.outbox.wake()
+        self.ledger.wake()
         return reply if replayed else _counted(reply)
 
-    async def _commit(self, conn: AsyncConnection, cmd: CommitOperationV1) -> tuple[ReplyV1, bool]:
+    async def _commit(self, uow: LedgerUnitOfWork, cmd: CommitOperationV1) -> tuple[ReplyV1, bool]:
         """The answer, and whether it only repeats an outcome recorded earlier."""
         grant = cmd.grant
-        op = await repository.operation(conn, cmd.operation_id, lock=True)
+        op = await uow.repo.operation(cmd.operation_id, lock=True)
         if op is None:
             return ReplyV1.failure("not_found", f"operation {cmd.operation_id} was never prepared", 404), False
         if grant.fingerprint != op.fingerprint:
@@ -153,25 +144,25 @@ class OperationService:
                                    f"operation {cmd.operation_id} was prepared with another fingerprint", 409), False
         if op.status != "prepared":  # already finished: the recorded outcome, no second effect
             return ReplyV1.success(operation_status(op)), True
-        if not await repository.consume_grant(conn, grant.pending_id, op.operation_id):
+        if not await uow.repo.consume_grant(grant.pending_id, op.operation_id):
             return invalid_grant(f"grant {grant.pending_id} was already used"), False
-        state = await repository.write_state(conn, op.tool, op.arguments, op.session_id, facts=op.facts, lock=True)
+        state = await write_state(uow.repo, op.tool, op.arguments, op.session_id, facts=op.facts, lock=True)
         kind = domain.NEW_ID_KIND.get(op.tool)
-        new_id = await repository.next_id(conn, *NEW_IDS[kind]) if kind else None
+        new_id = await uow.repo.next_id(kind) if kind else None
         try:
             plan = domain.commit(op.tool, op.arguments, op.facts, state, datetime.now(UTC),
                                  stock_check=grant.stock_check or "exact", new_id=new_id)
         except BusinessError as exc:
             log.info("operation %s rejected: %s", op.operation_id, exc)
-            row = await repository.finish_operation(conn, op.operation_id, status="rejected",
-                                                    pending_id=grant.pending_id, error=business_error(exc))
+            row = await uow.repo.finish_operation(op.operation_id, status="rejected",
+                                                  pending_id=grant.pending_id, error=business_error(exc))
         else:
-            await repository.apply_plan(conn, plan, operation_id=op.operation_id, session_id=op.session_id)
-            row = await repository.finish_operation(conn, op.operation_id, status="committed",
-                                                    pending_id=grant.pending_id, result=plan.result)
+            await uow.repo.apply_plan(plan, operation_id=op.operation_id, session_id=op.session_id)
+            row = await uow.repo.finish_operation(op.operation_id, status="committed",
+                                                  pending_id=grant.pending_id, result=plan.result)
         status = operation_status(row)
-        await self.outbox.add(conn, subjects.ERP_EVT_OPERATION_FINISHED, status,
-                              msg_id=f"erp.operation_finished.{op.operation_id}")
+        await uow.emit(subjects.ERP_EVT_OPERATION_FINISHED, status,
+                       msg_id=f"erp.operation_finished.{op.operation_id}")
         failpoint("erp.commit.before_db_commit")  # effect, result and consumed grant written, not committed
         return ReplyV1.success(status), False
 

@@ -12,13 +12,11 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from erpilot_contracts.base import ErrorV1, ReplyV1
 from erpilot_contracts.erp.v1 import ToolResultV1
 from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool, normalise
 from erpilot_erp.domain.errors import BusinessError, ErrorCode
-from erpilot_platform.inbox import Inbox
+from erpilot_erp.service_layer.ports import LedgerUnitOfWork
 
 
 def business_status(exc: BusinessError) -> int:
@@ -57,10 +55,10 @@ def request_print(**request: Any) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
-async def once(conn: AsyncConnection, inbox: Inbox, key: str, asked: str,
+async def once(uow: LedgerUnitOfWork, key: str, asked: str,
                compute: Callable[[], Awaitable[ReplyV1]]) -> ReplyV1:
-    """Answer ``key`` once: compute and store the answer the first time, replay it afterwards."""
-    claimed, recorded = await inbox.claim(conn, key)
+    """Answer ``key`` once in ``uow``: compute and store the answer the first time, replay it afterwards."""
+    claimed, recorded = await uow.claim(key)
     if not claimed:
         if recorded is None:  # the claim and the answer are written in one transaction
             raise RuntimeError(f"inbox key {key} has no recorded answer")
@@ -68,5 +66,5 @@ async def once(conn: AsyncConnection, inbox: Inbox, key: str, asked: str,
             return ReplyV1.failure("operation_conflict", f"{key} was already used for another request", 409)
         return ReplyV1.model_validate(recorded["reply"])
     reply = await compute()
-    await inbox.record(conn, key, {"request": asked, "reply": reply.model_dump(mode="json")})
+    await uow.record(key, {"request": asked, "reply": reply.model_dump(mode="json")})
     return reply

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import PolicyQueryV1
+from erpilot_contracts.approval.v1 import PolicyQueryV1, PolicyViewV1, ToolPolicyV1
 from erpilot_contracts.tools.v1 import TOOLS
 from erpilot_gateway.auth import require_roles
 from erpilot_gateway.services import Services
@@ -29,16 +29,16 @@ async def list_tools(request: Request) -> dict:
 
 async def tool_catalogue(services: Services) -> dict:
     """The catalogue without the tools the policy denies, with the policy in force (also what MCP lists)."""
-    policy = await services.query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1())
-    by_tool = {p["tool"]: p for p in policy["tools"]}
+    policy = await services.call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), PolicyViewV1, durable=False)
+    by_tool = {p.tool: p for p in policy.tools}
     items = []
     for spec in TOOLS.values():
-        rule = by_tool.get(spec.name, {"action": "deny", "roles": [], "ttl_seconds": 0})
-        if rule["action"] == "deny":
+        rule = by_tool.get(spec.name) or ToolPolicyV1(tool=spec.name, action="deny", roles=[], ttl_seconds=0)
+        if rule.action == "deny":
             continue  # SPEC §9: a denied tool is not offered (the model's list leaves it out too)
         items.append({
             "name": spec.name, "kind": spec.kind.value, "schema_version": spec.schema_version,
             "description": spec.description, "input_schema": spec.input_schema(),
-            "policy": {"action": rule["action"], "roles": rule["roles"], "ttl": format_ttl(rule["ttl_seconds"])},
+            "policy": {"action": rule.action, "roles": rule.roles, "ttl": format_ttl(rule.ttl_seconds)},
         })
-    return {"items": items, "policy_version": policy["version"]}
+    return {"items": items, "policy_version": policy.version}
