@@ -186,11 +186,11 @@ def decide(
     if approval.status != "pending":
         voted_so = mine.action == action if mine is not None else approval.decided_by == actor_sub
         if approval.status == status and voted_so:
-            _check_fingerprint(approval, fingerprint)
+            check_fingerprint(approval, fingerprint)
             return DecisionOutcome(approval, is_new=False)
-        _refuse_not_pending(approval)
-    _check_deadline(approval, now)
-    _check_fingerprint(approval, fingerprint)
+        refuse_not_pending(approval)
+    check_deadline(approval, now)
+    check_fingerprint(approval, fingerprint)
     if mine is not None:
         if mine.action == action:
             return DecisionOutcome(approval, is_new=False)  # counted once
@@ -243,55 +243,6 @@ def expire(approval: PendingApproval, now: datetime) -> PendingApproval | None:
     return replace(approval, status="expired", decided_at=approval.expires_at)
 
 
-def check_edit(
-    approval: PendingApproval, fingerprint: object, actor_sub: str, actor_roles: list[str], now: datetime
-) -> None:
-    """An edit passes the same checks as an approval: role, SoD, pending, deadline, fingerprint."""
-    authorize(approval, "approve", actor_sub, actor_roles)
-    if approval.status != "pending":
-        _refuse_not_pending(approval)
-    _check_deadline(approval, now)
-    _check_fingerprint(approval, fingerprint)
-
-
-def edit_request(
-    old: PendingApproval,
-    arguments: dict[str, Any],
-    fingerprint: str,
-    operation_id: str,
-    preview: dict[str, Any],
-) -> RequestApprovalV1:
-    """The request for the edited version: same call, session, tool and requester; new arguments."""
-    return RequestApprovalV1(
-        call_id=old.call_id,
-        session_id=old.session_id,
-        tool=old.tool,
-        tool_schema_version=old.tool_schema_version,
-        arguments=arguments,
-        fingerprint=fingerprint,
-        operation_id=operation_id,
-        preview=preview,
-        requested_by=old.requested_by,
-    )
-
-
-def edited_version(new: PendingApproval, old: PendingApproval, editor: str) -> PendingApproval:
-    """The new version an edit made: it records its editor and every earlier one (separation of duties)."""
-    editors = old.editors if editor in old.editors else (*old.editors, editor)
-    return replace(new, edited_by=editor, editors=editors)
-
-
-def supersede(
-    old: PendingApproval, new_pending_id: str, now: datetime, decided_by: str | None = None
-) -> PendingApproval:
-    """End a pending approval because an edit replaced it with ``new_pending_id``."""
-    if old.status != "pending":
-        _refuse_not_pending(old)
-    return replace(
-        old, status="superseded", superseded_by=new_pending_id, decided_by=decided_by, decided_at=now
-    )
-
-
 def grant_for(approval: PendingApproval) -> GrantV1:
     """The unsigned grant of an approved approval (sign it with ``erpilot_platform.grants``)."""
     if approval.status != "approved" or approval.decided_by is None or approval.decided_at is None:
@@ -310,7 +261,7 @@ def _holds_required_role(approval: PendingApproval, actor_roles: list[str]) -> b
     return any(type(role) is str and role in approval.required_roles for role in actor_roles)
 
 
-def _refuse_not_pending(approval: PendingApproval) -> None:
+def refuse_not_pending(approval: PendingApproval) -> None:
     if approval.status == "superseded":
         raise ApprovalError("superseded", 409, f"replaced by {approval.superseded_by}")
     if approval.status == "expired":
@@ -318,12 +269,12 @@ def _refuse_not_pending(approval: PendingApproval) -> None:
     raise ApprovalError("already_decided", 409, f"already {approval.status} by {approval.decided_by}")
 
 
-def _check_deadline(approval: PendingApproval, now: datetime) -> None:
+def check_deadline(approval: PendingApproval, now: datetime) -> None:
     if now >= approval.expires_at:
         raise ApprovalError("expired", 409, f"the approval expired at {approval.expires_at.isoformat()}")
 
 
-def _check_fingerprint(approval: PendingApproval, fingerprint: object) -> None:
+def check_fingerprint(approval: PendingApproval, fingerprint: object) -> None:
     # `type(...) is str` first: a str subclass or an object with a permissive __eq__ must not pass.
     if type(fingerprint) is not str or fingerprint != approval.fingerprint:
         raise ApprovalError("stale_fingerprint", 409, "the fingerprint differs from the approval's")
