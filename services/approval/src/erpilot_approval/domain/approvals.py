@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from erpilot_approval.domain.policy import Policy
-from erpilot_approval.domain.votes import Vote, approvals_received, vote_of, voting_role
+from erpilot_approval.domain.votes import Vote, approvals_received, rejections_received, vote_of, voting_role
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
@@ -63,6 +63,7 @@ class PendingApproval:
     editors: tuple[str, ...] = ()  # everyone who edited a version of this call up to this one, oldest first
     approvals_required: int = 1  # quorum: distinct approvers needed (policy, fixed when the version is stored)
     votes: tuple[Vote, ...] = ()  # every vote on this version, oldest first
+    rejections_to_reject: int = 1  # distinct rejecters that end it rejected (policy, fixed when stored)
 
     def to_record(self) -> ApprovalRecordV1:
         """The wire record (``separation_of_duties`` and ``editors`` are internal, not part of it)."""
@@ -134,6 +135,7 @@ def new_pending(
         supersedes=supersedes,
         stock_check=tool_policy.stock_check,
         approvals_required=tool_policy.approvals_required_for(amount),
+        rejections_to_reject=tool_policy.rejections_to_reject_for(amount),
     )
 
 
@@ -175,8 +177,8 @@ def decide(
     5. fingerprint: anything but exactly the approval's fingerprint is stale_fingerprint 409;
     6. one vote per person: the same vote again is the recorded one, another is already_voted 409.
     Authorisation comes first so a person without the role learns nothing about the approval's state.
-    An approve ends the approval only when it is the ``approvals_required``-th distinct one; a reject or a
-    cancel ends it at once.
+    An approve ends the approval only when it is the ``approvals_required``-th distinct one, a reject only
+    when it is the ``rejections_to_reject``-th (default 1: at once); a cancel ends it at once.
     """
     if type(action) is not str or action not in ACTION_STATUS:
         raise ApprovalError("invalid_action", 422, "action must be exactly 'approve', 'reject' or 'cancel'")
@@ -198,10 +200,19 @@ def decide(
     vote = Vote(sub=actor_sub, role=voting_role(approval.required_roles, actor_roles), action=action,
                 fingerprint=approval.fingerprint, at=now, comment=comment)
     voted = replace(approval, votes=(*approval.votes, vote))
-    if action == "approve" and voted.approvals_received < approval.approvals_required:
+    if not _vote_ends(voted, action):
         return DecisionOutcome(voted, is_new=True, vote=vote)
     decided = replace(voted, status=status, decided_by=actor_sub, decided_at=now, comment=comment)
     return DecisionOutcome(decided, is_new=True, vote=vote)
+
+
+def _vote_ends(voted: PendingApproval, action: str) -> bool:
+    """Whether the vote just counted ends the approval: its quorum of approves or of rejects, or a cancel."""
+    if action == "approve":
+        return voted.approvals_received >= voted.approvals_required
+    if action == "reject":
+        return rejections_received(voted.votes, voted.fingerprint) >= voted.rejections_to_reject
+    return True
 
 
 def authorize(approval: PendingApproval, action: str, actor_sub: str, actor_roles: list[str]) -> None:

@@ -66,8 +66,9 @@ async def emit_resolved(conn: AsyncConnection, outbox: Outbox, approval: Pending
 
 
 async def emit_voted(conn: AsyncConnection, outbox: Outbox, approval: PendingApproval, vote: Vote) -> None:
-    """``evt.approval.voted`` for a quorum approval (``approvals_required`` > 1; one vote decides the others)."""
-    if approval.approvals_required <= 1:
+    """``evt.approval.voted`` for a quorum approval (``approvals_required`` or ``rejections_to_reject`` > 1;
+    where one vote decides, ``evt.approval.resolved`` tells it alone)."""
+    if approval.approvals_required <= 1 and approval.rejections_to_reject <= 1:
         return
     event = ApprovalVotedV1(
         pending_id=approval.pending_id, call_id=approval.call_id, session_id=approval.session_id,
