@@ -124,6 +124,8 @@ async def test_rejections_to_reject_needs_that_many_distinct_rejects(approvals, 
         "rejected", "manager-1", "agreed")
     (_, resolved), = await events.wait(lambda: events.of(record["pending_id"]))
     assert (resolved["status"], resolved["grant"]) == ("rejected", None)
+    # the resolution carries every vote: a consumer it reaches first still shows them before it
+    assert [(v["sub"], v["action"]) for v in resolved["votes"]] == [("manager-0", "reject"), ("manager-1", "reject")]
     await events.wait(lambda: len(voted(events, record["pending_id"])) == 2 or None)
     assert [(b["vote"]["sub"], b["status"]) for b in voted(events, record["pending_id"])] == [
         ("manager-0", "pending"), ("manager-1", "rejected")]

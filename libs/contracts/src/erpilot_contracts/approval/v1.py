@@ -227,6 +227,10 @@ class ApprovalResolvedV1(Message):
     comment: str | None = None
     grant: GrantV1 | None = None
     superseded_by: str | None = None
+    approvals_required: int = Field(1, description="Quorum approvals only (else 1): distinct approves needed.")
+    votes: list[VoteV1] = Field(default_factory=list, description=(
+        "Quorum approvals only: every vote, oldest first, so a consumer that sees this before the deciding "
+        "vote's evt.approval.voted can still show every vote before the resolution."))
 
 
 class ApprovalVotedV1(Message):
