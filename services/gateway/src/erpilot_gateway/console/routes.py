@@ -171,7 +171,8 @@ def _verdict(record: dict[str, Any], user: User) -> tuple[bool, str | None]:
 def _state(record: dict[str, Any], operation: dict[str, Any] | None) -> dict[str, Any]:
     return {"pending_id": record["pending_id"], "status": record["status"],
             "expires_at": views.iso(record["expires_at"]),
-            "decision": views.decision_view(record), "outcome": views.outcome_view(record, operation)}
+            "decision": views.decision_view(record), "outcome": views.outcome_view(record, operation),
+            **views.quorum_view(record)}
 
 
 # --- console --------------------------------------------------------------------------------------------
