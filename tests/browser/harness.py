@@ -192,6 +192,14 @@ class FakeServices:
             raise Problem(409, "stale_fingerprint", "the fingerprint differs from the approval's")
         if dry_run:
             return record
+        if p.action == "approve" and record.get("approvals_required", 1) > 1:  # a quorum vote
+            role = next(role for role in record["required_roles"] if role in p.actor.roles)
+            record.setdefault("votes", []).append({"sub": p.actor.sub, "role": role, "action": "approve",
+                                                   "at": now().isoformat(), "comment": p.comment})
+            record["approvals_received"] = len({v["sub"] for v in record["votes"] if v["action"] == "approve"})
+            self.voted.add((p.pending_id, p.actor.sub))
+            if record["approvals_received"] < record["approvals_required"]:
+                return record
         status = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}[p.action]
         record.update(status=status, decided_by=p.actor.sub, decided_at=now().isoformat(), comment=p.comment)
         self.decisions.append({"pending_id": p.pending_id, "action": p.action, "fingerprint": p.fingerprint,

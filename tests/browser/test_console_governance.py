@@ -94,3 +94,34 @@ def test_the_approval_page_shows_the_votes_of_a_quorum_approval(console, open_pa
     first.goto(f"/resume/{record['pending_id']}")
     expect(first.locator("#no-decision")).to_have_attribute("data-reason", "already_voted")
     expect(first.locator("#approve")).to_have_count(0)
+
+
+def test_the_approval_page_shows_new_votes_without_a_reload(console, open_page):  # noqa: F811
+    record = console.fake.add_approval(refund_approval(
+        requested_by="req-live", amount_minor=150_000, approvals_required=3, approvals_received=0, votes=[]))
+    page = open_page(console, tok("mgr-live", "manager"))
+    page.goto(f"/resume/{record['pending_id']}")
+    expect(page.locator("#quorum")).to_have_text("0 of 3 needed")
+    expect(page.locator("#votes-card")).to_be_hidden()
+    page.evaluate("window.__loaded_once = true")  # gone if the page reloads
+
+    # another manager votes elsewhere: the page's status poll shows it
+    record["votes"].append({"sub": "mgr-elsewhere", "role": "manager", "action": "approve",
+                            "at": now().isoformat(), "comment": "invoice matches"})
+    record["approvals_received"] = 1
+    votes = page.locator("#votes tbody tr")
+    expect(votes).to_have_count(1)
+    expect(votes.nth(0)).to_contain_text("mgr-elsewhere")
+    expect(votes.nth(0)).to_contain_text("invoice matches")
+    expect(page.locator("#quorum")).to_have_text("1 of 3 needed")
+
+    # this person's own vote: counted, the form gives way to a note, still no reload
+    page.fill("textarea[name=comment]", "agreed")
+    page.click("#approve")
+    expect(votes).to_have_count(2)
+    expect(votes.nth(1)).to_contain_text("mgr-live")
+    expect(votes.nth(1)).to_have_attribute("data-action", "approve")
+    expect(page.locator("#quorum")).to_have_text("2 of 3 needed")
+    expect(page.locator("#no-decision")).to_contain_text("You have voted on this approval")
+    expect(page.locator("#approve")).to_have_count(0)
+    assert page.evaluate("window.__loaded_once") is True

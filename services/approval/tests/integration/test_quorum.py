@@ -22,6 +22,9 @@ approvals_required = 2
 [tools.cancel_order]
 ttl = "2s"
 approvals_required = 2
+
+[tools.submit_order]
+rejections_to_reject = 2
 '''
 MANAGERS = [actor(f"manager-{i}", "manager") for i in range(4)]
 
@@ -105,6 +108,29 @@ async def test_a_reject_after_one_approve_ends_it_rejected(approvals, events) ->
     (_, resolved), = await events.wait(lambda: events.of(record["pending_id"]))
     assert (resolved["status"], resolved["grant"]) == ("rejected", None)
     assert (await approvals.decide(record, "approve", MANAGERS[2])).error.code == "already_decided"
+
+
+async def test_rejections_to_reject_needs_that_many_distinct_rejects(approvals, events, database_url) -> None:
+    record = await approvals.create("submit_order")  # one approve decides, two rejects end it
+    assert (record["approvals_required"], record["rejections_to_reject"]) == (1, 2)
+    first = await approvals.decide(record, "reject", MANAGERS[0], comment="wrong customer")
+    assert (first.data["status"], first.data["decided_by"]) == ("pending", None)
+    again = await approvals.decide(record, "reject", MANAGERS[0])  # the same person: counted once
+    assert (again.data["status"], len(again.data["votes"])) == ("pending", 1)
+    stored = (await approvals.get(record["pending_id"], MANAGERS[1])).data
+    assert (stored["status"], stored["rejections_to_reject"], stored["can_decide"]) == ("pending", 2, True)
+    second = await approvals.decide(record, "reject", MANAGERS[1], comment="agreed")
+    assert (second.data["status"], second.data["decided_by"], second.data["comment"]) == (
+        "rejected", "manager-1", "agreed")
+    (_, resolved), = await events.wait(lambda: events.of(record["pending_id"]))
+    assert (resolved["status"], resolved["grant"]) == ("rejected", None)
+    # the resolution carries every vote: a consumer it reaches first still shows them before it
+    assert [(v["sub"], v["action"]) for v in resolved["votes"]] == [("manager-0", "reject"), ("manager-1", "reject")]
+    await events.wait(lambda: len(voted(events, record["pending_id"])) == 2 or None)
+    assert [(b["vote"]["sub"], b["status"]) for b in voted(events, record["pending_id"])] == [
+        ("manager-0", "pending"), ("manager-1", "rejected")]
+    assert [tuple(row) for row in await vote_rows(database_url, record["pending_id"])] == [
+        ("manager-0", "manager", "reject"), ("manager-1", "manager", "reject")]
 
 
 async def test_a_quorum_not_reached_expires_at_the_deadline(approvals, events) -> None:

@@ -11,14 +11,12 @@ from erpilot_approval.domain.approvals import (
     PendingApproval,
     can_decide,
     can_view,
-    check_edit,
     decide,
-    edit_request,
     expire,
     grant_for,
     new_pending,
-    supersede,
 )
+from erpilot_approval.domain.edits import check_edit, edit_request, supersede
 from erpilot_approval.domain.policy import load_policy
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 

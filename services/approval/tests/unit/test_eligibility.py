@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from erpilot_approval.domain.approvals import ApprovalError, decide, edited_version
+from erpilot_approval.domain.approvals import ApprovalError, decide
+from erpilot_approval.domain.edits import edited_version
 from erpilot_approval.domain.eligibility import cannot_decide_reason, record_for
 
 from .conftest import NOW

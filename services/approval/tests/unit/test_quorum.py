@@ -71,6 +71,67 @@ def test_approved_only_when_m_distinct_people_approved(make_pending) -> None:
     assert [(v.sub, v.comment) for v in record.votes] == [("mia", None), ("max", "fine")]
 
 
+REJECT_QUORUM = load_policy("""
+[tools.adjust_stock]
+approvals_required = 2
+rejections_to_reject = 2
+
+[tools.refund_payment]
+[[tools.refund_payment.rules]]
+min_amount_minor = 100000
+roles = ["manager"]
+rejections_to_reject = 3
+""")
+
+
+def test_the_policy_sets_the_rejections_to_reject_per_tool_and_per_amount_rule(make_pending) -> None:
+    assert make_pending("adjust_stock", policy=REJECT_QUORUM).rejections_to_reject == 2
+    assert make_pending("refund_payment", amount_minor=99_999, policy=REJECT_QUORUM).rejections_to_reject == 1
+    assert make_pending("refund_payment", amount_minor=100_000, policy=REJECT_QUORUM).rejections_to_reject == 3
+    assert make_pending("adjust_stock", policy=QUORUM).rejections_to_reject == 1  # the default: first reject
+    assert REJECT_QUORUM.view("adjust_stock").tools[0].rejections_to_reject == 2
+    assert make_pending("adjust_stock", policy=REJECT_QUORUM).to_record().rejections_to_reject == 2
+    assert load_policy(None).version != load_policy("[tools.adjust_stock]\nrejections_to_reject = 2").version
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("[tools.adjust_stock]\nrejections_to_reject = 0", "tools.adjust_stock.rejections_to_reject"),
+    ("[tools.adjust_stock]\nrejections_to_reject = false", "tools.adjust_stock.rejections_to_reject"),
+    ("[tools.adjust_stock]\nrejections_to_reject = 1.5", "tools.adjust_stock.rejections_to_reject"),
+    ("[[tools.adjust_stock.rules]]\nmin_amount_minor = 1\nroles = ['manager']\nrejections_to_reject = 11",
+     "tools.adjust_stock.rules[0].rejections_to_reject"),
+])
+def test_a_bad_rejections_to_reject_is_refused_naming_the_key(text, key) -> None:
+    with pytest.raises(PolicyError) as refused:
+        load_policy(text)
+    assert str(refused.value).startswith(f"{key}: ")
+
+
+def test_rejected_only_when_n_distinct_people_rejected(make_pending) -> None:
+    first = vote(make_pending("adjust_stock", policy=REJECT_QUORUM), "mia", "reject", comment="wrong SKU")
+    assert first.is_new and not first.ended and first.approval.status == "pending"
+    assert vote(first.approval, "mia", "reject").is_new is False  # the same reject again counts once
+    approved_once = vote(first.approval, "max")
+    assert (approved_once.approval.status, approved_once.approval.approvals_received) == ("pending", 1)
+    second = vote(approved_once.approval, "zoe", "reject", comment="agreed")
+    assert second.ended
+    assert (second.approval.status, second.approval.decided_by, second.approval.comment) == (
+        "rejected", "zoe", "agreed")
+    assert [(v.sub, v.action) for v in second.approval.votes] == [
+        ("mia", "reject"), ("max", "approve"), ("zoe", "reject")]
+
+
+def test_approves_still_win_while_the_rejections_fall_short(make_pending) -> None:
+    first = vote(make_pending("adjust_stock", policy=REJECT_QUORUM), "mia", "reject")
+    second = vote(vote(first.approval, "max").approval, "zoe")
+    assert (second.approval.status, second.approval.decided_by) == ("approved", "zoe")
+
+
+def test_a_cancel_still_ends_it_at_once(make_pending) -> None:
+    first = vote(make_pending("adjust_stock", policy=REJECT_QUORUM), "mia", "reject")
+    assert vote(first.approval, "max", "cancel").approval.status == "cancelled"
+
+
 def test_the_same_person_approving_twice_counts_once(make_pending) -> None:
     first = vote(make_pending("adjust_stock", policy=QUORUM), "mia")
     again = vote(first.approval, "mia")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from erpilot_approval.adapters.tables import ROLES, role_predicate
-from erpilot_approval.domain.policy import ROLES as POLICY_ROLES
+from erpilot_approval.domain.policy_values import ROLES as POLICY_ROLES
 from erpilot_approval.service_layer.edits import edited_operation_id
 from erpilot_approval.service_layer.requests import check_arguments
 

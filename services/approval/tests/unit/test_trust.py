@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from erpilot_approval.domain.approvals import ApprovalError, can_decide, decide, edited_version
+from erpilot_approval.domain.approvals import ApprovalError, can_decide, decide
+from erpilot_approval.domain.edits import edited_version
 from erpilot_approval.domain.ledger import as_the_ledger_prepared, require_prepared
 from erpilot_contracts.erp.v1 import PreparedRecordV1
 

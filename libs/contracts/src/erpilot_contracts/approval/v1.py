@@ -80,6 +80,7 @@ class ApprovalRecordV1(Message):
     approvals_required: int = Field(1, description="Quorum: distinct people who must approve this fingerprint.")
     approvals_received: int = Field(0, description="Distinct people who approved this version so far.")
     votes: list[VoteV1] = Field(default_factory=list, description="Every vote on this version, oldest first.")
+    rejections_to_reject: int = Field(1, description="Distinct people whose rejects end it rejected (1: the first).")
 
 
 class RequestApprovalV1(Message):
@@ -188,6 +189,7 @@ class ToolPolicyV1(Message):
     stock_check: Literal["exact", "sufficient"] | None = Field(
         None, description="submit_order only: how prepare and commit re-check stock.")
     approvals_required: int = Field(1, description="The tool's quorum (an amount rule may require more).")
+    rejections_to_reject: int = Field(1, description="Rejects that end an approval (an amount rule may differ).")
 
 
 class PolicyViewV1(Message):
@@ -225,6 +227,10 @@ class ApprovalResolvedV1(Message):
     comment: str | None = None
     grant: GrantV1 | None = None
     superseded_by: str | None = None
+    approvals_required: int = Field(1, description="Quorum approvals only (else 1): distinct approves needed.")
+    votes: list[VoteV1] = Field(default_factory=list, description=(
+        "Quorum approvals only: every vote, oldest first, so a consumer that sees this before the deciding "
+        "vote's evt.approval.voted can still show every vote before the resolution."))
 
 
 class ApprovalVotedV1(Message):

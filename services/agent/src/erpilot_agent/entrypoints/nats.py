@@ -57,6 +57,7 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
 
     @bus.event(subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1, description="An approval was decided or expired.")
     async def approval_resolved(evt: ApprovalResolvedV1) -> None:
+        await votes.before_resolution(engine, evt)  # every vote shows before the resolution (idempotent)
         await tool_calls.on_approval_resolved(
             session_id=evt.session_id, call_id=evt.call_id, pending_id=evt.pending_id, status=evt.status,
             decided_by=evt.decided_by, comment=evt.comment, grant=evt.grant)

@@ -63,6 +63,8 @@ approvals = Table(
     Column("editors", ARRAY(String(200)), nullable=False, server_default=text("'{}'")),
     # Quorum: distinct people who must approve this version (policy, fixed when stored; migration 0006).
     Column("approvals_required", Integer, nullable=False, server_default="1"),
+    # Distinct rejecters that end this version rejected (policy, fixed when stored; migration 0008).
+    Column("rejections_to_reject", Integer, nullable=False, server_default="1"),
 )
 # The sweeper's "next deadline" and "what is due" lookups.
 Index("approvals_pending_deadline", approvals.c.expires_at, postgresql_where=approvals.c.status == "pending")

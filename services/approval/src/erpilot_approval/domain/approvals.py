@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from erpilot_approval.domain.policy import Policy
-from erpilot_approval.domain.votes import Vote, approvals_received, vote_of, voting_role
+from erpilot_approval.domain.votes import Vote, approvals_received, rejections_received, vote_of, voting_role
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
@@ -63,6 +63,7 @@ class PendingApproval:
     editors: tuple[str, ...] = ()  # everyone who edited a version of this call up to this one, oldest first
     approvals_required: int = 1  # quorum: distinct approvers needed (policy, fixed when the version is stored)
     votes: tuple[Vote, ...] = ()  # every vote on this version, oldest first
+    rejections_to_reject: int = 1  # distinct rejecters that end it rejected (policy, fixed when stored)
 
     def to_record(self) -> ApprovalRecordV1:
         """The wire record (``separation_of_duties`` and ``editors`` are internal, not part of it)."""
@@ -134,6 +135,7 @@ def new_pending(
         supersedes=supersedes,
         stock_check=tool_policy.stock_check,
         approvals_required=tool_policy.approvals_required_for(amount),
+        rejections_to_reject=tool_policy.rejections_to_reject_for(amount),
     )
 
 
@@ -175,8 +177,8 @@ def decide(
     5. fingerprint: anything but exactly the approval's fingerprint is stale_fingerprint 409;
     6. one vote per person: the same vote again is the recorded one, another is already_voted 409.
     Authorisation comes first so a person without the role learns nothing about the approval's state.
-    An approve ends the approval only when it is the ``approvals_required``-th distinct one; a reject or a
-    cancel ends it at once.
+    An approve ends the approval only when it is the ``approvals_required``-th distinct one, a reject only
+    when it is the ``rejections_to_reject``-th (default 1: at once); a cancel ends it at once.
     """
     if type(action) is not str or action not in ACTION_STATUS:
         raise ApprovalError("invalid_action", 422, "action must be exactly 'approve', 'reject' or 'cancel'")
@@ -186,11 +188,11 @@ def decide(
     if approval.status != "pending":
         voted_so = mine.action == action if mine is not None else approval.decided_by == actor_sub
         if approval.status == status and voted_so:
-            _check_fingerprint(approval, fingerprint)
+            check_fingerprint(approval, fingerprint)
             return DecisionOutcome(approval, is_new=False)
-        _refuse_not_pending(approval)
-    _check_deadline(approval, now)
-    _check_fingerprint(approval, fingerprint)
+        refuse_not_pending(approval)
+    check_deadline(approval, now)
+    check_fingerprint(approval, fingerprint)
     if mine is not None:
         if mine.action == action:
             return DecisionOutcome(approval, is_new=False)  # counted once
@@ -198,10 +200,19 @@ def decide(
     vote = Vote(sub=actor_sub, role=voting_role(approval.required_roles, actor_roles), action=action,
                 fingerprint=approval.fingerprint, at=now, comment=comment)
     voted = replace(approval, votes=(*approval.votes, vote))
-    if action == "approve" and voted.approvals_received < approval.approvals_required:
+    if not _vote_ends(voted, action):
         return DecisionOutcome(voted, is_new=True, vote=vote)
     decided = replace(voted, status=status, decided_by=actor_sub, decided_at=now, comment=comment)
     return DecisionOutcome(decided, is_new=True, vote=vote)
+
+
+def _vote_ends(voted: PendingApproval, action: str) -> bool:
+    """Whether the vote just counted ends the approval: its quorum of approves or of rejects, or a cancel."""
+    if action == "approve":
+        return voted.approvals_received >= voted.approvals_required
+    if action == "reject":
+        return rejections_received(voted.votes, voted.fingerprint) >= voted.rejections_to_reject
+    return True
 
 
 def authorize(approval: PendingApproval, action: str, actor_sub: str, actor_roles: list[str]) -> None:
@@ -243,55 +254,6 @@ def expire(approval: PendingApproval, now: datetime) -> PendingApproval | None:
     return replace(approval, status="expired", decided_at=approval.expires_at)
 
 
-def check_edit(
-    approval: PendingApproval, fingerprint: object, actor_sub: str, actor_roles: list[str], now: datetime
-) -> None:
-    """An edit passes the same checks as an approval: role, SoD, pending, deadline, fingerprint."""
-    authorize(approval, "approve", actor_sub, actor_roles)
-    if approval.status != "pending":
-        _refuse_not_pending(approval)
-    _check_deadline(approval, now)
-    _check_fingerprint(approval, fingerprint)
-
-
-def edit_request(
-    old: PendingApproval,
-    arguments: dict[str, Any],
-    fingerprint: str,
-    operation_id: str,
-    preview: dict[str, Any],
-) -> RequestApprovalV1:
-    """The request for the edited version: same call, session, tool and requester; new arguments."""
-    return RequestApprovalV1(
-        call_id=old.call_id,
-        session_id=old.session_id,
-        tool=old.tool,
-        tool_schema_version=old.tool_schema_version,
-        arguments=arguments,
-        fingerprint=fingerprint,
-        operation_id=operation_id,
-        preview=preview,
-        requested_by=old.requested_by,
-    )
-
-
-def edited_version(new: PendingApproval, old: PendingApproval, editor: str) -> PendingApproval:
-    """The new version an edit made: it records its editor and every earlier one (separation of duties)."""
-    editors = old.editors if editor in old.editors else (*old.editors, editor)
-    return replace(new, edited_by=editor, editors=editors)
-
-
-def supersede(
-    old: PendingApproval, new_pending_id: str, now: datetime, decided_by: str | None = None
-) -> PendingApproval:
-    """End a pending approval because an edit replaced it with ``new_pending_id``."""
-    if old.status != "pending":
-        _refuse_not_pending(old)
-    return replace(
-        old, status="superseded", superseded_by=new_pending_id, decided_by=decided_by, decided_at=now
-    )
-
-
 def grant_for(approval: PendingApproval) -> GrantV1:
     """The unsigned grant of an approved approval (sign it with ``erpilot_platform.grants``)."""
     if approval.status != "approved" or approval.decided_by is None or approval.decided_at is None:
@@ -310,7 +272,7 @@ def _holds_required_role(approval: PendingApproval, actor_roles: list[str]) -> b
     return any(type(role) is str and role in approval.required_roles for role in actor_roles)
 
 
-def _refuse_not_pending(approval: PendingApproval) -> None:
+def refuse_not_pending(approval: PendingApproval) -> None:
     if approval.status == "superseded":
         raise ApprovalError("superseded", 409, f"replaced by {approval.superseded_by}")
     if approval.status == "expired":
@@ -318,12 +280,12 @@ def _refuse_not_pending(approval: PendingApproval) -> None:
     raise ApprovalError("already_decided", 409, f"already {approval.status} by {approval.decided_by}")
 
 
-def _check_deadline(approval: PendingApproval, now: datetime) -> None:
+def check_deadline(approval: PendingApproval, now: datetime) -> None:
     if now >= approval.expires_at:
         raise ApprovalError("expired", 409, f"the approval expired at {approval.expires_at.isoformat()}")
 
 
-def _check_fingerprint(approval: PendingApproval, fingerprint: object) -> None:
+def check_fingerprint(approval: PendingApproval, fingerprint: object) -> None:
     # `type(...) is str` first: a str subclass or an object with a permissive __eq__ must not pass.
     if type(fingerprint) is not str or fingerprint != approval.fingerprint:
         raise ApprovalError("stale_fingerprint", 409, "the fingerprint differs from the approval's")

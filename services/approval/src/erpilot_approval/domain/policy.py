@@ -4,35 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from erpilot_approval.domain.votes import MAX_APPROVALS_REQUIRED
+from erpilot_approval.domain import policy_values as parse
+from erpilot_approval.domain.policy_values import PolicyError
 from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
 from erpilot_contracts.approval.v1 import PolicyViewV1, ToolPolicyV1
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
 ACTIONS = ("allow", "require_approval", "deny")
-ROLES = ("requester", "approver", "manager", "admin")
 STOCK_CHECKS = ("exact", "sufficient")
 DEFAULT_TTL = timedelta(minutes=15)
-# Far beyond any sensible wait, and keeps `now + ttl` well inside datetime's range.
-MAX_TTL = timedelta(days=366)
 
-_DURATION = re.compile(r"([1-9][0-9]{0,6})([smh])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 _TOP_KEYS = ("defaults", "tools", "webhooks")
 _DEFAULTS_KEYS = ("ttl",)
 _TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before",
-              "approvals_required")
-_RULE_KEYS = ("min_amount_minor", "roles", "warn_before", "approvals_required")
-
-
-class PolicyError(ValueError):
-    """The policy text is malformed; the message starts with the offending key."""
+              "approvals_required", "rejections_to_reject")
+_RULE_KEYS = ("min_amount_minor", "roles", "warn_before", "approvals_required", "rejections_to_reject")
+_QUORUM_KEYS = ("approvals_required", "rejections_to_reject")
 
 
 @dataclass(frozen=True)
@@ -43,6 +34,7 @@ class AmountRule:
     roles: tuple[str, ...]
     warn_before: timedelta | None = None  # replaces the tool's warn_before from this amount upwards
     approvals_required: int | None = None  # replaces the tool's quorum from this amount upwards
+    rejections_to_reject: int | None = None  # replaces the tool's from this amount upwards
 
 
 @dataclass(frozen=True)
@@ -57,24 +49,24 @@ class ToolPolicy:
     stock_check: str | None = None  # only submit_order has one
     warn_before: timedelta | None = None  # approval_expiring this long before the deadline; None: no warning
     approvals_required: int = 1  # quorum: distinct people who must approve the same fingerprint
+    rejections_to_reject: int = 1  # distinct people whose rejects end it rejected (1: the first reject)
 
     def required_roles(self, amount_minor: int | None) -> list[str]:
         """The roles that may decide: the highest matching amount rule's, else the tool's."""
-        if amount_minor is not None:
-            matching = [rule for rule in self.rules if amount_minor >= rule.min_amount_minor]
-            if matching:
-                return list(max(matching, key=lambda rule: rule.min_amount_minor).roles)
-        return list(self.roles)
+        rule = self._rule_for(amount_minor)
+        return list(rule.roles if rule is not None else self.roles)
 
     def warn_before_for(self, amount_minor: int | None) -> timedelta | None:
         """The warning time: the highest matching amount rule's ``warn_before`` if it sets one, else the tool's."""
-        rule = self._rule_for(amount_minor)
-        return rule.warn_before if rule is not None and rule.warn_before is not None else self.warn_before
+        return self._setting("warn_before", amount_minor)
 
     def approvals_required_for(self, amount_minor: int | None) -> int:
         """The quorum: the highest matching amount rule's ``approvals_required`` if it sets one, else the tool's."""
-        rule = self._rule_for(amount_minor)
-        return rule.approvals_required if rule is not None and rule.approvals_required else self.approvals_required
+        return self._setting("approvals_required", amount_minor)
+
+    def rejections_to_reject_for(self, amount_minor: int | None) -> int:
+        """Rejects that end it: the highest matching amount rule's ``rejections_to_reject`` if set, else the tool's."""
+        return self._setting("rejections_to_reject", amount_minor)
 
     def longest_warning(self) -> timedelta | None:
         """The earliest any approval of this tool may be warned (None: never)."""
@@ -86,6 +78,12 @@ class ToolPolicy:
             return None
         matching = [rule for rule in self.rules if amount_minor >= rule.min_amount_minor]
         return max(matching, key=lambda rule: rule.min_amount_minor) if matching else None
+
+    def _setting(self, name: str, amount_minor: int | None) -> Any:
+        """The highest matching amount rule's ``name`` when it sets one, else the tool's own."""
+        rule = self._rule_for(amount_minor)
+        value = getattr(rule, name) if rule is not None else None
+        return value if value is not None else getattr(self, name)
 
 
 @dataclass(frozen=True)
@@ -116,6 +114,7 @@ class Policy:
                 ttl_seconds=int(self.for_tool(name).ttl.total_seconds()),
                 stock_check=self.for_tool(name).stock_check,
                 approvals_required=self.for_tool(name).approvals_required,
+                rejections_to_reject=self.for_tool(name).rejections_to_reject,
             )
             for name in names
         ]
@@ -124,13 +123,13 @@ class Policy:
 
 def load_policy(text: str | None) -> Policy:
     """Parse a policy file (None or empty: the defaults) and merge it over the built-in defaults."""
-    raw = _parse_toml(text or "")
-    _reject_unknown_keys(raw, _TOP_KEYS, "")
-    defaults = _table(raw.get("defaults", {}), "defaults")
-    _reject_unknown_keys(defaults, _DEFAULTS_KEYS, "defaults.")
-    default_ttl = _duration(defaults["ttl"], "defaults.ttl") if "ttl" in defaults else DEFAULT_TTL
+    raw = parse.parse_toml(text or "")
+    parse.reject_unknown_keys(raw, _TOP_KEYS, "")
+    defaults = parse.table(raw.get("defaults", {}), "defaults")
+    parse.reject_unknown_keys(defaults, _DEFAULTS_KEYS, "defaults.")
+    default_ttl = parse.duration(defaults["ttl"], "defaults.ttl") if "ttl" in defaults else DEFAULT_TTL
 
-    overrides = _table(raw.get("tools", {}), "tools")
+    overrides = parse.table(raw.get("tools", {}), "tools")
     for name in overrides:
         if name not in TOOLS:
             raise PolicyError(f"tools.{name}: unknown tool (known: {', '.join(TOOLS)})")
@@ -146,6 +145,11 @@ def load_policy(text: str | None) -> Policy:
     except WebhookConfigError as exc:
         raise PolicyError(str(exc)) from None
     return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks)
+
+
+def parse_duration(value: Any, path: str) -> timedelta:
+    """A duration as the policy writes it ("2s", "90s", "15m", "24h")."""
+    return parse.duration(value, path)
 
 
 def _builtin(name: str) -> dict[str, Any]:
@@ -168,29 +172,29 @@ def _builtin(name: str) -> dict[str, Any]:
 def _tool_table(name: str, value: Any) -> dict[str, Any]:
     """Validate one ``[tools.<name>]`` table and return only the keys it sets, typed."""
     prefix = f"tools.{name}"
-    table = _table(value, prefix)
-    _reject_unknown_keys(table, _TOOL_KEYS, prefix + ".")
+    table = parse.table(value, prefix)
+    parse.reject_unknown_keys(table, _TOOL_KEYS, prefix + ".")
     parsed: dict[str, Any] = {}
     for key, item in table.items():
         path = f"{prefix}.{key}"
         if key == "action":
-            parsed[key] = _choice(item, ACTIONS, path)
+            parsed[key] = parse.choice(item, ACTIONS, path)
         elif key == "roles":
-            parsed[key] = _roles(item, path, allow_empty=True)
+            parsed[key] = parse.roles(item, path, allow_empty=True)
         elif key in ("ttl", "warn_before"):
-            parsed[key] = _duration(item, path)
+            parsed[key] = parse.duration(item, path)
         elif key == "separation_of_duties":
             if not isinstance(item, bool):
                 raise PolicyError(f"{path}: expected true or false, got {item!r}")
             parsed[key] = item
         elif key == "rules":
             parsed[key] = _rules(item, path)
-        elif key == "approvals_required":
-            parsed[key] = _quorum(item, path)
+        elif key in _QUORUM_KEYS:
+            parsed[key] = parse.quorum(item, path)
         elif key == "stock_check":
             if name != "submit_order":
                 raise PolicyError(f"{path}: only tools.submit_order takes stock_check")
-            parsed[key] = _choice(item, STOCK_CHECKS, path)
+            parsed[key] = parse.choice(item, STOCK_CHECKS, path)
     return parsed
 
 
@@ -200,8 +204,8 @@ def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
     rules: list[AmountRule] = []
     for index, item in enumerate(value):
         rule_path = f"{path}[{index}]"
-        table = _table(item, rule_path)
-        _reject_unknown_keys(table, _RULE_KEYS, rule_path + ".")
+        table = parse.table(item, rule_path)
+        parse.reject_unknown_keys(table, _RULE_KEYS, rule_path + ".")
         for key in ("min_amount_minor", "roles"):
             if key not in table:
                 raise PolicyError(f"{rule_path}.{key}: missing")
@@ -211,71 +215,11 @@ def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
             raise PolicyError(f"{rule_path}.min_amount_minor: expected an integer >= 0, got {amount!r}")
         if any(rule.min_amount_minor == amount for rule in rules):
             raise PolicyError(f"{rule_path}.min_amount_minor: threshold {amount} appears twice")
-        warn = _duration(table["warn_before"], f"{rule_path}.warn_before") if "warn_before" in table else None
-        quorum = (_quorum(table["approvals_required"], f"{rule_path}.approvals_required")
-                  if "approvals_required" in table else None)
-        rules.append(AmountRule(amount, _roles(table["roles"], f"{rule_path}.roles", allow_empty=False), warn,
-                                quorum))
+        warn = parse.duration(table["warn_before"], f"{rule_path}.warn_before") if "warn_before" in table else None
+        quorum = {key: parse.quorum(table[key], f"{rule_path}.{key}") for key in _QUORUM_KEYS if key in table}
+        rules.append(AmountRule(amount, parse.roles(table["roles"], f"{rule_path}.roles", allow_empty=False), warn,
+                                **quorum))
     return tuple(sorted(rules, key=lambda rule: rule.min_amount_minor))
-
-
-def _quorum(value: Any, path: str) -> int:
-    """``approvals_required``: an integer from 1 to MAX_APPROVALS_REQUIRED."""
-    if type(value) is not int or not 1 <= value <= MAX_APPROVALS_REQUIRED:
-        raise PolicyError(f"{path}: expected an integer from 1 to {MAX_APPROVALS_REQUIRED}, got {value!r}")
-    return value
-
-
-def _roles(value: Any, path: str, *, allow_empty: bool) -> tuple[str, ...]:
-    """A list of known roles, returned de-duplicated in the canonical ROLES order."""
-    if not isinstance(value, list):
-        raise PolicyError(f"{path}: expected a list of roles, got {value!r}")
-    for index, role in enumerate(value):
-        if role not in ROLES:
-            raise PolicyError(f"{path}[{index}]: unknown role {role!r} (known: {', '.join(ROLES)})")
-    if not value and not allow_empty:
-        raise PolicyError(f"{path}: expected at least one role")
-    return tuple(role for role in ROLES if role in value)
-
-
-def parse_duration(value: Any, path: str) -> timedelta:
-    """A duration as the policy writes it ("2s", "90s", "15m", "24h")."""
-    return _duration(value, path)
-
-
-def _duration(value: Any, path: str) -> timedelta:
-    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        raise PolicyError(f"{path}: expected a duration like '15m', got {value!r}")
-    ttl = timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
-    if ttl > MAX_TTL:
-        raise PolicyError(f"{path}: at most {int(MAX_TTL.total_seconds() // 3600)}h, got {value!r}")
-    return ttl
-
-
-def _choice(value: Any, choices: tuple[str, ...], path: str) -> str:
-    if value not in choices or not isinstance(value, str):
-        raise PolicyError(f"{path}: expected one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _table(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise PolicyError(f"{path}: expected a table, got {value!r}")
-    return value
-
-
-def _reject_unknown_keys(table: dict[str, Any], known: tuple[str, ...], prefix: str) -> None:
-    for key in table:
-        if key not in known:
-            raise PolicyError(f"{prefix}{key}: unknown key (expected one of {', '.join(known)})")
-
-
-def _parse_toml(text: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"policy: not valid TOML: {exc}") from None
 
 
 def _version(tools: dict[str, ToolPolicy]) -> str:
@@ -288,11 +232,13 @@ def _version(tools: dict[str, ToolPolicy]) -> str:
             "separation_of_duties": tool.separation_of_duties,
             "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles),
                        **({"warn_before_seconds": int(r.warn_before.total_seconds())} if r.warn_before else {}),
-                       **({"approvals_required": r.approvals_required} if r.approvals_required else {})}
+                       **({"approvals_required": r.approvals_required} if r.approvals_required else {}),
+                       **({"rejections_to_reject": r.rejections_to_reject} if r.rejections_to_reject else {})}
                       for r in tool.rules],
             "stock_check": tool.stock_check,
             **({"warn_before_seconds": int(tool.warn_before.total_seconds())} if tool.warn_before else {}),
             **({"approvals_required": tool.approvals_required} if tool.approvals_required != 1 else {}),
+            **({"rejections_to_reject": tool.rejections_to_reject} if tool.rejections_to_reject != 1 else {}),
         }
         for name, tool in sorted(tools.items())
     }

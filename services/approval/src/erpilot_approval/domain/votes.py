@@ -1,6 +1,7 @@
 """Quorum (M of N): each decision is a vote; an approval is approved when M distinct eligible people
-approved the same fingerprint, rejected (or cancelled) at the first such vote, expired at its deadline
-whatever the votes. Pure functions, no I/O.
+approved the same fingerprint, rejected when ``rejections_to_reject`` distinct people rejected it (default:
+the first reject), cancelled at the first cancel, expired at its deadline whatever the votes. Pure
+functions, no I/O.
 
 A person votes once per version: repeating the same vote is the recorded vote (it counts once), another
 action after it is ``already_voted``. An edit makes a new version, which starts with no votes.
@@ -41,6 +42,11 @@ def vote_of(votes: Iterable[Vote], sub: str) -> Vote | None:
 def approvals_received(votes: Iterable[Vote], fingerprint: str) -> int:
     """How many distinct people approved exactly this fingerprint."""
     return len({vote.sub for vote in votes if vote.action == "approve" and vote.fingerprint == fingerprint})
+
+
+def rejections_received(votes: Iterable[Vote], fingerprint: str) -> int:
+    """How many distinct people rejected exactly this fingerprint."""
+    return len({vote.sub for vote in votes if vote.action == "reject" and vote.fingerprint == fingerprint})
 
 
 def voting_role(required_roles: Iterable[str], actor_roles: Iterable[str]) -> str:

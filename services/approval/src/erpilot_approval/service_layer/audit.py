@@ -40,7 +40,8 @@ class AuditTrail:
             "call_id": approval.call_id, "session_id": approval.session_id, "tool": approval.tool,
             "arguments": approval.arguments, "fingerprint": approval.fingerprint,
             "required_roles": approval.required_roles, "approvals_required": approval.approvals_required,
-            "requested_by": approval.requested_by, "expires_at": approval.expires_at.isoformat(),
+            "rejections_to_reject": approval.rejections_to_reject, "requested_by": approval.requested_by,
+            "expires_at": approval.expires_at.isoformat(),
             "supersedes": approval.supersedes, "policy_version": approval.policy_version})
 
     async def voted(self, conn: AsyncConnection, approval: PendingApproval, vote: Vote) -> None:

@@ -60,20 +60,28 @@ async def emit_resolved(conn: AsyncConnection, outbox: Outbox, approval: Pending
         operation_id=approval.operation_id, status=approval.status, decided_by=approval.decided_by,
         decided_at=approval.decided_at, comment=approval.comment, grant=grant,
         superseded_by=approval.superseded_by,
+        **({"approvals_required": approval.approvals_required,
+            "votes": [VoteV1(**vote.to_wire()) for vote in approval.votes]} if _has_votes(approval) else {}),
     )
     await outbox.add(conn, subjects.APPROVAL_EVT_RESOLVED, event)
     await audit.resolved(conn, approval, grant)
 
 
 async def emit_voted(conn: AsyncConnection, outbox: Outbox, approval: PendingApproval, vote: Vote) -> None:
-    """``evt.approval.voted`` for a quorum approval (``approvals_required`` > 1; one vote decides the others)."""
-    if approval.approvals_required <= 1:
+    """``evt.approval.voted`` for a quorum approval (``approvals_required`` or ``rejections_to_reject`` > 1;
+    where one vote decides, ``evt.approval.resolved`` tells it alone)."""
+    if not _has_votes(approval):
         return
     event = ApprovalVotedV1(
         pending_id=approval.pending_id, call_id=approval.call_id, session_id=approval.session_id,
         operation_id=approval.operation_id, vote=VoteV1(**vote.to_wire()), status=approval.status,
         approvals_required=approval.approvals_required, approvals_received=approval.approvals_received)
     await outbox.add(conn, subjects.APPROVAL_EVT_VOTED, event)
+
+
+def _has_votes(approval: PendingApproval) -> bool:
+    """A quorum approval: one vote may not decide it, so each vote is an event of its own."""
+    return approval.approvals_required > 1 or approval.rejections_to_reject > 1
 
 
 async def expire_if_due(conn: AsyncConnection, outbox: Outbox, approval: PendingApproval, now, *,

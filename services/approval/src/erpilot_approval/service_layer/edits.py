@@ -14,16 +14,8 @@ import hashlib
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_approval.adapters import repository
-from erpilot_approval.domain.approvals import (
-    ApprovalError,
-    PendingApproval,
-    authorize,
-    check_edit,
-    edit_request,
-    edited_version,
-    new_pending,
-    supersede,
-)
+from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, authorize, new_pending
+from erpilot_approval.domain.edits import check_edit, edit_request, edited_version, supersede
 from erpilot_approval.domain.eligibility import record_for
 from erpilot_approval.service_layer.common import (
     Deps,

@@ -75,7 +75,7 @@ def _views(record: ApprovalRecordV1, operation: OperationStatusV1 | None) -> dic
 
 def _state(record: ApprovalRecordV1, operation: OperationStatusV1 | None) -> dict[str, Any]:
     return {"pending_id": record.pending_id, "status": record.status, "expires_at": views.iso(record.expires_at),
-            **_views(record, operation)}
+            **_views(record, operation), **views.quorum_view(record.model_dump(mode="json"))}
 
 
 @router.get("/resume/{pending_id}")

@@ -207,6 +207,15 @@ def decision_view(record: dict[str, Any]) -> dict[str, str]:
             "comment": comment, "superseded_by": record.get("superseded_by") or ""}
 
 
+def quorum_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A quorum approval's count and votes as the approval page polls them (``at`` ISO, ``at_text`` UTC)."""
+    votes = [{"sub": v.get("sub", ""), "role": v.get("role", ""), "action": v.get("action", ""),
+              "at": iso(v.get("at")), "at_text": when(v.get("at")), "comment": v.get("comment") or ""}
+             for v in record.get("votes") or []]
+    return {"approvals_required": record.get("approvals_required") or 1,
+            "approvals_received": record.get("approvals_received") or 0, "votes": votes}
+
+
 def outcome_view(record: dict[str, Any], operation: dict[str, Any] | None) -> dict[str, str] | None:
     """The business outcome: was the operation executed? ``state`` is one of waiting, done,
     business_rejected, not_executed, unknown; None while the approval is still pending or superseded.

@@ -1,5 +1,6 @@
-// The approval page: countdown, approve / reject with the fingerprint shown, then the recorded decision
-// and the business outcome, polled from /resume/{id}/status. All text goes in with textContent.
+// The approval page: countdown, approve / reject with the fingerprint shown, a quorum approval's votes,
+// then the recorded decision and the business outcome, polled from /resume/{id}/status. All text goes in
+// with textContent.
 
 import { api, ApiError, localiseTimes, startCountdowns } from "./common.js";
 
@@ -26,8 +27,39 @@ function show(id, visible) {
   if (el) el.hidden = !visible;
 }
 
+function cell(text, className) {
+  const td = document.createElement("td");
+  if (className) td.className = className;
+  td.textContent = text || "";
+  return td;
+}
+
+function renderVotes(next) {
+  const quorum = document.getElementById("quorum");
+  if (quorum && next.approvals_required > 1) {
+    quorum.textContent = `${next.approvals_received} of ${next.approvals_required} needed`;
+  }
+  const body = document.querySelector("#votes tbody");
+  if (!body || !Array.isArray(next.votes)) return;
+  body.replaceChildren(...next.votes.map((vote) => {
+    const row = document.createElement("tr");
+    row.dataset.action = vote.action;
+    const when = document.createElement("time");
+    when.setAttribute("datetime", vote.at);
+    when.dataset.local = "";
+    when.textContent = vote.at_text;
+    const at = cell("");
+    at.append(when);
+    row.append(cell(vote.sub), cell(vote.role), cell(vote.action, "strong"), at, cell(vote.comment, "prewrap"));
+    return row;
+  }));
+  show("votes-card", next.votes.length > 0);
+  localiseTimes(body);
+}
+
 function render(next) {
   state = next;
+  renderVotes(next);
   const pill = setText("status-pill", LABELS[next.status] || next.status);
   pill.className = `status-pill status-${next.status}`;
   const decision = document.getElementById("decision");
@@ -114,7 +146,14 @@ if (form) {
     errorBox.hidden = true;
     try {
       const record = await api("POST", `/v1/approvals/${encodeURIComponent(pendingId)}/decision`, body);
-      if (record.status === "pending") { location.reload(); return; }  // a quorum vote: the page shows the votes
+      if (record.status === "pending") {  // a quorum vote: it waits for others; the poll shows the votes
+        form.remove();
+        const note = setText("no-decision", "You have voted on this approval; it waits for the other approvals it needs.");
+        note.dataset.reason = "already_voted";
+        note.hidden = false;
+        poll();
+        return;
+      }
       // Show the decision as recorded at once; the status poll adds the business outcome.
       render({ ...state, status: record.status,
                decision: { status: record.status, label: LABELS[record.status] || record.status,
