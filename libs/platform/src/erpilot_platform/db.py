@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 log = logging.getLogger(__name__)
@@ -17,6 +18,8 @@ T = TypeVar("T")
 
 # SQLSTATEs worth retrying: serialization_failure, deadlock_detected.
 RETRYABLE_SQLSTATES = {"40001", "40P01"}
+# Connections older than this are replaced at checkout (a proxy or firewall may drop idle ones silently).
+POOL_RECYCLE_SECONDS = 1800
 
 
 def sqlalchemy_url(libpq_url: str) -> str:
@@ -28,14 +31,29 @@ def sqlalchemy_url(libpq_url: str) -> str:
 
 
 def create_engine(libpq_url: str, *, pool_size: int = 20, application_name: str = "erpilot") -> AsyncEngine:
-    """An engine for one service; nothing connects until first use."""
-    return create_async_engine(
+    """An engine for one service; nothing connects until first use.
+
+    No ``pool_pre_ping``: it costs a round trip and a rollback on every checkout. Instead a checkout
+    refuses a connection whose socket asyncpg already saw closed (a PostgreSQL restart closes them all;
+    no round trip), connections are recycled after ``POOL_RECYCLE_SECONDS``, and a connection lost
+    before the commit is retried by ``run_in_transaction`` (elsewhere it is a transient failure: a
+    consumer is redelivered). The first disconnect error also invalidates the rest of the pool.
+    """
+    engine = create_async_engine(
         sqlalchemy_url(libpq_url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        pool_recycle=POOL_RECYCLE_SECONDS,
         connect_args={"server_settings": {"application_name": application_name}},
     )
+    event.listen(engine.sync_engine.pool, "checkout", _refuse_closed_connection)
+    return engine
+
+
+def _refuse_closed_connection(dbapi_connection, connection_record, connection_proxy) -> None:
+    """Pool checkout hook: a connection whose socket is known closed is replaced (the pool retries)."""
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("connection closed by the server")
 
 
 @asynccontextmanager
@@ -59,17 +77,30 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def is_disconnect(exc: BaseException) -> bool:
+    """True when the connection was lost (SQLAlchemy invalidated it)."""
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
 async def run_in_transaction(
     engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]], *, attempts: int = 5
 ) -> T:
-    """Run ``work`` in a transaction, retrying serialization failures and deadlocks a bounded number of times."""
+    """Run ``work`` in a transaction, retrying serialization failures, deadlocks and a connection lost
+    before the commit a bounded number of times. A connection lost during the commit is not retried
+    here (its outcome is unknown): it reaches the caller as a transient failure."""
     for attempt in range(1, attempts + 1):
+        committing = False
         try:
-            async with engine.begin() as conn:
-                return await work(conn)
+            async with engine.connect() as conn:
+                result = await work(conn)
+                committing = True
+                await conn.commit()
+                return result
         except DBAPIError as exc:
-            if _sqlstate(exc) not in RETRYABLE_SQLSTATES or attempt == attempts:
+            lost_before_commit = is_disconnect(exc) and not committing
+            if not (lost_before_commit or _sqlstate(exc) in RETRYABLE_SQLSTATES) or attempt == attempts:
                 raise
-            log.info("retrying transaction after %s (attempt %d)", _sqlstate(exc), attempt)
+            log.info("retrying transaction after %s (attempt %d)",
+                     "a lost connection" if lost_before_commit else _sqlstate(exc), attempt)
             await asyncio.sleep(0.01 * attempt)
     raise AssertionError("unreachable")

@@ -4,6 +4,12 @@ after a crash between publish and delete is de-duplicated by the stream.
 
 Only one relay per service publishes at a time (a transaction-scoped advisory lock), in id order,
 which keeps per-session events in ``seq`` order.
+
+The relay is woken in-process after each commit that added rows (``wake``); it publishes at start-up
+(rows a crash left behind) and otherwise only looks every ``SAFETY_POLL_SECONDS`` with a read-only
+check (rows of a replica that crashed right after its commit, or a writer that forgot to wake it).
+When another replica's relay holds the lock, it retries shortly: that relay may have looked before
+this replica's commit.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ _TRACE_HEADERS = {"traceparent", "tracestate", "baggage"}
 # relay retries often and waits briefly for each PubAck (a re-publish is de-duplicated by Nats-Msg-Id).
 PUBLISH_TIMEOUT_SECONDS = 2.0
 RETRY_SECONDS = 0.2
+SAFETY_POLL_SECONDS = 5.0
 
 
 def outbox_table(metadata: MetaData) -> Table:
@@ -51,6 +58,7 @@ class Outbox:
         self.table = table
         self.lock_key = lock_key
         self._wakeup = asyncio.Event()
+        self.contended = False  # the last publish_pending found another relay holding the lock
 
     async def add(
         self, conn: AsyncConnection, subject: str, payload: BaseModel | dict[str, Any],
@@ -72,6 +80,7 @@ class Outbox:
         """Publish one batch in id order; returns how many rows were published."""
         async with engine.begin() as conn:
             got_lock = await conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.lock_key})
+            self.contended = not got_lock
             if not got_lock:
                 return 0
             rows = (await conn.execute(
@@ -96,22 +105,33 @@ class Outbox:
                     failpoint("outbox.before_commit")  # the batch is published and deleted, not committed
             return len(published)
 
-    async def run(self, engine: AsyncEngine, broker: Any, *, poll_interval: float = 0.1) -> None:
-        """Relay forever: publish what is pending, then wait for a wake-up or the next poll."""
+    async def has_pending(self, engine: AsyncEngine) -> bool:
+        """A read-only look (no lock, nothing committed): is any row waiting?"""
+        async with engine.connect() as conn:
+            return (await conn.scalar(select(self.table.c.id).limit(1))) is not None
+
+    async def run(self, engine: AsyncEngine, broker: Any, *, poll_interval: float = SAFETY_POLL_SECONDS) -> None:
+        """Relay forever: publish what is pending, then wait for a wake-up or the safety poll."""
+        woken = True  # start-up: publish what a crash left behind
         while True:
+            self._wakeup.clear()  # before looking: a wake-up during the pass is not lost
+            wait = poll_interval
             try:
-                while await self.publish_pending(engine, broker):
-                    pass
+                if woken or await self.has_pending(engine):
+                    while await self.publish_pending(engine, broker):
+                        pass
+                    if self.contended:
+                        wait = RETRY_SECONDS  # the other relay may have looked before our commit
             except asyncio.CancelledError:
                 raise
             except Exception:  # broker or database away: keep the rows, try again shortly
                 log.warning("outbox relay could not publish; will retry", exc_info=True)
-                await asyncio.sleep(RETRY_SECONDS)
-            self._wakeup.clear()
+                wait = RETRY_SECONDS
             try:
-                await asyncio.wait_for(self._wakeup.wait(), poll_interval)
+                await asyncio.wait_for(self._wakeup.wait(), wait)
+                woken = True
             except TimeoutError:
-                pass
+                woken = wait < poll_interval  # a retry publishes without looking first
 
 
 def _stream_for(subject: str) -> str:

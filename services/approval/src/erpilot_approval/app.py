@@ -39,11 +39,11 @@ def build(settings: ApprovalSettings) -> ServiceApp:
     bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
     audit = AuditTrail(signing_key)
+    sweeper = ExpirySweeper(engine, outbox, audit, poll_seconds=settings.expiry_poll_seconds)
     deps = Deps(engine=engine, outbox=outbox, policy=policy, signing_key=signing_key, erp=ErpClient(broker),
-                audit=audit)
+                audit=audit, new_deadline=sweeper.wake)
     register_ping(bus, engine)
     nats_entry.register(bus, deps)
-    sweeper = ExpirySweeper(engine, outbox, audit, poll_seconds=settings.expiry_poll_seconds)
     signer = CheckpointSigner(engine, signing_key, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
     dispatcher = WebhookDispatcher(engine, webhooks, broker=broker,

@@ -18,7 +18,7 @@ from erpilot_platform.settings import ConfigurationError, PlatformSettings
 class ApprovalSettings(PlatformSettings):
     policy: Path | None = None
     grant_signing_key: str | None = Field(None, description="Base64 raw Ed25519 key; unset: the data dir's pair.")
-    expiry_poll_seconds: float = Field(0.2, gt=0, le=1.0, description="Longest sleep of the expiry sweeper.")
+    expiry_poll_seconds: float = Field(1.0, gt=0, le=1.0, description="Longest sleep of the expiry sweeper.")
     webhooks: str | None = Field(None, description='JSON list of {"url", "events"?, "secret"} (added to [[webhooks]]).')
     webhook_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry delay; doubles each time.")
     webhook_give_up_after: str = Field("24h", description="After this long since the event, a delivery is dead.")

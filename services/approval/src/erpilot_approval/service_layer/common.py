@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -30,6 +31,7 @@ class Deps:
     signing_key: Ed25519PrivateKey
     erp: ErpClient
     audit: AuditTrail
+    new_deadline: Callable[[], None] = lambda: None  # wakes the expiry sweeper after a new approval commits
 
 
 def new_pending_id() -> str:

@@ -1,9 +1,12 @@
 """The expiry sweeper, one per replica: each pending approval expires once, within a second of its deadline.
 
-It sleeps until the earliest pending deadline (never longer than ``poll_seconds``, so approvals created
-by other replicas are seen quickly), then expires what is due in one transaction per batch: the rows
-are taken with ``FOR UPDATE SKIP LOCKED``, so replicas share the work and never expire a row twice,
-and a row a decision holds is left to that decision (which refuses it as expired itself when late).
+It reads the earliest pending deadline (read-only: nothing is committed while nothing is due) and
+sleeps until it, woken early when this replica stores a new approval (``wake``); it never sleeps longer
+than ``poll_seconds`` (at most 1 s), so an approval stored by another replica that then died still
+expires within a second of its deadline. When something is due it expires it in one transaction per
+batch: the rows are taken with ``FOR UPDATE SKIP LOCKED``, so replicas share the work and never expire
+a row twice, and a row a decision holds is left to that decision (which refuses it as expired itself
+when late).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from erpilot_platform.telemetry import step
 
 log = logging.getLogger(__name__)
 EPSILON_SECONDS = 0.001
+HELD_SECONDS = 0.05  # a due row that a decision holds: look again shortly
 
 
 class ExpirySweeper:
-    def __init__(self, engine: AsyncEngine, outbox: Outbox, audit: AuditTrail, *, poll_seconds: float = 0.2,
+    def __init__(self, engine: AsyncEngine, outbox: Outbox, audit: AuditTrail, *, poll_seconds: float = 1.0,
                  batch: int = 200):
+        self._wake = asyncio.Event()
         self.engine = engine
         self.outbox = outbox
         self.audit = audit
@@ -53,23 +58,32 @@ class ExpirySweeper:
             log.info("expired %d approval(s)", expired)
         return expired
 
-    async def next_wait(self) -> float:
-        async with self.engine.connect() as conn:
-            seconds = await repository.seconds_to_next_deadline(conn)
-        if seconds is None:
-            return self.poll_seconds
-        return min(max(seconds + EPSILON_SECONDS, 0.0), self.poll_seconds)
+    def wake(self) -> None:
+        """A new deadline was stored by this replica: look again now."""
+        self._wake.set()
+
+    async def seconds_to_next_deadline(self) -> float | None:
+        async with self.engine.connect() as conn:  # read-only: rolled back, nothing committed
+            return await repository.seconds_to_next_deadline(conn)
 
     async def run(self) -> None:
         """Forever; a database outage is logged and retried, never fatal."""
         while True:
+            self._wake.clear()  # before looking: a wake-up during the pass is not lost
             try:
-                if await self.sweep_once() >= self.batch:
-                    continue  # more may be due right now
-                wait = await self.next_wait()
+                seconds = await self.seconds_to_next_deadline()
+                if seconds is not None and seconds <= 0:
+                    if await self.sweep_once():
+                        continue  # more may be due right now
+                    wait = HELD_SECONDS
+                else:
+                    wait = self.poll_seconds if seconds is None else min(seconds + EPSILON_SECONDS, self.poll_seconds)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.warning("expiry sweep failed; retrying", exc_info=True)
                 wait = 1.0
-            await asyncio.sleep(wait)
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+            except TimeoutError:
+                pass

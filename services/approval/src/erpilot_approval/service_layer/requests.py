@@ -75,4 +75,5 @@ async def request_approval(deps: Deps, cmd: RequestApprovalV1) -> ReplyV1:
         reply, created = await run_in_transaction(deps.engine, work)
     if created:
         deps.outbox.wake()
+        deps.new_deadline()
     return reply
