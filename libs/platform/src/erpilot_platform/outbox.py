@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.telemetry import tracer
+from erpilot_platform.waiting import woken_within
 
 log = logging.getLogger(__name__)
 # Stored with the row to resume the trace; the telemetry middleware writes fresh ones on publish.
@@ -127,11 +128,7 @@ class Outbox:
             except Exception:  # broker or database away: keep the rows, try again shortly
                 log.warning("outbox relay could not publish; will retry", exc_info=True)
                 wait = RETRY_SECONDS
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), wait)
-                woken = True
-            except TimeoutError:
-                woken = wait < poll_interval  # a retry publishes without looking first
+            woken = await woken_within(self._wakeup, wait) or wait < poll_interval  # a retry publishes at once
 
 
 def _stream_for(subject: str) -> str:

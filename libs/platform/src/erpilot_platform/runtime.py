@@ -8,7 +8,6 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from dataclasses import dataclass, field
 
 from faststream.nats import NatsBroker
@@ -21,6 +20,7 @@ from erpilot_platform import jetstream
 from erpilot_platform.endpoints import ServiceBus
 
 log = logging.getLogger(__name__)
+STOP_SECONDS = 10.0
 Background = Callable[[], Awaitable[None]]
 
 
@@ -80,9 +80,15 @@ class ServiceApp:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self._tasks:
+            # A loop that ignored its cancellation must not hang the stop: name it and go on.
+            _, stuck = await asyncio.wait(self._tasks, timeout=STOP_SECONDS)
+            for task in stuck:
+                log.error("background task %s did not stop within %ss of its cancellation", task.get_name(),
+                          STOP_SECONDS)
         for task in self._tasks:
-            with suppress(asyncio.CancelledError, Exception):
-                await task
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.warning("background task %s ended with an error", task.get_name(), exc_info=task.exception())
         await self.broker.stop()
         if self.engine is not None:
             await self.engine.dispose()

@@ -16,6 +16,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from sse_starlette.sse import EventSourceResponse
 
 from erpilot_contracts.subjects import session_events_subject
+from erpilot_platform.waiting import within
 
 KEEPALIVE_SECONDS = 15
 # The bridge reads through an ordered consumer (ephemeral, one replica). When the NATS node holding it dies,
@@ -60,7 +61,7 @@ async def _events(request: Request, session_id: str, after_seq: int) -> AsyncIte
             if await request.is_disconnected():
                 return
             try:
-                raw = await asyncio.wait_for(queue.get(), timeout=1.0)
+                raw = await within(queue.get(), 1.0)
             except TimeoutError:
                 continue
             event = json.loads(raw)

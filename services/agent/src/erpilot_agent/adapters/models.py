@@ -10,7 +10,6 @@ returns a ``ModelReply``; every failure is a ``ModelError`` (``model_timeout`` o
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from typing import Any, Protocol
@@ -20,6 +19,7 @@ from erpilot_agent.domain.rules_planner import plan
 from erpilot_agent.domain.runs import ModelError, ModelReply, ModelToolCall
 from erpilot_contracts.tools.v1 import TOOLS
 from erpilot_platform.settings import ConfigurationError
+from erpilot_platform.waiting import within
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class OpenAIModel:
         import openai
 
         try:
-            completion = await asyncio.wait_for(
+            completion = await within(
                 self.client.chat.completions.create(model=self.model, messages=messages, tools=tools),
                 self.timeout)
         except (TimeoutError, openai.APITimeoutError):

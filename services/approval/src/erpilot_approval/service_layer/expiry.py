@@ -22,6 +22,7 @@ from erpilot_approval.service_layer.common import expire_if_due
 from erpilot_platform.db import run_in_transaction
 from erpilot_platform.outbox import Outbox
 from erpilot_platform.telemetry import step
+from erpilot_platform.waiting import woken_within
 
 log = logging.getLogger(__name__)
 EPSILON_SECONDS = 0.001
@@ -83,7 +84,4 @@ class ExpirySweeper:
             except Exception:
                 log.warning("expiry sweep failed; retrying", exc_info=True)
                 wait = 1.0
-            try:
-                await asyncio.wait_for(self._wake.wait(), wait)
-            except TimeoutError:
-                pass
+            await woken_within(self._wake, wait)

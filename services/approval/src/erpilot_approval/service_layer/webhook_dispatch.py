@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from erpilot_approval.adapters import notifications, repository
 from erpilot_approval.domain.webhooks import Webhook, backoff, sign
 from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
+from erpilot_platform.waiting import woken_within
 
 log = logging.getLogger(__name__)
 LEASE = timedelta(seconds=60)
@@ -125,7 +126,4 @@ class WebhookDispatcher:
                 except Exception:
                     log.warning("webhook dispatch failed; retrying", exc_info=True)
                     wait = 1.0
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
-                except TimeoutError:
-                    pass
+                await woken_within(self._wake, wait)
