@@ -88,6 +88,7 @@ class FakeServices:
     separation_of_duties: set[str] = field(default_factory=set)  # pending ids under SoD
     bulk_decisions: list[list[str]] = field(default_factory=list)  # the pending ids of each accepted bulk decision
     voted: set[tuple[str, str]] = field(default_factory=set)  # (pending_id, sub) of quorum votes cast
+    tool_calls: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (session_id, call_id)
 
     def add_approval(self, record: dict[str, Any], *, separation_of_duties: bool = False) -> dict[str, Any]:
         self.approvals[record["pending_id"]] = record
@@ -135,6 +136,12 @@ class FakeServices:
             if session is None or session["owner"] != p.owner:
                 raise Problem(404, "not_found", f"session {p.session_id} not found")
             return {**session, "messages": [], "tool_calls": [], "pending_approvals": [], "run_status": "idle"}
+        if subject == subjects.AGENT_QUERY_TOOL_CALL:
+            session = self.sessions.get(p.session_id)
+            call = self.tool_calls.get((p.session_id, p.call_id))
+            if session is None or session["owner"] != p.owner or call is None:
+                raise Problem(404, "not_found", f"tool call {p.call_id} not found")
+            return call
         if subject == subjects.AGENT_CMD_POST_MESSAGE:
             session = self.sessions.get(p.session_id)
             if session is None or session["owner"] != p.owner:

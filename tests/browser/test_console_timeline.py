@@ -229,3 +229,48 @@ def test_the_inbox_lists_pending_approvals_newest_first_and_updates_without_relo
     expect(page.locator("#inbox-empty")).to_be_visible()
     assert page.evaluate("window.__sameDocument") is True
     assert manager_only["pending_id"] not in page.content()
+
+
+def test_a_large_result_is_read_from_the_call_when_its_card_is_opened(console, new_page, artifacts):
+    sid = console.new_session("req-big", "Long draft")
+    lines = [{"item_number": n, "sku": "SKU-PAPER-A4", "qty": 2, "unit_price_minor": 450} for n in range(1, 301)]
+    draft = {"draft_id": "D-1500", "revision": 101, "customer_id": "C-1001", "currency": "EUR",
+             "total_amount_minor": 270000, "lines": lines}
+    console.fake.tool_calls[(sid, "c-big")] = {"call_id": "c-big", "session_id": sid, "tool": "add_draft_line",
+                                              "status": "finished", "outcome": "succeeded", "result": draft}
+    line_417 = {**lines[0], "item_number": 417}
+    marker_href = f"/v1/sessions/{sid}/tool-calls/c-marked"
+    console.fake.tool_calls[(sid, "c-marked")] = {"call_id": "c-marked", "session_id": sid, "tool": "get_draft",
+                                                 "status": "finished", "outcome": "succeeded",
+                                                 "result": {**draft, "lines": [line_417]}}
+    page = new_page(console.base_url, tok("req-big", "requester"))
+    page.goto(f"/#sessions/{sid}")
+    expect(page.locator("#stream-state")).to_have_text("live")
+
+    console.publish(sid, ("tool_started", {"call_id": "c-big", "tool": "add_draft_line", "arguments": {}}),
+                    ("tool_finished", {"call_id": "c-big", "outcome": "succeeded", "result": draft}),
+                    ("tool_started", {"call_id": "c-small", "tool": "get_draft", "arguments": {}}),
+                    ("tool_finished", {"call_id": "c-small", "outcome": "succeeded",
+                                       "result": {**draft, "lines": lines[:1]}}),
+                    ("tool_started", {"call_id": "c-marked", "tool": "get_draft", "arguments": {}}),
+                    ("tool_finished", {"call_id": "c-marked", "outcome": "succeeded", "result": {
+                        "omitted": True, "reason": "result_too_large", "size_bytes": 40960, "limit_bytes": 16384,
+                        "href": marker_href}}))
+
+    big = card(page, "c-big").locator('[data-stage="tool_finished"]')
+    expect(big).to_contain_text("draft D-1500 revision 101 · total 2,700.00 EUR")
+    expect(big.locator("summary")).to_have_text(re.compile(r"^result \(\d+\.\d kB, loaded when opened\)$"))
+    expect(big.locator("pre")).to_have_count(0)  # not kept in the page until asked for
+    big.locator("summary").click()
+    expect(big.locator("pre")).to_contain_text('"item_number": 300')
+
+    small = card(page, "c-small").locator('[data-stage="tool_finished"]')
+    expect(small.locator("summary")).to_have_text("result")
+    expect(small.locator("pre")).to_have_count(1)
+
+    marked = card(page, "c-marked").locator('[data-stage="tool_finished"]')
+    expect(marked.locator("summary")).to_have_text("result (40.0 kB, loaded when opened)")
+    expect(marked.locator("details")).to_have_attribute("data-href", marker_href)
+    marked.locator("summary").click()
+    expect(marked.locator("pre")).to_contain_text('"item_number": 417')
+    page.screenshot(path=str(artifacts / "console-large-result.png"), full_page=True)

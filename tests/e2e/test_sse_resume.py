@@ -47,3 +47,12 @@ def test_a_dropped_stream_resumes_after_its_last_event_id_mid_run(requester: Api
         e["type"] == "run_finished" and e["data"]["run_id"] == after for e in evs))
     assert more[0]["seq"] == tail + 1
     assert (more[0]["type"], more[0]["data"]["role"], more[0]["data"]["text"]) == ("message", "user", "help")
+
+
+def test_the_stream_of_a_session_not_yours_or_unknown_is_404(requester: Api, stack):
+    session_id = requester.new_session()
+    stranger = Api(stack.base_url, "req-stranger", "requester")
+    for api, sid in ((stranger, session_id), (requester, "ses_does_not_exist")):
+        with api.client.stream("GET", f"/v1/sessions/{sid}/events") as response:
+            assert response.status_code == 404 and response.headers["content-type"].startswith(
+                "application/problem+json"), response.read()

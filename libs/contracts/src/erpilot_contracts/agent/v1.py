@@ -67,8 +67,13 @@ class PostMessageV1(Message):
 
 
 class GetSessionV1(Message):
+    """The owner's view of a session. ``summary_only`` asks for the session itself and its run status,
+    without messages, tool calls or approvals: what a caller needs to check the session is the owner's
+    (an agent that predates the field ignores it and answers with the whole view)."""
+
     session_id: str
     owner: str
+    summary_only: bool = Field(False, description="Only the session and its run status; no messages or tool calls.")
 
 
 class GetToolCallV1(Message):

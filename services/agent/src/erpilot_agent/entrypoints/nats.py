@@ -74,7 +74,7 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
 
     @bus.query(subjects.AGENT_QUERY_SESSION, GetSessionV1, description="The owner's view of a session.")
     async def get_session(query: GetSessionV1) -> ReplyV1:
-        return await sessions.session_view(engine, query.session_id, query.owner)
+        return await sessions.session_view(engine, query)
 
     @bus.query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, description="The owner's sessions, newest first.")
     async def list_sessions(query: ListSessionsV1) -> ReplyV1:

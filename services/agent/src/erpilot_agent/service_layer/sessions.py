@@ -8,7 +8,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_agent.adapters import calls, repository
 from erpilot_agent.domain.call_identity import call_key
-from erpilot_contracts.agent.v1 import ListSessionsV1
+from erpilot_agent.domain.view_bounds import bounded_result
+from erpilot_contracts.agent.v1 import GetSessionV1, ListSessionsV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform import cursors
 
@@ -24,31 +25,44 @@ async def create_session(engine: AsyncEngine, session_id: str, owner: str, title
     return ReplyV1.success({"session_id": session_id})
 
 
-async def session_view(engine: AsyncEngine, session_id: str, owner: str) -> ReplyV1:
-    """Messages, tool calls with status, pending approvals and run status (SPEC §5)."""
+async def session_view(engine: AsyncEngine, query: GetSessionV1) -> ReplyV1:
+    """Messages, tool calls with status, pending approvals and run status (SPEC §5).
+
+    A tool result over ``view_bounds.VIEW_RESULT_BYTES`` is the omitted marker here (the call's own
+    view has it in full). ``summary_only``: the session and its run status, nothing per call or message.
+    """
+    session_id = query.session_id
     async with engine.connect() as conn:
         session = await repository.get_session(conn, session_id)
-        if session is None or session.owner != owner:
+        if session is None or session.owner != query.owner:
             return ReplyV1.failure("not_found", f"session {session_id} not found", 404)
-        rows = await repository.session_tool_calls(conn, session_id)
-        events = await repository.list_events(conn, session_id)
         runs = await repository.session_runs(conn, session_id)
-    tool_calls = [calls.view(row, calls.to_domain(row)) for row in rows]
+        if not query.summary_only:
+            rows = await repository.session_tool_calls(conn, session_id)
+            events = await repository.list_events(conn, session_id)
+    run_views: list[dict[str, Any]] = [
+        {"run_id": r.run_id, "status": r.status, "error": r.error, "created_at": r.created_at.isoformat()}
+        for r in runs
+    ]
+    summary = {
+        "session_id": session_id, "owner": session.owner, "title": session.title,
+        "created_at": session.created_at.isoformat(), "last_seq": session.last_seq,
+        "run_status": run_views[-1]["status"] if run_views else "idle", "active_run_id": session.active_run_id,
+    }
+    if query.summary_only:
+        return ReplyV1.success(summary)
+    tool_calls = [_bounded(calls.view(row, calls.to_domain(row))) for row in rows]
     messages = [{"seq": e.seq, **e.data} for e in events if e.type == "message"]
     pending = [
         {k: c[k] for k in ("call_id", "pending_id", "fingerprint", "expires_at", "approval_url", "preview")}
         for c in tool_calls if c["status"] == "awaiting_approval"
     ]
-    run_views: list[dict[str, Any]] = [
-        {"run_id": r.run_id, "status": r.status, "error": r.error, "created_at": r.created_at.isoformat()}
-        for r in runs
-    ]
-    return ReplyV1.success({
-        "session_id": session_id, "owner": session.owner, "title": session.title,
-        "created_at": session.created_at.isoformat(), "last_seq": session.last_seq,
-        "run_status": run_views[-1]["status"] if run_views else "idle", "active_run_id": session.active_run_id,
-        "runs": run_views, "messages": messages, "tool_calls": tool_calls, "pending_approvals": pending,
-    })
+    return ReplyV1.success({**summary, "runs": run_views, "messages": messages, "tool_calls": tool_calls,
+                            "pending_approvals": pending})
+
+
+def _bounded(view: dict[str, Any]) -> dict[str, Any]:
+    return {**view, "result": bounded_result(view["result"], session_id=view["session_id"], call_id=view["call_id"])}
 
 
 async def tool_call_view(engine: AsyncEngine, session_id: str, owner: str, call_id: str) -> ReplyV1:

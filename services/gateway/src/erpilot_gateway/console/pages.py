@@ -34,6 +34,7 @@ STATIC_FILES = {
     "console.css": "text/css; charset=utf-8",
     "common.js": "text/javascript; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
+    "results.js": "text/javascript; charset=utf-8",
     "approval.js": "text/javascript; charset=utf-8",
     "signed-in.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",

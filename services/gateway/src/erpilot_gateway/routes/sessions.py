@@ -55,7 +55,11 @@ async def list_sessions(request: Request, user: CurrentUser,
 
 @router.get("/{session_id}")
 async def get_session(request: Request, session_id: str, user: CurrentUser) -> dict:
-    """Messages, tool calls with status, pending approvals and run status of one of your sessions."""
+    """Messages, tool calls with status, pending approvals and run status of one of your sessions.
+
+    A tool call's result over 16 384 bytes of compact JSON is, here, a marker
+    ``{"omitted": true, "reason": "result_too_large", "size_bytes", "limit_bytes", "href"}``; ``href`` is
+    the call's ``GET /v1/sessions/{sid}/tool-calls/{call_id}``, which has it in full."""
     query = GetSessionV1(session_id=session_id, owner=user.sub)
     return await _services(request).query(subjects.AGENT_QUERY_SESSION, query)
 
@@ -134,7 +138,9 @@ async def get_tool_call(request: Request, session_id: str, call_id: str, user: C
 async def session_events(request: Request, session_id: str):
     """Server-sent events of the session; ``Last-Event-ID`` resumes after that seq with no gap."""
     user = _user_for_stream(request)
-    await _services(request).query(subjects.AGENT_QUERY_SESSION, GetSessionV1(session_id=session_id, owner=user.sub))
+    # The owner check only: the summary has no tool calls, so a long session answers as fast as a new one.
+    await _services(request).query(subjects.AGENT_QUERY_SESSION,
+                                   GetSessionV1(session_id=session_id, owner=user.sub, summary_only=True))
     last_id = request.headers.get("last-event-id") or request.query_params.get("last_event_id") or "0"
     try:
         after_seq = int(last_id)

@@ -2,6 +2,7 @@
 // and the approvals inbox (polled). Every string from the model or a person goes in with textContent.
 
 import { api, ApiError, countdown, formatMoney, h, startCountdowns, timeOfDay } from "./common.js";
+import { isOmitted, resultDetails } from "./results.js";
 
 const sub = document.body.dataset.sub;
 const roles = JSON.parse(document.body.dataset.roles || "[]");
@@ -391,8 +392,9 @@ function applyToolEvent(session, event, at) {
       const tool = card.querySelector(".tool-name").textContent;
       let content;
       if (outcome === "succeeded") {
-        content = [h("strong", { text: "Done" }), h("span", { class: "result-summary", text: summarise(tool, d.result) }),
-                   d.result ? jsonDetails("result", d.result) : null];
+        content = [h("strong", { text: "Done" }),
+                   h("span", { class: "result-summary", text: isOmitted(d.result) ? "" : summarise(tool, d.result) }),
+                   d.result ? resultDetails(session.sid, d.call_id, d.result) : null];
       } else if (outcome === "business_rejected") {
         content = [h("strong", { text: "Business rejected" }), h("span", { text: ` — ${err.code || ""}${err.message ? ": " + err.message : ""}` }),
                    h("div", { class: "muted small", text: "The ERP refused; nothing changed." })];
