@@ -10,6 +10,7 @@ subject, as the agent's outbox relay does.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import threading
@@ -89,12 +90,24 @@ class FakeServices:
     bulk_decisions: list[list[str]] = field(default_factory=list)  # the pending ids of each accepted bulk decision
     voted: set[tuple[str, str]] = field(default_factory=set)  # (pending_id, sub) of quorum votes cast
     tool_calls: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (session_id, call_id)
+    audit: list[dict[str, Any]] = field(default_factory=list)  # the audit log's rows, as GET /v1/audit items
 
     def add_approval(self, record: dict[str, Any], *, separation_of_duties: bool = False) -> dict[str, Any]:
         self.approvals[record["pending_id"]] = record
+        self.record_audit("request", record, record["requested_by"])
         if separation_of_duties:
             self.separation_of_duties.add(record["pending_id"])
         return record
+
+    def record_audit(self, kind: str, record: dict[str, Any], actor: str | None) -> dict[str, Any]:
+        """Append a row shaped like the approval service's ``AuditRow.to_wire()`` (its hash chains here too)."""
+        prev_hash = self.audit[-1]["hash"] if self.audit else "0" * 64
+        row = {"seq": len(self.audit) + 1, "at": now().isoformat(), "kind": kind, "pending_id": record["pending_id"],
+               "operation_id": record["operation_id"], "actor": actor, "data": {}, "prev_hash": prev_hash}
+        row["hash"] = hashlib.sha256((prev_hash + json.dumps(row, sort_keys=True)).encode()).hexdigest()
+        row["signature"] = "fake-signature"
+        self.audit.append(row)
+        return row
 
     def for_actor(self, record: dict[str, Any], actor) -> dict[str, Any]:
         """The record with ``can_decide``/``cannot_decide_reason`` for ``actor``, in the approval service's
@@ -150,7 +163,8 @@ class FakeServices:
             return {"run_id": f"run_{next(self.runs)}"}
         if subject == subjects.APPROVAL_QUERY_GET:
             record = self.approvals.get(p.pending_id)
-            if record is None or not (self._holds_role(record, p.actor.roles) or record["requested_by"] == p.actor.sub):
+            if record is None or not (self._holds_role(record, p.actor.roles) or record["requested_by"] == p.actor.sub
+                                      or "admin" in p.actor.roles):
                 raise Problem(404, "not_found", f"approval {p.pending_id} not found")
             return self.for_actor(record, p.actor)
         if subject == subjects.APPROVAL_QUERY_LIST:
@@ -161,6 +175,11 @@ class FakeServices:
             return self._decide(p)
         if subject == subjects.APPROVAL_CMD_DECIDE_MANY:
             return self._decide_many(p)
+        if subject == subjects.APPROVAL_QUERY_AUDIT:  # admins only, like the approval service
+            if "admin" not in p.actor.roles:
+                raise Problem(403, "forbidden", "the audit log is for admins")
+            return {"items": [row for row in self.audit if (p.pending_id is None or row["pending_id"] == p.pending_id)
+                              and (p.operation_id is None or row["operation_id"] == p.operation_id)][:p.limit]}
         if subject == subjects.ERP_QUERY_OPERATION:
             operation = self.operations.get(p.operation_id)
             if operation is None:
@@ -205,12 +224,14 @@ class FakeServices:
                                                    "at": now().isoformat(), "comment": p.comment})
             record["approvals_received"] = len({v["sub"] for v in record["votes"] if v["action"] == "approve"})
             self.voted.add((p.pending_id, p.actor.sub))
+            self.record_audit("vote", record, p.actor.sub)
             if record["approvals_received"] < record["approvals_required"]:
                 return record
         status = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}[p.action]
         record.update(status=status, decided_by=p.actor.sub, decided_at=now().isoformat(), comment=p.comment)
         self.decisions.append({"pending_id": p.pending_id, "action": p.action, "fingerprint": p.fingerprint,
                                "comment": p.comment, "by": p.actor.sub})
+        self.record_audit("decision", record, p.actor.sub)
         if status == "approved":
             self.operations[record["operation_id"]] = {
                 "operation_id": record["operation_id"], "tool": record["tool"], "status": "prepared",

@@ -135,3 +135,35 @@ def test_a_note_with_a_script_tag_renders_as_text(stack, new_page, requester: Ap
     for each in (reviewer, page):
         assert each.evaluate("window.__pwned") is None
         assert each.locator("main img, main script").count() == 0
+
+
+def test_an_admin_sees_the_audit_trail_of_a_decided_approval_and_the_approver_does_not(
+        stack, new_page, requester: Api, approver: Api, admin: Api, artifacts):
+    _, link = draft_and_submit_from_the_chat(new_page, stack, requester)
+    reviewer = new_page(stack.base_url, token(approver.sub, "approver"))
+    reviewer.goto(link)
+    reviewer.click("#approve")
+    expect(reviewer.locator("#outcome-title")).to_have_text("Done — executed", timeout=SLOW)
+    pending_id = link.rsplit("/", 1)[1]
+
+    def rows_through_the_commit():  # the commit's outcome reaches the audit log after the page shows it
+        items = admin.get("/v1/audit", pending_id=pending_id).json()["items"]
+        return items if "commit_outcome" in {row["kind"] for row in items} else None
+
+    api_rows = wait_for(rows_through_the_commit)
+
+    page = new_page(stack.base_url, token(admin.sub, "admin"))
+    page.goto(link)
+
+    rows = page.locator("#audit-trail #audit-rows tbody tr")
+    expect(rows).to_have_count(len(api_rows))
+    for index, row in enumerate(api_rows):
+        expect(rows.nth(index)).to_have_attribute("data-kind", row["kind"])
+        expect(rows.nth(index).locator("td").nth(0)).to_have_text(str(row["seq"]))
+        expect(rows.nth(index).locator("td").nth(4)).to_have_text(row["hash"][:12] + "…")
+    assert {"request", "decision"} <= {row["kind"] for row in api_rows}
+    page.screenshot(path=str(artifacts / "approval-page-audit-trail-e2e.png"), full_page=True)
+    reviewer.reload()
+    expect(reviewer.locator("#operation")).to_have_text("Submit order")
+    expect(reviewer.locator("#audit-trail")).to_have_count(0)
+    assert api_rows[0]["hash"][:12] not in reviewer.content()

@@ -17,6 +17,7 @@ from erpilot_gateway.auth import User
 from erpilot_gateway.console import views
 from erpilot_gateway.console.pages import page, signin, viewer
 from erpilot_gateway.problems import Problem, problem_response
+from erpilot_gateway.routes.audit import audit_rows
 from erpilot_platform.broker import ServiceUnavailable
 
 router = APIRouter(include_in_schema=False)
@@ -47,6 +48,20 @@ async def _approval(request: Request, user: User, pending_id: str) -> ApprovalRe
     return await request.app.state.services.call(
         subjects.APPROVAL_QUERY_GET, GetApprovalV1(pending_id=pending_id, actor=_actor(user)), ApprovalRecordV1,
         durable=False)
+
+
+async def _audit_trail(request: Request, user: User, pending_id: str) -> dict[str, Any] | None:
+    """Admins only: the approval's audit rows as ``GET /v1/audit?pending_id=`` answers them, with a short
+    hash prefix; ``None`` for anyone else, so the page has nothing to show or leak. A failed read is said."""
+    if not user.has_any("admin"):
+        return None
+    try:
+        found = await audit_rows(request.app.state.services, user, pending_id=pending_id)
+    except (Problem, ServiceUnavailable) as exc:
+        return {"rows": [], "error": getattr(exc, "detail", None) or str(exc)}
+    return {"rows": [{"seq": row.get("seq"), "at": row.get("at"), "kind": row.get("kind"),
+                      "actor": row.get("actor") or "—", "hash": str(row.get("hash") or "")[:12]}
+                     for row in found.get("items") or []], "error": None}
 
 
 def _verdict(record: ApprovalRecordV1, user: User) -> tuple[bool, str | None]:
@@ -99,6 +114,7 @@ async def approval_page(request: Request, pending_id: str) -> Response:
     preview = record.preview
     details = preview.get("details") or {}
     can_decide, reason = _verdict(record, user)
+    audit = await _audit_trail(request, user, record.pending_id)
     return page(request, "approval.html", {
         "user": user,
         "record": record,
@@ -114,6 +130,7 @@ async def approval_page(request: Request, pending_id: str) -> Response:
         "cannot_decide_reason": reason,
         "cannot_decide_text": views.cannot_decide_text(reason, record.required_roles, list(user.roles)),
         "state_json": json.dumps(_state(record, operation)),
+        "audit": audit,
     })
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import Actor, AuditQueryV1
-from erpilot_gateway.auth import CurrentUser, require_roles
+from erpilot_gateway.auth import CurrentUser, User, require_roles
 from erpilot_gateway.problems import Problem
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -26,6 +26,14 @@ async def audit(request: Request, user: CurrentUser,
         raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     if pending_id is None and operation_id is None and since is None:
         raise Problem(422, "invalid_query", "give pending_id, operation_id or since")
+    return await audit_rows(request.app.state.services, user, pending_id=pending_id, operation_id=operation_id,
+                            since=since, limit=limit)
+
+
+async def audit_rows(services, user: User, *, pending_id: str | None = None, operation_id: str | None = None,
+                     since: datetime | None = None, limit: int = 1000) -> dict:
+    """``{"items": [...]}`` from the approval service's audit query, as this person (it refuses non-admins);
+    what ``GET /v1/audit`` answers and the approval page's audit trail shows."""
     query = AuditQueryV1(actor=Actor(sub=user.sub, roles=list(user.roles)), pending_id=pending_id,
                          operation_id=operation_id, since=since, limit=limit)
-    return await request.app.state.services.query(subjects.APPROVAL_QUERY_AUDIT, query)
+    return await services.query(subjects.APPROVAL_QUERY_AUDIT, query)
