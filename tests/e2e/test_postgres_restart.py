@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
 from erpilot.stack import Stack, free_port, migrate_all, seed
+from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.embedded_pg import EmbeddedPostgres
+from erpilot_platform.testing.backends import postgres_scratch_dir
 from tests.e2e.conftest import SECRET, Api
 from tests.e2e.test_write_flow import place_order
 
@@ -16,28 +19,36 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def own_postgres(tmp_path):
-    """A PostgreSQL of this test alone, so it can be restarted without disturbing other tests."""
+def own_postgres():
+    """A PostgreSQL of this test alone, so it can be restarted without disturbing other tests (outside
+    pytest's tmp tree, which another pytest session may reset to 0700 while the server runs as its user)."""
     if os.environ.get("ERPILOT_TEST_DATABASE_URL") or os.environ.get("ERPILOT_TEST_BACKEND"):
         pytest.skip("restarting PostgreSQL needs the embedded server")
-    postgres = EmbeddedPostgres(tmp_path / "pg")
-    url = postgres.start()
-    migrate_all(url)
-    seed(url)
-    yield postgres
-    postgres.stop()
+    where = postgres_scratch_dir()
+    postgres = EmbeddedPostgres(where / "pg")
+    try:
+        url = postgres.start()
+        migrate_all(url)
+        seed(url)
+        yield postgres
+    finally:
+        postgres.stop()
+        shutil.rmtree(where, ignore_errors=True)
 
 
 @pytest.fixture
-def pg_stack(own_postgres, nats_url, tmp_path):
-    running = Stack(nats_url, own_postgres.url, tmp_path / "stack", http_port=free_port(),
+def pg_stack(own_postgres, tmp_path):
+    # A NATS server of its own too: the session's carries the integration tests' durable consumers.
+    nats = EmbeddedNats(tmp_path / "nats")
+    running = Stack(nats.start(), own_postgres.url, tmp_path / "stack", http_port=free_port(),
                     env={"ERPILOT_AUTH_SECRET": SECRET})
-    running.start()
     try:
+        running.start()
         running.wait_ready()
         yield running
     finally:
         running.stop()
+        nats.stop()
 
 
 def test_the_next_requests_after_a_postgres_restart_succeed(pg_stack, own_postgres):
