@@ -78,3 +78,14 @@ def new_page(browser):
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def console(nats_url, chromium_path):
+    """The gateway's console in-process on stand-in services (tests/browser/harness.py), one per module."""
+    from tests.browser.harness import ConsoleServer
+
+    server = ConsoleServer(nats_url)
+    server.start()
+    yield server
+    server.stop()

@@ -24,6 +24,7 @@ from typing import Any
 import uvicorn
 
 from erpilot.stack import free_port
+from erpilot.tokens import make_token
 from erpilot_contracts import subjects
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_gateway.app import create_app
@@ -329,3 +330,8 @@ async def _publish(nats_url: str, subject: str, bodies: list[dict[str, Any]]) ->
             await js.publish(subject, json.dumps(body).encode())
     finally:
         await connection.close()
+
+
+def tok(sub: str, *roles: str) -> str:
+    """A console token signed with the harness secret."""
+    return make_token(SECRET, sub, list(roles))

@@ -10,21 +10,9 @@ import pytest
 from playwright.sync_api import expect
 
 from erpilot.tokens import make_token
-from tests.browser.harness import SECRET, ConsoleServer, now, submit_order_approval
+from tests.browser.harness import SECRET, now, submit_order_approval, tok
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def console(nats_url, chromium_path):
-    server = ConsoleServer(nats_url)
-    server.start()
-    yield server
-    server.stop()
-
-
-def tok(sub: str, *roles: str) -> str:
-    return make_token(SECRET, sub, list(roles))
 
 
 def test_without_a_token_the_page_is_a_sign_in_form_and_never_the_preview(console, new_page, artifacts):

@@ -12,20 +12,11 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from playwright.sync_api import expect
 
-from erpilot.tokens import make_token
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
-from tests.browser.harness import SECRET, ConsoleServer, submit_order_approval
+from tests.browser.harness import submit_order_approval, tok
 
 pytestmark = pytest.mark.browser
 TOKYO = timezone(timedelta(hours=9))
-
-
-@pytest.fixture(scope="module")
-def console(nats_url, chromium_path):
-    server = ConsoleServer(nats_url)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -50,10 +41,6 @@ def open_page(browser):
         for page in context.pages:
             assert not page.errors, f"JavaScript errors on {page.url}: {page.errors}"
         context.close()
-
-
-def tok(sub: str, *roles: str) -> str:
-    return make_token(SECRET, sub, list(roles))
 
 
 def refund_approval(*, requested_by: str, amount_minor: int = 2500, currency: str = "EUR", **overrides):

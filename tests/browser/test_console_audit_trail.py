@@ -8,22 +8,9 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from erpilot.tokens import make_token
-from tests.browser.harness import SECRET, ConsoleServer, submit_order_approval
+from tests.browser.harness import submit_order_approval, tok
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def console(nats_url, chromium_path):
-    server = ConsoleServer(nats_url)
-    server.start()
-    yield server
-    server.stop()
-
-
-def tok(sub: str, *roles: str) -> str:
-    return make_token(SECRET, sub, list(roles))
 
 
 def test_an_admin_sees_the_approvals_audit_rows_after_a_decision(console, new_page, artifacts):

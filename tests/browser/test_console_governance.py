@@ -8,18 +8,10 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.harness import ConsoleServer, now, submit_order_approval
+from tests.browser.harness import now, submit_order_approval
 from tests.browser.test_console_approval_reasons import open_page, refund_approval, tok  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def console(nats_url, chromium_path):
-    server = ConsoleServer(nats_url)
-    server.start()
-    yield server
-    server.stop()
 
 
 def row(page, record):

@@ -10,22 +10,9 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from erpilot.tokens import make_token
-from tests.browser.harness import SECRET, ConsoleServer, now, submit_order_approval
+from tests.browser.harness import now, submit_order_approval, tok
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def console(nats_url, chromium_path):
-    server = ConsoleServer(nats_url)
-    server.start()
-    yield server
-    server.stop()
-
-
-def tok(sub: str, *roles: str) -> str:
-    return make_token(SECRET, sub, list(roles))
 
 
 def card(page, call_id: str):
