@@ -7,6 +7,7 @@ import pytest
 from erpilot_approval.domain.approvals import ApprovalError, can_decide, decide
 from erpilot_approval.domain.edits import edited_version
 from erpilot_approval.domain.ledger import as_the_ledger_prepared, require_prepared
+from erpilot_approval.service_layer.mapping import record_of
 from erpilot_contracts.erp.v1 import PreparedRecordV1
 
 from .conftest import NOW, build_request
@@ -56,7 +57,7 @@ def test_every_editor_in_the_chain_is_a_party_under_separation_of_duties(make_pe
     third = edited_version(make_pending("refund_payment", requested_by="bob"), second, "carl")
     assert (second.edited_by, second.editors) == ("ann", ("ann",))
     assert (third.edited_by, third.editors, third.parties) == ("carl", ("ann", "carl"), {"bob", "ann", "carl"})
-    assert third.to_record().edited_by == "carl"
+    assert record_of(third).edited_by == "carl"
     for party in ("bob", "ann", "carl"):
         with pytest.raises(ApprovalError) as refused:
             decide(third, "approve", third.fingerprint, party, ["manager"], None, NOW)
