@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_approval.adapters.memory_store import ApprovalState, MemoryApprovalStore
-from erpilot_approval.domain.approvals import PendingApproval, new_pending
+from erpilot_approval.domain.approvals import ApprovalRequest, PendingApproval, new_pending
 from erpilot_approval.domain.policy import Policy, load_policy
 from erpilot_approval.service_layer.decisions import decide
 from erpilot_approval.service_layer.ports import Ports
@@ -35,7 +36,7 @@ TOOL_ARGUMENTS: dict[str, dict[str, Any]] = {
 
 def build_request(
     tool: str = "submit_order", amount_minor: int | None = 12_345, **changes: Any
-) -> RequestApprovalV1:
+) -> ApprovalRequest:
     """A well-formed request for ``tool`` whose fingerprint matches its arguments."""
     arguments = changes.pop("arguments", TOOL_ARGUMENTS[tool])
     preview = {"operation": tool, "object": "x", "target": "y", "amount_minor": amount_minor}
@@ -44,12 +45,13 @@ def build_request(
         "session_id": "sess-1",
         "tool": tool,
         "arguments": arguments,
+        "tool_schema_version": 1,
         "fingerprint": fingerprint(tool, 1, arguments),
         "operation_id": "op-1",
         "preview": preview,
         "requested_by": "alice",
     }
-    return RequestApprovalV1(**{**fields, **changes})
+    return ApprovalRequest(**{**fields, **changes})
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def now() -> datetime:
 
 
 @pytest.fixture(name="build_request")
-def build_request_fixture() -> Callable[..., RequestApprovalV1]:
+def build_request_fixture() -> Callable[..., ApprovalRequest]:
     return build_request
 
 
@@ -137,7 +139,8 @@ class Desk:
                     ) -> RequestApprovalV1:
         """A request for a new operation (fresh ids) that the fake ERP prepared exactly so."""
         n = next(self._ids)
-        cmd = build_request(tool, amount_minor, **{"call_id": f"call-{n}", "operation_id": f"op-{n}", **changes})
+        ids = {"call_id": f"call-{n}", "operation_id": f"op-{n}"}
+        cmd = RequestApprovalV1(**asdict(build_request(tool, amount_minor, **{**ids, **changes})))
         self.erp.record(cmd)
         return cmd
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote, approvals_received, rejections_received, vote_of, voting_role
-from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
@@ -30,6 +29,21 @@ class ApprovalError(Exception):
         self.code = code
         self.http_status = http_status
         self.message = message
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What a caller asks a decision on: one prepared operation of one tool call (``cmd.approval.request``)."""
+
+    call_id: str
+    session_id: str
+    tool: str
+    tool_schema_version: int
+    arguments: dict[str, Any]
+    fingerprint: str
+    operation_id: str
+    preview: dict[str, Any]
+    requested_by: str
 
 
 @dataclass(frozen=True)
@@ -91,7 +105,7 @@ class DecisionOutcome:
 
 
 def new_pending(
-    request: RequestApprovalV1, policy: Policy, now: datetime, pending_id: str, supersedes: str | None = None
+    request: ApprovalRequest, policy: Policy, now: datetime, pending_id: str, supersedes: str | None = None
 ) -> PendingApproval:
     """Apply the policy to a request: required roles, risk, and a deadline fixed once at ``now + ttl``."""
     if now.tzinfo is None:

@@ -9,6 +9,7 @@ from erpilot_approval.service_layer import (
     bulk_decisions,
     decisions,
     edits,
+    mapping,
     queries,
     requests,
     withdrawals,
@@ -37,7 +38,7 @@ def register(bus: ServiceBus, ports: Ports, engine: AsyncEngine) -> None:
 
     @bus.query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, description="The policy in force, per tool.")
     async def policy_view(query: PolicyQueryV1) -> ReplyV1:
-        return ReplyV1.success(policy.view(query.tool))
+        return ReplyV1.success(mapping.policy_view(policy, query.tool))
 
     @bus.command(subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1,
                  description="Store a pending approval under the policy in force (idempotent by operation_id).")

@@ -1,7 +1,7 @@
-"""From the domain's dataclasses to the wire: records, grants, votes and the events that tell them.
+"""Between the wire and the domain's dataclasses: requests and the ledger's records in; records, grants,
+votes, the events that tell them and the policy view out.
 
-The domain knows nothing of the contracts; this is the one place that turns a ``PendingApproval`` into
-what callers and subscribers read.
+The domain knows nothing of the contracts; this is the one place that translates.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.approvals import ApprovalRequest, PendingApproval
 from erpilot_approval.domain.eligibility import cannot_decide_reason
+from erpilot_approval.domain.ledger import LedgerRecord
+from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import (
     ApprovalRecordV1,
@@ -19,14 +21,38 @@ from erpilot_contracts.approval.v1 import (
     ApprovalResolvedV1,
     ApprovalVotedV1,
     GrantV1,
+    PolicyViewV1,
+    RequestApprovalV1,
+    ToolPolicyV1,
     VoteV1,
 )
-from erpilot_contracts.erp.v1 import PreviewV1
+from erpilot_contracts.erp.v1 import PreparedRecordV1, PreviewV1
 
 # Internal to the approval service, not part of the record.
 _INTERNAL_FIELDS = {"separation_of_duties", "editors", "votes"}
 # A preview travels to people without a schema_version anywhere (as the ERP answers it).
 _PREVIEW_VERSIONS = {"schema_version": True, "effects": {"__all__": {"schema_version"}}}
+
+
+def request_of(cmd: RequestApprovalV1) -> ApprovalRequest:
+    return ApprovalRequest(**{f.name: getattr(cmd, f.name) for f in fields(ApprovalRequest)})
+
+
+def ledger_record_of(record: PreparedRecordV1 | None) -> LedgerRecord | None:
+    """The ERP's answer to ``query.erp.prepared`` (None: it never prepared the operation)."""
+    return LedgerRecord(**{f.name: getattr(record, f.name) for f in fields(LedgerRecord)}) if record else None
+
+
+def policy_view(policy: Policy, tool: str | None = None) -> PolicyViewV1:
+    """The answer to ``query.approval.policy`` (one tool, or all)."""
+    items = []
+    for name in [tool] if tool is not None else list(policy.tools):
+        rules = policy.for_tool(name)
+        items.append(ToolPolicyV1(
+            tool=name, action=rules.action, roles=list(rules.roles), ttl_seconds=int(rules.ttl.total_seconds()),
+            stock_check=rules.stock_check, approvals_required=rules.approvals_required,
+            rejections_to_reject=rules.rejections_to_reject))
+    return PolicyViewV1(version=policy.version, tools=items)
 
 
 def vote_record(vote: Vote) -> VoteV1:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, new_pending
+from erpilot_approval.domain.approvals import ApprovalError, ApprovalRequest, PendingApproval, new_pending
 from erpilot_approval.domain.ledger import as_the_ledger_prepared, require_prepared
 from erpilot_approval.service_layer.common import emit_requested, new_pending_id, refused
-from erpilot_approval.service_layer.mapping import record_of
+from erpilot_approval.service_layer.mapping import ledger_record_of, record_of, request_of
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports
 from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
@@ -31,11 +31,12 @@ def check_arguments(tool: str, schema_version: int, arguments: dict) -> ReplyV1 
     return None
 
 
-def _repeat(existing: PendingApproval, cmd: RequestApprovalV1) -> ReplyV1:
+def _repeat(existing: PendingApproval, request: ApprovalRequest) -> ReplyV1:
     """The stored record for a repeated request, whatever its status; another request is a conflict."""
-    if (existing.fingerprint, existing.call_id, existing.session_id) != (cmd.fingerprint, cmd.call_id, cmd.session_id):
+    asked = (request.fingerprint, request.call_id, request.session_id)
+    if (existing.fingerprint, existing.call_id, existing.session_id) != asked:
         return ReplyV1.failure("idempotency_conflict",
-                               f"operation {cmd.operation_id} was requested with another call or fingerprint", 409)
+                               f"operation {request.operation_id} was requested with another call or fingerprint", 409)
     return ReplyV1.success(record_of(existing))
 
 
@@ -47,24 +48,24 @@ async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ReplyV1:
     problem = check_arguments(cmd.tool, cmd.tool_schema_version, cmd.arguments)
     if problem is not None:
         return problem
-    ledger = await ports.erp.prepared(cmd.operation_id)
+    ledger = ledger_record_of(await ports.erp.prepared(cmd.operation_id))
     try:
-        cmd = as_the_ledger_prepared(cmd, ledger)
+        request = as_the_ledger_prepared(request_of(cmd), ledger)
     except ApprovalError as error:
         return refused(error)
 
     async def work(uow: ApprovalUnitOfWork) -> tuple[ReplyV1, bool]:
-        existing = await uow.approvals.get_by_operation(cmd.operation_id)
+        existing = await uow.approvals.get_by_operation(request.operation_id)
         if existing is not None:
-            return _repeat(existing, cmd), False
+            return _repeat(existing, request), False
         now = await uow.now()
         try:
             require_prepared(ledger)
-            pending = new_pending(cmd, ports.policy, now, new_pending_id())
+            pending = new_pending(request, ports.policy, now, new_pending_id())
         except ApprovalError as error:
             return refused(error), False
         if not await uow.approvals.insert_new(pending):  # a concurrent delivery inserted it first
-            return _repeat(await uow.approvals.get_by_operation(cmd.operation_id), cmd), False
+            return _repeat(await uow.approvals.get_by_operation(request.operation_id), request), False
         await emit_requested(uow, pending)
         return ReplyV1.success(record_of(pending)), True
 
