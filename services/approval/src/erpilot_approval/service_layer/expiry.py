@@ -14,13 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_approval.adapters import repository
-from erpilot_approval.service_layer.audit import AuditTrail
 from erpilot_approval.service_layer.common import expire_if_due
-from erpilot_platform.db import run_in_transaction
-from erpilot_platform.outbox import Outbox
+from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
 from erpilot_platform.telemetry import step
 from erpilot_platform.waiting import woken_within
 
@@ -29,35 +27,37 @@ EPSILON_SECONDS = 0.001
 HELD_SECONDS = 0.05  # a due row that a decision holds: look again shortly
 
 
+async def expire_due(store: ApprovalStore, batch: int) -> int:
+    """Expire one batch of due approvals with their events, in one unit of work; returns how many."""
+
+    async def work(uow: ApprovalUnitOfWork) -> int:
+        now = await uow.now()
+        expired = 0
+        for approval in await uow.approvals.lock_due(now, batch):
+            origin = await uow.approvals.trace_context(approval.pending_id)
+            with step("approval", "expire", resume=origin, pending_id=approval.pending_id,
+                      call_id=approval.call_id, session_id=approval.session_id, operation_id=approval.operation_id):
+                expired += await expire_if_due(uow, approval, now)
+        return expired
+
+    expired = await store.run(work)
+    if expired:
+        store.wake()
+        log.info("expired %d approval(s)", expired)
+    return expired
+
+
 class ExpirySweeper:
-    def __init__(self, engine: AsyncEngine, outbox: Outbox, audit: AuditTrail, *, poll_seconds: float = 1.0,
-                 batch: int = 200):
+    def __init__(self, engine: AsyncEngine, store: ApprovalStore, *, poll_seconds: float = 1.0, batch: int = 200):
         self._wake = asyncio.Event()
         self.engine = engine
-        self.outbox = outbox
-        self.audit = audit
+        self.store = store
         self.poll_seconds = poll_seconds
         self.batch = batch
 
     async def sweep_once(self) -> int:
         """Expire one batch of due approvals with their events; returns how many."""
-
-        async def work(conn: AsyncConnection) -> int:
-            now = await repository.db_now(conn)
-            expired = 0
-            for approval in await repository.lock_due(conn, now, self.batch):
-                origin = await repository.trace_context(conn, approval.pending_id)
-                with step("approval", "expire", resume=origin, pending_id=approval.pending_id,
-                          call_id=approval.call_id, session_id=approval.session_id,
-                          operation_id=approval.operation_id):
-                    expired += await expire_if_due(conn, self.outbox, approval, now, audit=self.audit)
-            return expired
-
-        expired = await run_in_transaction(self.engine, work)
-        if expired:
-            self.outbox.wake()
-            log.info("expired %d approval(s)", expired)
-        return expired
+        return await expire_due(self.store, self.batch)
 
     def wake(self) -> None:
         """A new deadline was stored by this replica: look again now."""
