@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.db import run_in_transaction
+from erpilot_platform.loops import every
 
 log = logging.getLogger(__name__)
 # The resolution's status -> the audited kind (a superseded version ended by an edit).
@@ -83,11 +83,4 @@ class CheckpointSigner:
         return await run_in_transaction(self.engine, lambda conn: audit_log.checkpoint(conn, self.key))
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.sign_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("audit checkpoint failed; retrying", exc_info=True)
-            await asyncio.sleep(self.interval_seconds)
+        await every(self.interval_seconds, self.sign_once, name="audit checkpoint")
