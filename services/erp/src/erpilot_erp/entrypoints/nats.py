@@ -29,15 +29,15 @@ from erpilot_erp.service_layer.backoffice import ProductService
 from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
 from erpilot_erp.service_layer.reads import run_read_tool
-from erpilot_erp.service_layer.replies import normalised_or_failure
 from erpilot_platform.endpoints import ServiceBus
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 
 def register(bus: ServiceBus, engine: AsyncEngine, *, drafts: DraftService, operations: OperationService,
              products: ProductService) -> None:
     @bus.query(subjects.ERP_QUERY_READ, ExecuteToolV1, description="Run a read tool against the ledger.")
     async def read_tool(cmd: ExecuteToolV1) -> ReplyV1:
-        args = normalised_or_failure(cmd.tool, cmd.arguments)
+        args = normalised_or_refusal(cmd.tool, cmd.arguments)
         if isinstance(args, ReplyV1):
             return args
         if get_tool(cmd.tool).kind is not ToolKind.READ:
