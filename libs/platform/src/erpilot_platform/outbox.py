@@ -26,8 +26,8 @@ from sqlalchemy import JSON, BigInteger, Column, DateTime, MetaData, String, Tab
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform.failpoints import failpoint
-from erpilot_platform.telemetry import tracer
 from erpilot_platform.loops import Soon, every
+from erpilot_platform.telemetry import tracer
 
 log = logging.getLogger(__name__)
 # Stored with the row to resume the trace; the telemetry middleware writes fresh ones on publish.

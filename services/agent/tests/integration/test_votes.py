@@ -51,7 +51,8 @@ async def test_each_vote_is_shown_once_while_the_call_waits(engine) -> None:  # 
     assert [(e["sub"], e["approvals_received"], e["approvals_required"], e["comment"]) for e in shown] == [
         ("mia", 1, 2, "ok from mia"), ("max", 2, 2, "ok from max")]
     assert {e["call_id"] for e in shown} == {call.call_id}
-    assert await on_approval_voted(units(engine), voted(session_id, call, "pa_other", "zoe", 1)) is False  # not its approval
+    other = voted(session_id, call, "pa_other", "zoe", 1)
+    assert await on_approval_voted(units(engine), other) is False  # not its approval
 
 
 async def test_a_resolution_that_overtakes_the_deciding_vote_shows_every_vote_first(engine) -> None:  # noqa: F811

@@ -1,5 +1,6 @@
 """What the tool-call pipeline needs from the outside world: a unit of work over the recorded calls
-(with the session events they emit, and the sessions: ``session_ports``), and the downstream services (the ERP and the approval service).
+(with the session events they emit, and the sessions: ``session_ports``), and the downstream
+services (the ERP and the approval service).
 
 The SQL implementation is ``adapters.call_store.SqlCallUnitOfWork`` and the NATS one
 ``adapters.downstream.Downstream``; the unit tests use in-memory fakes. A downstream answer that is

@@ -24,8 +24,8 @@ from erpilot_agent.domain.runs import MAX_STEPS, RETRIES_EXHAUSTED, AskModel, Fi
 from erpilot_agent.service_layer.run_ports import ACTIVE, RunRejected, RunStore, Tools
 from erpilot_agent.service_layer.run_steps import RunSteps
 from erpilot_contracts.base import ReplyV1
-from erpilot_platform.loops import every
 from erpilot_platform.logs import bind, unbind
+from erpilot_platform.loops import every
 
 log = logging.getLogger(__name__)
 

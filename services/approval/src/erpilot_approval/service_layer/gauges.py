@@ -15,7 +15,6 @@ from erpilot_platform.loops import every
 from erpilot_platform.telemetry import pending_approvals
 
 
-
 async def refresh_pending_gauge(engine: AsyncEngine, *, every_seconds: float = 5.0) -> None:
     """Forever; a failed count keeps the last value (the gauge is a hint, never a reason to stop)."""
     async def count() -> None:

@@ -201,7 +201,8 @@ class MemoryLedgerReads:
         order = self.ledger.state.orders.get(order_id)
         return order.to_result() if order is not None else None
 
-    async def draft_revision(self, draft_id: str, revision: int | None, session_id: str | None) -> dict[str, Any] | None:
+    async def draft_revision(self, draft_id: str, revision: int | None,
+                             session_id: str | None) -> dict[str, Any] | None:
         draft = self.ledger.state.drafts.get(draft_id)
         if draft is None or (session_id is not None and draft.session_id != session_id):
             return None

@@ -86,7 +86,8 @@ class SqlLedgerReads:
         async with self.engine.connect() as conn:
             return await get_order(conn, order_id)
 
-    async def draft_revision(self, draft_id: str, revision: int | None, session_id: str | None) -> dict[str, Any] | None:
+    async def draft_revision(self, draft_id: str, revision: int | None,
+                             session_id: str | None) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:
             return await get_draft_revision(conn, draft_id, revision, session_id)
 

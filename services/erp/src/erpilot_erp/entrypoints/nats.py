@@ -10,7 +10,6 @@ Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (
 
 from __future__ import annotations
 
-
 from erpilot_contracts import subjects
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import (

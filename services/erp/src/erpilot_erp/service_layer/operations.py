@@ -42,8 +42,8 @@ from erpilot_erp.service_layer.replies import (
 from erpilot_erp.service_layer.write_state import write_state
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import verify_grant
-from erpilot_platform.tool_arguments import normalised_or_refusal
 from erpilot_platform.telemetry import commit_outcomes, step
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 log = logging.getLogger(__name__)
 _NESTED_VERSIONS = {"preview": {"schema_version": True, "effects": {"__all__": {"schema_version"}}}}

@@ -121,7 +121,8 @@ class LedgerReads(Protocol):
 
     async def order(self, order_id: str) -> dict[str, Any] | None: ...
 
-    async def draft_revision(self, draft_id: str, revision: int | None, session_id: str | None) -> dict[str, Any] | None:
+    async def draft_revision(self, draft_id: str, revision: int | None,
+                             session_id: str | None) -> dict[str, Any] | None:
         """A revision (None: the latest) with ``latest_revision``; ``session_id`` restricts it to its owning
         session (None: the back-office view)."""
         ...
