@@ -3,7 +3,6 @@ and its signed checkpoints."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable
 
@@ -17,6 +16,7 @@ from erpilot_approval.service_layer.ports import AuditLog
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.db import run_in_transaction
+from erpilot_platform.loops import every
 
 log = logging.getLogger(__name__)
 # The resolution's status -> the audited kind (a superseded version ended by an edit).
@@ -81,11 +81,4 @@ class CheckpointSigner:
         return await run_in_transaction(self.engine, lambda conn: audit_log.checkpoint(conn, self.key))
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.sign_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("audit checkpoint failed; retrying", exc_info=True)
-            await asyncio.sleep(self.interval_seconds)
+        await every(self.interval_seconds, self.sign_once, name="audit checkpoint")

@@ -27,8 +27,8 @@ from erpilot_contracts.approval.v1 import EditApprovalV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
-from erpilot_contracts.tools.v1 import InvalidArguments, normalise
 from erpilot_platform.broker import ReplyError
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 
 def edited_operation_id(old_pending_id: str, new_fingerprint: str) -> str:
@@ -110,11 +110,9 @@ async def edit(cmd: EditApprovalV1, ports: Ports) -> ReplyV1:
         authorize(old, "approve", cmd.actor.sub, cmd.actor.roles)
     except ApprovalError as error:
         return refused(error)
-    try:
-        arguments = normalise(old.tool, cmd.arguments)
-    except InvalidArguments as exc:
-        return ReplyV1.failure("invalid_arguments", f"arguments do not match the schema of {old.tool}", 422,
-                               errors=exc.errors)
+    arguments = normalised_or_refusal(old.tool, cmd.arguments)
+    if isinstance(arguments, ReplyV1):
+        return arguments
     job = _Edit(ports, cmd, arguments, compute_fingerprint(old.tool, old.tool_schema_version, arguments))
 
     async def check(uow: ApprovalUnitOfWork) -> tuple[ReplyV1 | None, bool]:

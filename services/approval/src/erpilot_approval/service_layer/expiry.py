@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from erpilot_approval.adapters import repository
 from erpilot_approval.service_layer.common import expire_if_due
 from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
+from erpilot_platform.loops import Soon, every
 from erpilot_platform.telemetry import step
-from erpilot_platform.waiting import woken_within
 
 log = logging.getLogger(__name__)
 EPSILON_SECONDS = 0.001
@@ -68,20 +68,13 @@ class ExpirySweeper:
             return await repository.seconds_to_next_deadline(conn)
 
     async def run(self) -> None:
-        """Forever; a database outage is logged and retried, never fatal."""
-        while True:
-            self._wake.clear()  # before looking: a wake-up during the pass is not lost
-            try:
-                seconds = await self.seconds_to_next_deadline()
-                if seconds is not None and seconds <= 0:
-                    if await self.sweep_once():
-                        continue  # more may be due right now
-                    wait = HELD_SECONDS
-                else:
-                    wait = self.poll_seconds if seconds is None else min(seconds + EPSILON_SECONDS, self.poll_seconds)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("expiry sweep failed; retrying", exc_info=True)
-                wait = 1.0
-            await woken_within(self._wake, wait)
+        """Forever; a database outage is logged and retried every second, never fatal."""
+        await every(self.poll_seconds, self.sweep_due, wake=self._wake, name="expiry sweep",
+                    retry_after=1.0, max_retry_after=1.0)
+
+    async def sweep_due(self) -> Soon | None:
+        """Expire what is due; when to look again (the next deadline, never later than ``poll_seconds``)."""
+        seconds = await self.seconds_to_next_deadline()
+        if seconds is not None and seconds <= 0:
+            return Soon(0) if await self.sweep_once() else Soon(HELD_SECONDS)  # more may be due right now
+        return None if seconds is None else Soon(min(seconds + EPSILON_SECONDS, self.poll_seconds))

@@ -9,20 +9,17 @@ from erpilot_approval.service_layer.mapping import ledger_record_of, record_of, 
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports
 from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool, get_tool, normalise
+from erpilot_contracts.tools.v1 import get_tool
 from erpilot_platform.telemetry import step
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 
 def check_arguments(tool: str, schema_version: int, arguments: dict) -> ReplyV1 | None:
     """A refusal unless ``arguments`` are exactly the normalised arguments of a known tool version."""
-    try:
-        spec = get_tool(tool)
-        normalised = normalise(tool, arguments)
-    except UnknownTool:
-        return ReplyV1.failure("policy_denied", f"unknown tool {tool!r} (unknown tools are denied)", 403)
-    except InvalidArguments as exc:
-        return ReplyV1.failure("invalid_arguments", f"arguments do not match the schema of {tool}", 422,
-                               errors=exc.errors)
+    normalised = normalised_or_refusal(tool, arguments)
+    if isinstance(normalised, ReplyV1):
+        return normalised
+    spec = get_tool(tool)
     if schema_version != spec.schema_version:
         return ReplyV1.failure("invalid_request", f"{tool} has schema_version {spec.schema_version}", 422)
     if normalised != arguments:
