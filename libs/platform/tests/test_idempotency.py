@@ -55,7 +55,7 @@ def test_the_json_spelling_that_carried_a_request_does_not_change_its_digest(req
 
 @pytest.mark.parametrize("spelling", ["100", "100.0", "1e2", "1.00E+2", "100.000"])
 def test_a_number_s_spelling_does_not_change_the_digest(spelling):
-    assert request_digest(json.loads('{"qty": %s}' % spelling)) == request_digest({"qty": 100})
+    assert request_digest(json.loads(f'{{"qty": {spelling}}}')) == request_digest({"qty": 100})
 
 
 def test_an_escaped_character_is_the_character():
