@@ -8,6 +8,7 @@ The ERP and the approval service are replaced by a recording fake of the agent's
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.util
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+import rfc8785
 from sqlalchemy import func, select, text
 
 from erpilot_agent.adapters import repository
@@ -168,6 +170,25 @@ async def test_repeating_a_call_answers_that_call_and_another_body_is_a_conflict
     assert len(downstream.drafts) == 1
     assert first["operation_id"] == operation_id_for(call_key(session_id, "idem-1"))  # fixed by the identity
     assert await event_types(engine, session_id) == ["tool_started", "tool_finished"]
+
+
+async def test_a_call_recorded_before_the_upgrade_is_still_repeated_and_still_conflicts(engine, service, downstream):
+    """Rows written before the versioned digest keep their ``sha256:<hex>``: a retry after the upgrade is a repeat."""
+    session_id = await new_session(engine, "alice")
+    start = dict(session_id=session_id, owner="alice", tool="create_order_draft", call_id="idem-old")
+    first = await service.start(raw_arguments=DRAFT, **start)
+    asked = rfc8785.dumps({"tool": "create_order_draft", "arguments": DRAFT})
+    pre_upgrade = "sha256:" + hashlib.sha256(asked).hexdigest()  # what request_hash stored before
+    async with engine.begin() as conn:
+        await conn.execute(tool_calls.update().where(tool_calls.c.call_key == call_key(session_id, "idem-old"))
+                           .values(request_hash=pre_upgrade))
+
+    again = await service.start(raw_arguments=DRAFT, **start)
+    with pytest.raises(CallRejected) as conflict:
+        await service.start(raw_arguments={**DRAFT, "note": "other"}, **start)
+
+    assert again == first and len(downstream.drafts) == 1
+    assert (conflict.value.reply.error.code, conflict.value.reply.error.status) == ("idempotency_conflict", 409)
 
 
 async def test_concurrent_deliveries_of_one_command_make_one_call_and_one_operation(engine, service, downstream):

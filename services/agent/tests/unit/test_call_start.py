@@ -3,12 +3,18 @@ approval service: what is recorded, what the session stream shows, what the call
 
 from __future__ import annotations
 
-import pytest
+import hashlib
+from dataclasses import replace
 
+import pytest
+import rfc8785
+
+from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.service_layer.tool_calls import CallRejected
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ToolResultV1
 from erpilot_platform.broker import ReplyError
+from erpilot_platform.idempotency import request_digest
 
 pytestmark = pytest.mark.unit
 PEN = {"sku": "SKU-PEN-BLUE"}
@@ -50,6 +56,30 @@ async def test_the_same_call_id_with_other_arguments_is_a_conflict(service, down
 
     assert (rejected.value.reply.error.code, rejected.value.reply.error.status) == ("idempotency_conflict", 409)
     assert len(downstream.runs) == 1
+
+
+async def test_the_call_row_stores_the_versioned_request_digest(service, store):
+    await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN, call_id="c-1")
+
+    assert store.rows[call_key("ses_1", "c-1")].request_hash == request_digest(
+        {"tool": "get_product", "arguments": PEN})
+
+
+async def test_a_call_recorded_before_the_upgrade_is_still_its_repeat(service, store, downstream):
+    first = await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN,
+                                call_id="c-1")
+    row = store.rows[call_key("ses_1", "c-1")]
+    pre_upgrade = "sha256:" + hashlib.sha256(rfc8785.dumps({"tool": "get_product", "arguments": PEN})).hexdigest()
+    store.rows[row.call_key] = replace(row, request_hash=pre_upgrade)
+
+    again = await service.start(session_id="ses_1", owner="alice", tool="get_product",
+                                raw_arguments={"sku": "SKU-PEN-BLUE"}, call_id="c-1")
+    with pytest.raises(CallRejected) as rejected:
+        await service.start(session_id="ses_1", owner="alice", tool="get_product",
+                            raw_arguments={"sku": "SKU-PAPER-A4"}, call_id="c-1")
+
+    assert again == first and len(downstream.runs) == 1
+    assert (rejected.value.reply.error.code, rejected.value.reply.error.status) == ("idempotency_conflict", 409)
 
 
 @pytest.mark.parametrize("session_id, owner", [("ses_unknown", "alice"), ("ses_1", "mallory")])

@@ -53,6 +53,16 @@ async def test_a_repeat_under_the_same_operation_id_with_another_fingerprint_is_
     assert desk.approval(first.data["pending_id"]).fingerprint == cmd.fingerprint
 
 
+@pytest.mark.parametrize("other", [{"call_id": "call-other"}, {"session_id": "ses-other"}])
+async def test_a_repeat_under_the_same_operation_id_from_another_call_or_session_is_a_conflict(desk, other):
+    cmd = desk.request_cmd("adjust_stock")
+    first = await request_approval(cmd, desk.ports)
+
+    reply = await request_approval(desk.request_cmd("adjust_stock", operation_id=cmd.operation_id, **other), desk.ports)
+    assert not reply.ok and (reply.error.code, reply.error.status) == ("idempotency_conflict", 409)
+    assert list(desk.state.approvals) == [first.data["pending_id"]]
+
+
 async def test_a_request_the_ledger_never_prepared_is_refused_and_nothing_is_stored(desk):
     cmd = desk.request_cmd()
     del desk.erp.operations[cmd.operation_id]

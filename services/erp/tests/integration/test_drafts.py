@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 
 import pytest
+from sqlalchemy import text
 
 pytestmark = pytest.mark.integration
 
@@ -119,6 +122,29 @@ async def test_reusing_an_operation_id_for_other_arguments_is_a_conflict(erp, se
 
     assert not reply.ok and reply.error.code == "operation_conflict" and reply.error.status == 409
     assert await erp.drafts_of_session(session_id) == 1
+
+
+async def test_a_draft_in_the_inbox_from_before_the_upgrade_is_still_answered_once(erp, session_id):
+    """Inbox rows stored before the versioned digest keep the bare hex of ``json.dumps``: still a repeat."""
+    sku = await erp.make_product()
+    cmd = erp.draft_cmd("create_order_draft", {"customer_id": await erp.make_customer(),
+                                               "lines": [{"sku": sku, "qty": 1}]}, session_id=session_id)
+    first = await erp.send("erpilot.v1.cmd.erp.draft", cmd)
+    asked = {"tool": cmd.tool, "arguments": cmd.arguments, "session_id": cmd.session_id}
+    pre_upgrade = hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).hexdigest()
+    async with erp.engine.begin() as conn:
+        rewritten = await conn.execute(text(
+            "UPDATE erp.inbox SET response = jsonb_set(response::jsonb, '{request}', to_jsonb(CAST(:digest AS text)))"
+            "::json WHERE message_key = :key"),
+                                       {"digest": pre_upgrade, "key": f"draft:{cmd.operation_id}"})
+    assert rewritten.rowcount == 1
+
+    again = await erp.send("erpilot.v1.cmd.erp.draft", cmd)
+    other = await erp.send("erpilot.v1.cmd.erp.draft",
+                           cmd.model_copy(update={"arguments": {**cmd.arguments, "note": "different"}}))
+
+    assert again == first and await erp.drafts_of_session(session_id) == 1
+    assert (other.error.code, other.error.status) == ("operation_conflict", 409)
 
 
 @pytest.mark.parametrize(("arguments", "code"), [

@@ -9,6 +9,7 @@ delivery of one command, even concurrent ones in two replicas, finds or creates 
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import Any
 
 import rfc8785
@@ -22,6 +23,7 @@ from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.broker import TransientError
 from erpilot_platform.failpoints import failpoint
+from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.logs import bind, unbind
 from erpilot_platform.tool_arguments import normalised_or_refusal
 
@@ -29,6 +31,13 @@ __all__ = ["CallRejected", "ToolCallService", "request_hash"]
 
 
 def request_hash(tool: str, arguments: Any) -> str:
+    """What a ``call_id`` was used for, as the call row stores it (``erpilot_platform.idempotency``)."""
+    return request_digest({"tool": tool, "arguments": arguments})
+
+
+def legacy_request_hash(tool: str, arguments: Any) -> str:
+    """The unversioned ``sha256:<hex>`` call rows stored before ``request_hash``: a retry of such a call
+    after the upgrade is still its repeat."""
     return "sha256:" + hashlib.sha256(rfc8785.dumps({"tool": tool, "arguments": arguments})).hexdigest()
 
 
@@ -68,7 +77,9 @@ class ToolCallService:
                 await self._record_new(key, session_id, call_id, tool, raw_arguments, source, run_id)
                 async with self.uow() as uow:
                     existing = await uow.calls.get(key)
-            if existing.request_hash != digest:  # also a concurrent delivery of another request won
+            legacy = partial(legacy_request_hash, tool, raw_arguments)
+            if decide(existing.request_hash, digest, legacy=legacy) is Decision.CONFLICT:
+                # also when a concurrent delivery of another request recorded the call first
                 raise CallRejected(ReplyV1.failure(
                     "idempotency_conflict", f"call_id {call_id} was used with another request", 409))
             await self.advance(key)

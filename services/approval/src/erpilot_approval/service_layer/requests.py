@@ -10,6 +10,7 @@ from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports
 from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.tools.v1 import get_tool
+from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.telemetry import step
 from erpilot_platform.tool_arguments import normalised_or_refusal
 
@@ -28,10 +29,15 @@ def check_arguments(tool: str, schema_version: int, arguments: dict) -> ReplyV1 
     return None
 
 
+def _asked(approval: PendingApproval | ApprovalRequest) -> str:
+    """The digest of what an ``operation_id`` was requested for; the row keeps these columns, not the digest."""
+    return request_digest({"fingerprint": approval.fingerprint, "call_id": approval.call_id,
+                           "session_id": approval.session_id})
+
+
 def _repeat(existing: PendingApproval, request: ApprovalRequest) -> ReplyV1:
     """The stored record for a repeated request, whatever its status; another request is a conflict."""
-    asked = (request.fingerprint, request.call_id, request.session_id)
-    if (existing.fingerprint, existing.call_id, existing.session_id) != asked:
+    if decide(_asked(existing), _asked(request)) is Decision.CONFLICT:
         return ReplyV1.failure("idempotency_conflict",
                                f"operation {request.operation_id} was requested with another call or fingerprint", 409)
     return ReplyV1.success(record_of(existing))

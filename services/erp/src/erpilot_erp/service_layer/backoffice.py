@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, GetPreparedOperationV1, UpdateProductV1
+from erpilot_contracts.json_input import CANONICAL_INT_MAX
 from erpilot_erp.service_layer.operations import operation_status, prepared_record
 from erpilot_erp.service_layer.ports import Ledger, LedgerReads, LedgerUnitOfWork
-from erpilot_erp.service_layer.replies import once, request_print
+from erpilot_erp.service_layer.replies import once
 
 
 def _not_found(kind: str, key: object) -> ReplyV1:
@@ -45,6 +48,14 @@ async def view(reads: LedgerReads, query: ErpViewV1) -> ReplyV1:
     return ReplyV1.success(found)
 
 
+def _asked(cmd: UpdateProductV1) -> dict[str, Any]:
+    """What a product change asks for. The schema allows prices beyond RFC 8785's integers (2**53 - 1):
+    such a price goes into the digest as its decimal string, still one digest per change."""
+    price = cmd.price_minor
+    return {"sku": cmd.sku, "price_minor": str(price) if price is not None and price > CANONICAL_INT_MAX else price,
+            "status": cmd.status}
+
+
 class ProductService:
     """``cmd.erp.update_product``: a back-office change that makes waiting quotes of the product stale."""
 
@@ -58,8 +69,7 @@ class ProductService:
             return ReplyV1.failure("invalid_message", "price_minor must not be negative", 422)
 
         async def work(uow: LedgerUnitOfWork) -> ReplyV1:
-            asked = request_print(sku=cmd.sku, price_minor=cmd.price_minor, status=cmd.status)
-            return await once(uow, f"product:{cmd.request_id}", asked, lambda: self._apply(uow, cmd))
+            return await once(uow, f"product:{cmd.request_id}", _asked(cmd), lambda: self._apply(uow, cmd))
 
         return await self.ledger.run(work)
 

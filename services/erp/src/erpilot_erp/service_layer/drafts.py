@@ -17,7 +17,7 @@ from erpilot_erp.domain.drafts import DRAFT_EDIT_TOOLS, create_draft, edit_draft
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.model import DraftRevision
 from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork
-from erpilot_erp.service_layer.replies import once, rejected_tool, request_print
+from erpilot_erp.service_layer.replies import once, rejected_tool
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.tool_arguments import normalised_or_refusal
 
@@ -36,7 +36,7 @@ class DraftService:
         args = normalised_or_refusal(cmd.tool, cmd.arguments)
         if isinstance(args, ReplyV1):
             return args
-        asked = request_print(tool=cmd.tool, arguments=args, session_id=cmd.session_id)
+        asked = {"tool": cmd.tool, "arguments": args, "session_id": cmd.session_id}
 
         async def work(uow: LedgerUnitOfWork) -> ReplyV1:
             return await once(uow, f"draft:{cmd.operation_id}", asked, lambda: self._apply(uow, cmd, args))

@@ -37,7 +37,6 @@ from erpilot_erp.service_layer.replies import (
     business_error,
     business_failure,
     once,
-    request_print,
 )
 from erpilot_erp.service_layer.write_state import write_state
 from erpilot_platform.failpoints import failpoint
@@ -94,7 +93,7 @@ class OperationService:
             return ReplyV1.failure("invalid_arguments", "arguments must be sent in normalised form", 422)
         if fingerprint(cmd.tool, cmd.tool_schema_version, args) != cmd.fingerprint:
             return ReplyV1.failure("fingerprint_mismatch", "the fingerprint does not match tool and arguments", 422)
-        asked = request_print(fingerprint=cmd.fingerprint, session_id=cmd.session_id, call_id=cmd.call_id)
+        asked = {"fingerprint": cmd.fingerprint, "session_id": cmd.session_id, "call_id": cmd.call_id}
 
         async def work(uow: LedgerUnitOfWork) -> ReplyV1:
             return await once(uow, f"prepare:{cmd.operation_id}", asked, lambda: self._prepare(uow, cmd))

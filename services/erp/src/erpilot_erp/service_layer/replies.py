@@ -1,8 +1,9 @@
 """Answers shared by the handlers: business rejections, bad arguments, and answering a command once.
 
 ``once`` is the idempotent-command pattern of the ERP: the first delivery of a key computes its answer
-and stores it in the inbox in the same transaction as its effects; every later delivery of that key is
-answered from the inbox (or refused with ``operation_conflict`` if it asks for something else).
+and stores it in the inbox, with the request's digest (``erpilot_platform.idempotency``), in the same
+transaction as its effects; every later delivery of that key is answered from the inbox (or refused
+with ``operation_conflict`` if it asks for something else).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from erpilot_contracts.base import ErrorV1, ReplyV1
 from erpilot_contracts.erp.v1 import ToolResultV1
 from erpilot_erp.domain.errors import BusinessError, ErrorCode
 from erpilot_erp.service_layer.ports import LedgerUnitOfWork
+from erpilot_platform.idempotency import Decision, decide, request_digest
 
 
 def business_status(exc: BusinessError) -> int:
@@ -39,21 +41,28 @@ def rejected_tool(exc: BusinessError) -> ToolResultV1:
                         error=ErrorV1(code=exc.code, message=exc.message, status=200, details=exc.details or None))
 
 
-def request_print(**request: Any) -> str:
-    """A stable digest of what a command asked for, to tell a redelivery from a conflicting reuse of a key."""
+def legacy_request_print(request: dict[str, Any]) -> str:
+    """The unversioned digest inbox rows stored before ``request_digest``: a command stored then and
+    redelivered after the upgrade is still a repeat."""
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
-async def once(uow: LedgerUnitOfWork, key: str, asked: str,
+async def once(uow: LedgerUnitOfWork, key: str, asked: dict[str, Any],
                compute: Callable[[], Awaitable[ReplyV1]]) -> ReplyV1:
-    """Answer ``key`` once in ``uow``: compute and store the answer the first time, replay it afterwards."""
+    """Answer ``key`` once in ``uow``: compute and store the answer the first time, replay it afterwards.
+
+    ``asked`` holds what the command asks for (I-JSON), to tell a redelivery from another use of the key.
+    """
+    digest = request_digest(asked)
     claimed, recorded = await uow.claim(key)
-    if not claimed:
-        if recorded is None:  # the claim and the answer are written in one transaction
-            raise RuntimeError(f"inbox key {key} has no recorded answer")
-        if recorded["request"] != asked:
+    if not claimed and recorded is None:  # the claim and the answer are written in one transaction
+        raise RuntimeError(f"inbox key {key} has no recorded answer")
+    stored = None if claimed else recorded["request"]
+    match decide(stored, digest, legacy=lambda: legacy_request_print(asked)):
+        case Decision.CONFLICT:
             return ReplyV1.failure("operation_conflict", f"{key} was already used for another request", 409)
-        return ReplyV1.model_validate(recorded["reply"])
+        case Decision.REPEAT:
+            return ReplyV1.model_validate(recorded["reply"])
     reply = await compute()
-    await uow.record(key, {"request": asked, "reply": reply.model_dump(mode="json")})
+    await uow.record(key, {"request": digest, "reply": reply.model_dump(mode="json")})
     return reply
