@@ -34,10 +34,11 @@ class SqlCallRepository:
         return _record(row) if row is not None else None
 
     async def add(self, *, call_key: str, call_id: str, session_id: str, run_id: str | None, source: str,
-                  request_hash: str, operation_id: str, call: ToolCall) -> bool:
-        return await repository.insert_tool_call(
+                  request_hash: str, operation_id: str, call: ToolCall) -> CallRecord | None:
+        row = await repository.insert_tool_call(
             self.conn, call_key=call_key, call_id=call_id, session_id=session_id, run_id=run_id, source=source,
             tool=call.tool, request_hash=request_hash, operation_id=operation_id, **calls.to_columns(call))
+        return _record(row) if row is not None else None
 
     async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
         values = {**calls.to_columns(call), **columns}

@@ -42,13 +42,13 @@ class MemoryCallRepository:
         return copy.deepcopy(self._current(call_key))
 
     async def add(self, *, call_key: str, call_id: str, session_id: str, run_id: str | None, source: str,
-                  request_hash: str, operation_id: str, call: ToolCall) -> bool:
+                  request_hash: str, operation_id: str, call: ToolCall) -> CallRecord | None:
         if self._current(call_key) is not None:
-            return False
+            return None
         now = datetime.now(UTC)
         self.staged[call_key] = CallRecord(call_key, call_id, session_id, run_id, source, operation_id,
                                            request_hash, None, now, now, copy.deepcopy(call))
-        return True
+        return copy.deepcopy(self.staged[call_key])
 
     async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
         record = copy.deepcopy(self._current(call_key))

@@ -53,23 +53,28 @@ class CallPipeline:
 
     # --- the steps -----------------------------------------------------------------------------
     async def _run(self, record: CallRecord) -> None:
-        call = record.call
-        cmd = ExecuteToolV1(session_id=record.session_id, call_id=record.call_id, operation_id=record.operation_id,
-                            tool=call.tool, arguments=call.arguments, requested_by=await self._owner(record))
+        change = await self.run_at_erp(session_id=record.session_id, call_id=record.call_id,
+                                       operation_id=record.operation_id, call=record.call,
+                                       requested_by=await self._owner(record))
+        await self.transition(record.call_key, change)
+
+    async def run_at_erp(self, *, session_id: str, call_id: str, operation_id: str, call: ToolCall,
+                         requested_by: str | None) -> Callable[[ToolCall], list]:
+        """Run a read or draft at the ERP; returns the change that records its outcome (a finish that a
+        concurrent delivery of the call recorded first stands). The ERP's own failure (5xx) is raised:
+        the command is retried, then dead-lettered."""
+        cmd = ExecuteToolV1(session_id=session_id, call_id=call_id, operation_id=operation_id,
+                            tool=call.tool, arguments=call.arguments, requested_by=requested_by)
         kind = get_tool(call.tool).kind
         try:
             result = await (self.downstream.read(cmd) if kind is ToolKind.READ else self.downstream.draft(cmd))
         except ReplyError as exc:  # the ERP answered with an error that is not a business outcome
             if exc.error.status >= 500:
-                raise  # the ERP's own failure, not the call's: retried, then dead-lettered, as before
-            error = {"code": exc.error.code, "message": exc.error.message}
-            await self.transition(record.call_key, _first_finish("failed", error=error))
-            return
+                raise
+            return _first_finish("failed", error={"code": exc.error.code, "message": exc.error.message})
         if result.outcome == "succeeded":
-            await self.transition(record.call_key, _first_finish("succeeded", result=result.result))
-        else:
-            error = {"code": result.error.code, "message": result.error.message}
-            await self.transition(record.call_key, _first_finish("business_rejected", error=error))
+            return _first_finish("succeeded", result=result.result)
+        return _first_finish("business_rejected", error={"code": result.error.code, "message": result.error.message})
 
     async def _prepare_and_request(self, record: CallRecord) -> None:
         with step("agent", "request approval", session_id=record.session_id, call_id=record.call_id,
@@ -125,6 +130,7 @@ class CallPipeline:
 
     async def approval_requested(self, record: ApprovalRecordV1) -> None:
         """A pending approval exists for one of our calls: the first one, or an edit's new version."""
+        self.downstream.policy_version_seen(record.policy_version)  # a new policy: ask for it again
         pending = PendingApproval(
             pending_id=record.pending_id, fingerprint=record.fingerprint, expires_at=record.expires_at,
             preview=record.preview, approval_url=f"{self.public_url}/resume/{record.pending_id}",

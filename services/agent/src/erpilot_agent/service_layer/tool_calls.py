@@ -20,7 +20,7 @@ from erpilot_agent.service_layer.call_pipeline import CallPipeline, OnFinished
 from erpilot_agent.service_layer.call_ports import CallDownstream, CallRecord, CallRejected, UnitOfWorkFactory
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1
 from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool, normalise
+from erpilot_contracts.tools.v1 import InvalidArguments, ToolKind, UnknownTool, get_tool, normalise
 from erpilot_platform.broker import TransientError
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.logs import bind, unbind
@@ -65,19 +65,27 @@ class ToolCallService:
                     raise CallRejected(ReplyV1.failure("not_found", f"session {session_id} not found", 404))
                 existing = await uow.calls.get(key)
             if existing is None:
-                await self._record_new(key, session_id, call_id, tool, raw_arguments, source, run_id)
-                async with self.uow() as uow:
-                    existing = await uow.calls.get(key)
+                existing = await self._record_new(key, session_id, call_id, tool, raw_arguments, digest, owner,
+                                                  source, run_id)
             if existing.request_hash != digest:  # also a concurrent delivery of another request won
                 raise CallRejected(ReplyV1.failure(
                     "idempotency_conflict", f"call_id {call_id} was used with another request", 409))
+            if existing.call.state is CallState.FINISHED:
+                return calls.view(existing, existing.call)
             await self.advance(key)
             return await self.view(key)
         finally:
             unbind(token)
 
-    async def _record_new(self, key: str, session_id: str, call_id: str, tool: str, raw_arguments: Any,
-                          source: str, run_id: str | None) -> None:
+    async def _record_new(self, key: str, session_id: str, call_id: str, tool: str, raw_arguments: Any, digest: str,
+                          owner: str, source: str, run_id: str | None) -> CallRecord:
+        """Record the new call; the recorded one (a concurrent delivery's, if that one was first).
+
+        A read has no effect to make exactly once, so it runs before anything is recorded and is
+        recorded once, finished, with its events in the same transaction (a crash before that
+        commit leaves nothing: the redelivered command reads again). Every other call is recorded
+        first and then driven by ``advance``.
+        """
         try:
             arguments = normalise(tool, raw_arguments)
         except UnknownTool:
@@ -90,13 +98,21 @@ class ToolCallService:
             raise CallRejected(ReplyV1.failure("policy_denied", f"the policy denies {tool}", 403))
         call = ToolCall(call_id=call_id, tool=tool, arguments=arguments)
         events = call.start(needs_approval=policy.action == "require_approval")
+        operation_id = operation_id_for(key)
+        if call.state is CallState.RUNNING and get_tool(tool).kind is ToolKind.READ:
+            finish = await self.pipeline.run_at_erp(session_id=session_id, call_id=call_id, operation_id=operation_id,
+                                                    call=call, requested_by=owner)
+            events += finish(call)
         async with self.uow() as uow:
-            if not await uow.calls.add(call_key=key, call_id=call_id, session_id=session_id, run_id=run_id,
-                                       source=source, request_hash=request_hash(tool, raw_arguments),
-                                       operation_id=operation_id_for(key), call=call):
-                return  # a concurrent delivery of the same command recorded it first: no second call
+            record = await uow.calls.add(call_key=key, call_id=call_id, session_id=session_id, run_id=run_id,
+                                         source=source, request_hash=digest, operation_id=operation_id, call=call)
+            if record is None:  # a concurrent delivery of the same command recorded it first: no second call
+                return await uow.calls.get(key)
             await uow.emit(session_id, events)
             await uow.commit()
+        if record.call.state is CallState.FINISHED and self.on_finished:
+            await self.on_finished(key)
+        return record
 
     async def view(self, key: str) -> dict[str, Any]:
         async with self.uow() as uow:
