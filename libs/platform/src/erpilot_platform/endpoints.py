@@ -90,6 +90,11 @@ def _invalid_reply(exc: Exception) -> ReplyV1:
     return ReplyV1.failure("invalid_message", f"message could not be parsed: {exc}", 422)
 
 
+# How long one pull request waits on the server. A message is delivered the moment it arrives, so a
+# longer wait only saves the idle stack its empty pulls (each one is two requests and two answers);
+# it also bounds how long a consumer stays deaf after its NATS node went away with the pull request.
+PULL_WAIT_SECONDS = 5.0
+
 class ServiceBus:
     """Registers a service's endpoints on its broker with the shared error policy."""
 
@@ -177,7 +182,7 @@ class ServiceBus:
             @self.broker.subscriber(
                 subject, stream=JStream(stream, declare=False),
                 durable=self._durable_name(subject),
-                pull_sub=PullSub(batch_size=max_workers, timeout=1.0),
+                pull_sub=PullSub(batch_size=max_workers, timeout=PULL_WAIT_SECONDS),
                 inbox_prefix=f"_INBOX.{self.service}.".encode(),
                 # The settings table `erpilot migrate` declares (with this deployment's ack wait and retry
                 # budget); this only binds to the consumer.
