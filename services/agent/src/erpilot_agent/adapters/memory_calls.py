@@ -23,6 +23,7 @@ class MemoryCallStore:
         self.rows: dict[str, CallRecord] = {}
         self.events: list[tuple[str, str, dict[str, Any]]] = []  # (session_id, type, data), committed
         self.commit_sent: set[str] = set()  # call keys whose commit went out
+        self.commits = 0  # units of work committed
 
     def event_types(self, session_id: str) -> list[str]:
         return [type_ for sid, type_, _ in self.events if sid == session_id]
@@ -94,5 +95,6 @@ class MemoryCallUnitOfWork:
         self.store.rows.update(self.staged)
         self.store.events += self.events
         self.store.commit_sent |= self.sent
+        self.store.commits += 1
         self.staged.clear()
         self.events = []
