@@ -27,7 +27,7 @@ async def test_a_read_runs_once_and_its_result_is_the_answer(service, store, dow
     assert [(cmd.tool, cmd.arguments, cmd.requested_by) for cmd in downstream.runs] == [
         ("get_product", PEN, "alice")]
     assert store.event_types("ses_1") == ["tool_started", "tool_finished"]
-    assert store.commits == 1  # recorded once, finished, with both events
+    assert (store.units, store.commits) == (2, 1)  # looked up, then recorded once, finished, with both events
     assert len(finished) == 1  # the run driver hears of it
 
 
@@ -154,6 +154,7 @@ async def test_a_write_is_prepared_and_waits_for_a_person(service, store, downst
         view["operation_id"], prepared.fingerprint, {"operation": "adjust_stock"})
     assert store.event_types("ses_1") == ["tool_started", "approval_pending"]
     assert downstream.runs == [] and downstream.commits == [] and finished == []
+    assert store.units == 3  # look the call up, record it, record the approval: no re-reads between
 
 
 async def test_a_write_the_policy_lets_through_without_approval_runs_like_a_draft(service, downstream):

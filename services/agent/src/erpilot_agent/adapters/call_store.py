@@ -40,11 +40,11 @@ class SqlCallRepository:
             tool=call.tool, request_hash=request_hash, operation_id=operation_id, **calls.to_columns(call))
         return _record(row) if row is not None else None
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
+    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
         values = {**calls.to_columns(call), **columns}
         if commit_sent:
             values["commit_sent_at"] = repository.now()
-        await repository.update_tool_call(self.conn, call_key, **values)
+        return _record(await repository.update_tool_call(self.conn, call_key, **values))
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
         if not call_ids:

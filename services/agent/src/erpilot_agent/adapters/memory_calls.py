@@ -23,6 +23,7 @@ class MemoryCallStore:
         self.rows: dict[str, CallRecord] = {}
         self.events: list[tuple[str, str, dict[str, Any]]] = []  # (session_id, type, data), committed
         self.commit_sent: set[str] = set()  # call keys whose commit went out
+        self.units = 0  # units of work begun (each a transaction in SQL)
         self.commits = 0  # units of work committed
 
     def event_types(self, session_id: str) -> list[str]:
@@ -51,7 +52,7 @@ class MemoryCallRepository:
                                            request_hash, None, now, now, copy.deepcopy(call))
         return copy.deepcopy(self.staged[call_key])
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
+    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
         record = copy.deepcopy(self._current(call_key))
         record.call = copy.deepcopy(call)
         if "arguments" in columns:  # an edit: the stored arguments are the call's from now on
@@ -59,6 +60,7 @@ class MemoryCallRepository:
         self.staged[call_key] = replace(record, updated_at=datetime.now(UTC), **columns)
         if commit_sent:
             self.sent.add(call_key)
+        return copy.deepcopy(self.staged[call_key])
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
         return [copy.deepcopy(r) for r in self.store.rows.values()
@@ -75,6 +77,7 @@ class MemoryCallUnitOfWork:
         self.store = store
 
     async def __aenter__(self) -> MemoryCallUnitOfWork:
+        self.store.units += 1
         self.staged: dict[str, CallRecord] = {}
         self.sent: set[str] = set()
         self.events: list[tuple[str, str, dict[str, Any]]] = []

@@ -86,8 +86,10 @@ async def insert_tool_call(conn: AsyncConnection, **values: Any) -> Any:
     return inserted.first()
 
 
-async def update_tool_call(conn: AsyncConnection, call_key: str, **values: Any) -> None:
-    await conn.execute(update(tool_calls).where(tool_calls.c.call_key == call_key).values(updated_at=now(), **values))
+async def update_tool_call(conn: AsyncConnection, call_key: str, **values: Any) -> Any:
+    """Change the call and return its row as changed (None if there is no such call)."""
+    return (await conn.execute(update(tool_calls).where(tool_calls.c.call_key == call_key)
+                               .values(updated_at=now(), **values).returning(tool_calls))).first()
 
 
 async def session_tool_calls(conn: AsyncConnection, session_id: str) -> list[Any]:

@@ -54,9 +54,10 @@ class CallRepository(Protocol):
         """Record a new call and return it; None if a concurrent delivery of the same command recorded it first."""
         ...
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
-        """Store the call's new state; ``columns`` may replace ``operation_id``, ``arguments`` (an edit) or
-        set ``grant``; ``commit_sent`` notes when the commit went out."""
+    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
+        """Store the call's new state and return the call as stored; ``columns`` may replace
+        ``operation_id``, ``arguments`` (an edit) or set ``grant``; ``commit_sent`` notes when the commit
+        went out."""
         ...
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:

@@ -70,10 +70,8 @@ class ToolCallService:
             if existing.request_hash != digest:  # also a concurrent delivery of another request won
                 raise CallRejected(ReplyV1.failure(
                     "idempotency_conflict", f"call_id {call_id} was used with another request", 409))
-            if existing.call.state is CallState.FINISHED:
-                return calls.view(existing, existing.call)
-            await self.advance(key)
-            return await self.view(key)
+            current = await self.pipeline.advance(key, existing, owner=owner)
+            return calls.view(current, current.call)
         finally:
             unbind(token)
 
@@ -135,12 +133,12 @@ class ToolCallService:
         key = call_key(session_id, call_id)
         await self._require_known_pending(key, pending_id)
         extra = {"grant": grant.model_dump(mode="json")} if grant else {}
-        changed = await self.pipeline.transition(
+        approved = await self.pipeline.transition(
             key, lambda c: c.resolve(pending_id, status, decided_by=decided_by, comment=comment),
             only_if_current=pending_id, **extra)
-        if changed and status == "approved":
+        if approved is not None and status == "approved":
             failpoint("agent.approval.after_record")  # the grant is recorded, the commit not yet started
-            await self.advance(key)
+            await self.pipeline.advance(key, approved)
 
     async def _require_known_pending(self, key: str, pending_id: str) -> None:
         """Retry later when a decision arrives before we learned of its approval.
