@@ -19,9 +19,9 @@ KEY = call_key("ses_1", "c-1")
 
 @pytest.fixture
 async def waiting(service) -> dict:
-    """A stock adjustment waiting for approval ``pa_1``."""
+    """A model run's stock adjustment waiting for approval ``pa_1``."""
     return await service.start(session_id="ses_1", owner="alice", tool="adjust_stock", raw_arguments=STOCK,
-                               call_id="c-1")
+                               call_id="c-1", source="model", run_id="run_1")
 
 
 async def resolve(service, make, waiting: dict, status: str, *, pending_id: str = "pa_1", grant: bool = True,

@@ -20,7 +20,7 @@ async def test_a_read_runs_once_and_its_result_is_the_answer(service, store, dow
     downstream.run_answer = ToolResultV1(outcome="succeeded", result={"sku": "SKU-PEN-BLUE", "on_hand": 85})
 
     view = await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN,
-                               call_id="c-1")
+                               call_id="c-1", source="model", run_id="run_1")
 
     assert (view["status"], view["outcome"], view["result"]) == ("finished", "succeeded",
                                                                  {"sku": "SKU-PEN-BLUE", "on_hand": 85})
@@ -29,6 +29,12 @@ async def test_a_read_runs_once_and_its_result_is_the_answer(service, store, dow
     assert store.event_types("ses_1") == ["tool_started", "tool_finished"]
     assert (store.units, store.commits) == (2, 1)  # looked up, then recorded once, finished, with both events
     assert len(finished) == 1  # the run driver hears of it
+
+
+async def test_the_run_driver_hears_only_of_a_models_calls(service, finished):
+    await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN, call_id="c-1")
+
+    assert finished == []  # an external agent's call: no run waits for it
 
 
 async def test_the_same_call_again_is_answered_from_the_record_without_running_it_again(service, store, downstream):

@@ -189,9 +189,14 @@ class CallPipeline:
             saved = await uow.calls.save(key, call, commit_sent=commit_sent, **columns)
             await uow.emit(record.session_id, events)
             await uow.commit()
-        if call.state is CallState.FINISHED and self.on_finished:
-            await self.on_finished(key)
+        if call.state is CallState.FINISHED:
+            await self.finished(saved)
         return saved
+
+    async def finished(self, record: CallRecord) -> None:
+        """Tell the run driver; only a model's call can have a run waiting for it."""
+        if record.source == "model" and self.on_finished:
+            await self.on_finished(record.call_key)
 
     async def _owner(self, record: CallRecord) -> str | None:
         async with self.uow() as uow:

@@ -41,7 +41,8 @@ class ToolCallService:
 
     @property
     def on_finished(self) -> OnFinished | None:
-        """Called with the ``call_key`` of every call that finishes (the run driver's hook)."""
+        """Called with the ``call_key`` of every call of a model run (source "model") that finishes (the
+        run driver's hook)."""
         return self.pipeline.on_finished
 
     @on_finished.setter
@@ -108,8 +109,8 @@ class ToolCallService:
                 return await uow.calls.get(key)
             await uow.emit(session_id, events)
             await uow.commit()
-        if record.call.state is CallState.FINISHED and self.on_finished:
-            await self.on_finished(key)
+        if record.call.state is CallState.FINISHED:
+            await self.pipeline.finished(record)
         return record
 
     async def view(self, key: str) -> dict[str, Any]:
