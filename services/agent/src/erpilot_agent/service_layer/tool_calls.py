@@ -72,7 +72,7 @@ class ToolCallService:
                 raise CallRejected(ReplyV1.failure(
                     "idempotency_conflict", f"call_id {call_id} was used with another request", 409))
             current = await self.pipeline.advance(key, existing, owner=owner)
-            return calls.view(current, current.call)
+            return calls.view(current, current.call) if current is not None else await self.view(key)
         finally:
             unbind(token)
 
