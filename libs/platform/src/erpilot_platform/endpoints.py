@@ -97,6 +97,7 @@ def _invalid_reply(exc: Exception) -> ReplyV1:
 # until the batch fills or the pull expires; until that is understood the expiry bounds the delay.
 PULL_WAIT_SECONDS = 1.0
 
+
 class ServiceBus:
     """Registers a service's endpoints on its broker with the shared error policy."""
 
