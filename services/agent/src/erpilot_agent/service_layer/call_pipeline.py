@@ -170,7 +170,7 @@ class CallPipeline:
 
     # --- the one way a call changes ------------------------------------------------------------
     async def transition(self, key: str, change: Callable[[ToolCall], list], *, commit_sent: bool = False,
-                         only_if_current: str | None = None, **columns: Any) -> CallRecord | None:
+                         **columns: Any) -> CallRecord | None:
         """Apply one lifecycle transition under the call's row lock, with its events, in one transaction;
         the call as saved, None if the transition changed nothing."""
         async with self.uow() as uow:
@@ -179,10 +179,6 @@ class CallPipeline:
                 log.warning("event for unknown call %s ignored", key)
                 return None
             call = record.call
-            if only_if_current and (call.pending is None or (
-                    call.pending.pending_id != only_if_current and only_if_current not in call.resolutions)):
-                log.info("resolution of %s does not concern call %s now; ignored", only_if_current, record.call_id)
-                return None
             events = change(call)
             if not events:
                 return None

@@ -9,6 +9,7 @@ delivery of one command, even concurrent ones in two replicas, finds or creates 
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any
 
 import rfc8785
@@ -26,6 +27,7 @@ from erpilot_platform.failpoints import failpoint
 from erpilot_platform.logs import bind, unbind
 
 __all__ = ["CallRejected", "ToolCallService", "request_hash"]
+log = logging.getLogger(__name__)
 
 
 def request_hash(tool: str, arguments: Any) -> str:
@@ -132,32 +134,34 @@ class ToolCallService:
         if status == "superseded":
             return  # handled with the new version's approval-requested event (it carries the new pending)
         key = call_key(session_id, call_id)
-        await self._require_known_pending(key, pending_id)
         extra = {"grant": grant.model_dump(mode="json")} if grant else {}
-        approved = await self.pipeline.transition(
-            key, lambda c: c.resolve(pending_id, status, decided_by=decided_by, comment=comment),
-            only_if_current=pending_id, **extra)
+
+        def resolve(call: ToolCall) -> list:
+            _require_known(call, pending_id)
+            if call.pending is None or (call.pending.pending_id != pending_id and pending_id not in call.resolutions):
+                log.info("resolution of %s does not concern call %s now; ignored", pending_id, call.call_id)
+                return []
+            return call.resolve(pending_id, status, decided_by=decided_by, comment=comment)
+
+        approved = await self.pipeline.transition(key, resolve, **extra)
         if approved is not None and status == "approved":
             failpoint("agent.approval.after_record")  # the grant is recorded, the commit not yet started
             await self.pipeline.advance(key, approved)
-
-    async def _require_known_pending(self, key: str, pending_id: str) -> None:
-        """Retry later when a decision arrives before we learned of its approval.
-
-        ``requested`` and ``resolved`` events come through separate consumers, so a fast decision on
-        an edited (new) version can overtake the event that introduces it; dropping it would lose the
-        decision. A finished or unknown call has nothing to wait for.
-        """
-        async with self.uow() as uow:
-            record = await uow.calls.get(key)
-        if record is None:
-            return
-        call = record.call
-        known = pending_id in call.resolutions or (call.pending is not None and call.pending.pending_id == pending_id)
-        if not known and call.state is not CallState.FINISHED:
-            raise TransientError(f"approval {pending_id} of call {record.call_id} is not known here yet")
 
     # --- reconciliation ----------------------------------------------------------------------
     async def reconcile(self, record: CallRecord) -> None:
         """A commit whose answer never arrived: ask the ERP, never a person; re-send if not committed."""
         await self.pipeline.reconcile(record)
+
+
+def _require_known(call: ToolCall, pending_id: str) -> None:
+    """Retry later when a decision arrives before we learned of its approval.
+
+    ``requested`` and ``resolved`` events come through separate consumers, so a fast decision on
+    an edited (new) version can overtake the event that introduces it; dropping it would lose the
+    decision. A finished call has nothing to wait for. (Raised under the call's lock: the
+    transition's unit of work rolls back and the event is redelivered.)
+    """
+    known = pending_id in call.resolutions or (call.pending is not None and call.pending.pending_id == pending_id)
+    if not known and call.state is not CallState.FINISHED:
+        raise TransientError(f"approval {pending_id} of call {call.call_id} is not known here yet")
