@@ -26,8 +26,8 @@ from sqlalchemy import JSON, BigInteger, Column, DateTime, MetaData, String, Tab
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform.failpoints import failpoint
+from erpilot_platform.loops import Soon, every
 from erpilot_platform.telemetry import tracer
-from erpilot_platform.waiting import woken_within
 
 log = logging.getLogger(__name__)
 # Stored with the row to resume the trace; the telemetry middleware writes fresh ones on publish.
@@ -60,6 +60,7 @@ class Outbox:
         self.table = table
         self.lock_key = lock_key
         self._wakeup = asyncio.Event()
+        self._publish_now = False  # rows were committed (or a pass failed) since the relay last looked
         self.contended = False  # the last publish_pending found another relay holding the lock
 
     async def add(
@@ -83,6 +84,7 @@ class Outbox:
 
     def wake(self) -> None:
         """Tell the relay of this process that new rows were committed (saves a poll interval)."""
+        self._publish_now = True
         self._wakeup.set()
 
     async def publish_pending(self, engine: AsyncEngine, broker: Any, *, batch: int = RELAY_BATCH) -> int:
@@ -121,24 +123,28 @@ class Outbox:
 
     async def run(self, engine: AsyncEngine, broker: Any, *, poll_interval: float = SAFETY_POLL_SECONDS) -> None:
         """Relay forever: publish what is pending, then wait for a wake-up or the safety poll."""
-        woken = True  # start-up: publish what a crash left behind
-        while True:
-            self._wakeup.clear()  # before looking: a wake-up during the pass is not lost
-            wait = poll_interval
-            try:
-                if woken or await self.has_pending(engine):
-                    # A short batch was all there was: a commit after the look wakes us again (cleared
-                    # above), so no empty pass (a transaction) to make sure.
-                    while await self.publish_pending(engine, broker, batch=RELAY_BATCH) == RELAY_BATCH:
-                        pass
-                    if self.contended:
-                        wait = RETRY_SECONDS  # the other relay may have looked before our commit
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # broker or database away: keep the rows, try again shortly
-                log.warning("outbox relay could not publish; will retry", exc_info=True)
-                wait = RETRY_SECONDS
-            woken = await woken_within(self._wakeup, wait) or wait < poll_interval  # a retry publishes at once
+        self._publish_now = True  # start-up: publish what a crash left behind
+        # Broker or database away: the rows stay; try again shortly (not growing: a stream's leader
+        # election takes seconds and the events should follow it at once).
+        await every(poll_interval, lambda: self.relay_once(engine, broker), wake=self._wakeup,
+                    name="outbox relay", retry_after=RETRY_SECONDS, max_retry_after=RETRY_SECONDS)
+
+    async def relay_once(self, engine: AsyncEngine, broker: Any) -> Soon | None:
+        """One pass: publish everything pending if told to (or the read-only look finds rows)."""
+        publish_now, self._publish_now = self._publish_now, False
+        try:
+            if publish_now or await self.has_pending(engine):
+                # A short batch was all there was: a commit after the look wakes us again (every() cleared
+                # the wake-up before this pass), so no empty pass (a transaction) to make sure.
+                while await self.publish_pending(engine, broker) == RELAY_BATCH:
+                    pass
+                if self.contended:
+                    self._publish_now = True  # a retry publishes at once
+                    return Soon(RETRY_SECONDS)  # the other relay may have looked before our commit
+        except Exception:
+            self._publish_now = True  # so does the retry after a failure
+            raise
+        return None
 
 
 def _stream_for(subject: str) -> str:

@@ -46,7 +46,7 @@ def build(settings: AgentSettings, *, model: Model | None = None) -> ServiceApp:
         retry=RetryBudget(settings.run_max_attempts, settings.run_give_up_seconds))
     tool_calls.on_finished = runs.on_call_finished
     register_ping(bus, engine)
-    nats_entry.register(bus, engine, tool_calls, runs)
+    nats_entry.register(bus, tool_calls, runs)
 
     async def relay() -> None:
         await repository.outbox.run(engine, broker)

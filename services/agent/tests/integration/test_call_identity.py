@@ -121,13 +121,14 @@ async def test_the_same_call_id_in_two_sessions_is_two_calls_and_neither_sees_th
     assert first["operation_id"] != second["operation_id"]
     assert [d.operation_id for d in downstream.drafts] == [first["operation_id"], second["operation_id"]]
     # Each session reads only its own call under that id; an id used only elsewhere is simply unknown.
-    mine = await sessions.tool_call_view(engine, alice, "alice", "c-1")
+    units = partial(SqlCallUnitOfWork, engine)
+    mine = await sessions.tool_call_view(units, alice, "alice", "c-1")
     assert mine.data["arguments"] == first["arguments"]
     await service.start(session_id=bob, owner="bob", tool="create_order_draft", raw_arguments=DRAFT,
                         call_id="only-bob")
-    unknown = await sessions.tool_call_view(engine, alice, "alice", "only-bob")
+    unknown = await sessions.tool_call_view(units, alice, "alice", "only-bob")
     assert not unknown.ok and unknown.error.code == "not_found"
-    assert not (await sessions.tool_call_view(engine, bob, "alice", "c-1")).ok  # not alice's session
+    assert not (await sessions.tool_call_view(units, bob, "alice", "c-1")).ok  # not alice's session
 
 
 async def test_an_id_another_session_used_with_another_body_is_no_conflict_here(engine, service, downstream):

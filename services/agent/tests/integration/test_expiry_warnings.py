@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 from sqlalchemy import select
 
 from erpilot_agent.adapters import calls, repository
+from erpilot_agent.adapters.call_store import SqlCallUnitOfWork
 from erpilot_agent.adapters.tables import session_events
 from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.tool_calls import PendingApproval, ToolCall
@@ -28,6 +30,11 @@ async def engine(database_url):
     engine = create_engine(database_url, pool_size=2)
     yield engine
     await engine.dispose()
+
+
+def units(engine):
+    """The agent's unit of work on ``engine``, as the service composes it."""
+    return partial(SqlCallUnitOfWork, engine)
 
 
 async def new_call(engine) -> tuple[str, ToolCall]:
@@ -68,12 +75,12 @@ async def expiring_events(engine, session_id: str) -> list[dict]:
 async def test_a_waiting_call_is_warned_once(engine):
     session_id, call = await new_call(engine)
     with pytest.raises(TransientError):  # overtook the call's approval_requested: retried later
-        await on_approval_expiring(engine, warning(session_id, call, "pa_1"))
+        await on_approval_expiring(units(engine), warning(session_id, call, "pa_1"))
     call.await_approval(pending("pa_1"))
     await save(engine, session_id, call)
 
-    assert await on_approval_expiring(engine, warning(session_id, call, "pa_1")) is True
-    assert await on_approval_expiring(engine, warning(session_id, call, "pa_1")) is False  # redelivered
+    assert await on_approval_expiring(units(engine), warning(session_id, call, "pa_1")) is True
+    assert await on_approval_expiring(units(engine), warning(session_id, call, "pa_1")) is False  # redelivered
     assert [e["pending_id"] for e in await expiring_events(engine, session_id)] == ["pa_1"]
     assert (await expiring_events(engine, session_id))[0]["call_id"] == call.call_id
 
@@ -83,9 +90,9 @@ async def test_no_warning_after_the_decision_or_for_another_version(engine):
     call.await_approval(pending("pa_old"))
     call.supersede("pa_old", pending("pa_new"), decided_by="mia")
     await save(engine, session_id, call)
-    assert await on_approval_expiring(engine, warning(session_id, call, "pa_old")) is False
+    assert await on_approval_expiring(units(engine), warning(session_id, call, "pa_old")) is False
 
     call.resolve("pa_new", "rejected", decided_by="mia")
     await save(engine, session_id, call)
-    assert await on_approval_expiring(engine, warning(session_id, call, "pa_new")) is False
+    assert await on_approval_expiring(units(engine), warning(session_id, call, "pa_new")) is False
     assert await expiring_events(engine, session_id) == []

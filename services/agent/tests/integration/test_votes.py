@@ -17,7 +17,7 @@ from erpilot_agent.service_layer.votes import before_resolution, on_approval_vot
 from erpilot_contracts.approval.v1 import ApprovalResolvedV1, ApprovalVotedV1, VoteV1
 from erpilot_platform.broker import TransientError
 
-from .test_expiry_warnings import engine, new_call, pending, save  # noqa: F401 (the engine fixture)
+from .test_expiry_warnings import engine, new_call, pending, save, units  # noqa: F401 (the engine fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -40,18 +40,19 @@ async def test_each_vote_is_shown_once_while_the_call_waits(engine) -> None:  # 
     session_id, call = await new_call(engine)
     pending_id = f"pa_{uuid.uuid4().hex}"
     with pytest.raises(TransientError):  # overtook the call's approval_requested: retried later
-        await on_approval_voted(engine, voted(session_id, call, pending_id, "mia", 1))
+        await on_approval_voted(units(engine), voted(session_id, call, pending_id, "mia", 1))
     call.await_approval(pending(pending_id))
     await save(engine, session_id, call)
 
-    assert await on_approval_voted(engine, voted(session_id, call, pending_id, "mia", 1)) is True
-    assert await on_approval_voted(engine, voted(session_id, call, pending_id, "mia", 1)) is False  # redelivered
-    assert await on_approval_voted(engine, voted(session_id, call, pending_id, "max", 2)) is True
+    assert await on_approval_voted(units(engine), voted(session_id, call, pending_id, "mia", 1)) is True
+    assert await on_approval_voted(units(engine), voted(session_id, call, pending_id, "mia", 1)) is False  # redelivered
+    assert await on_approval_voted(units(engine), voted(session_id, call, pending_id, "max", 2)) is True
     shown = await vote_events(engine, session_id)
     assert [(e["sub"], e["approvals_received"], e["approvals_required"], e["comment"]) for e in shown] == [
         ("mia", 1, 2, "ok from mia"), ("max", 2, 2, "ok from max")]
     assert {e["call_id"] for e in shown} == {call.call_id}
-    assert await on_approval_voted(engine, voted(session_id, call, "pa_other", "zoe", 1)) is False  # not its approval
+    other = voted(session_id, call, "pa_other", "zoe", 1)
+    assert await on_approval_voted(units(engine), other) is False  # not its approval
 
 
 async def test_a_resolution_that_overtakes_the_deciding_vote_shows_every_vote_first(engine) -> None:  # noqa: F811
@@ -60,18 +61,18 @@ async def test_a_resolution_that_overtakes_the_deciding_vote_shows_every_vote_fi
     call.await_approval(pending(pending_id))
     await save(engine, session_id, call)
     first, deciding = voted(session_id, call, pending_id, "mia", 1), voted(session_id, call, pending_id, "max", 2)
-    assert await on_approval_voted(engine, first) is True
+    assert await on_approval_voted(units(engine), first) is True
     resolved = ApprovalResolvedV1(pending_id=pending_id, call_id=call.call_id, session_id=session_id,
                                   operation_id="op", status="rejected", decided_by="max", comment="no",
                                   approvals_required=2, votes=[first.vote, deciding.vote])
     service = ToolCallService(partial(SqlCallUnitOfWork, engine), downstream=None, public_url="http://test")
 
     for _ in range(2):  # the resolution first (and redelivered), exactly as the agent's consumer handles it
-        await before_resolution(engine, resolved)
+        await before_resolution(units(engine), resolved)
         await service.on_approval_resolved(session_id=session_id, call_id=call.call_id, pending_id=pending_id,
                                            status="rejected", decided_by="max", comment="no", grant=None)
-    assert await on_approval_voted(engine, deciding) is False  # the deciding vote arrives last: shown already
-    assert await on_approval_voted(engine, first) is False
+    assert await on_approval_voted(units(engine), deciding) is False  # the deciding vote arrives last: shown already
+    assert await on_approval_voted(units(engine), first) is False
 
     async with engine.connect() as conn:
         rows = await conn.execute(select(session_events.c.type, session_events.c.data).where(

@@ -7,14 +7,15 @@ from pathlib import Path
 
 from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.erp import ErpClient
+from erpilot_approval.adapters.store import SqlApprovalStore
 from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
-from erpilot_approval.service_layer.audit import AuditTrail, CheckpointSigner
+from erpilot_approval.service_layer.audit import CheckpointSigner
 from erpilot_approval.service_layer.audit_queries import record_operation_finished
-from erpilot_approval.service_layer.common import Deps
 from erpilot_approval.service_layer.expiry import ExpirySweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
+from erpilot_approval.service_layer.ports import ApprovalStore, ErpPort, Ports
 from erpilot_approval.service_layer.webhook_dispatch import WebhookDispatcher
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_approval.settings import ApprovalSettings
@@ -30,20 +31,23 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 OUTBOX_LOCK_KEY = 7_311_990_201
 
 
-def build(settings: ApprovalSettings) -> ServiceApp:
-    """Compose the approval service. Nothing connects yet; a malformed policy or grant key stops here."""
+def build(settings: ApprovalSettings, *, store: ApprovalStore | None = None, erp: ErpPort | None = None) -> ServiceApp:
+    """Compose the approval service. Nothing connects yet; a malformed policy or grant key stops here.
+
+    ``store`` and ``erp`` replace the PostgreSQL approvals and the NATS ERP client the use cases work on (tests).
+    """
     policy = settings.load_policy()
     signing_key = settings.signing_key()
     engine = create_engine(settings.database_url, application_name="erpilot-approval")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
-    audit = AuditTrail(signing_key)
-    sweeper = ExpirySweeper(engine, outbox, audit, poll_seconds=settings.expiry_poll_seconds)
-    deps = Deps(engine=engine, outbox=outbox, policy=policy, signing_key=signing_key, erp=ErpClient(broker),
-                audit=audit, new_deadline=sweeper.wake)
+    store = store or SqlApprovalStore(engine, outbox, signing_key)
+    sweeper = ExpirySweeper(engine, store, poll_seconds=settings.expiry_poll_seconds)
+    ports = Ports(store=store, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
+                  new_deadline=sweeper.wake)
     register_ping(bus, engine)
-    nats_entry.register(bus, deps)
+    nats_entry.register(bus, ports, engine)
     signer = CheckpointSigner(engine, signing_key, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
     dispatcher = WebhookDispatcher(engine, webhooks, broker=broker,
@@ -51,7 +55,7 @@ def build(settings: ApprovalSettings) -> ServiceApp:
                                    give_up_after=settings.give_up_after(),
                                    timeout_seconds=settings.webhook_timeout_seconds)
     webhook_entry.register(bus, WebhookEvents(engine, webhooks, settings.public_url, wake=dispatcher.wake),
-                           lambda status: record_operation_finished(engine, audit, status))
+                           lambda status: record_operation_finished(status, store))
     warnings = WarningSweeper(engine, outbox, policy)
 
     async def relay() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import ListApprovalsV1
+from erpilot_contracts.approval.v1 import ListApprovalsV1, PolicyQueryV1
 
 from .conftest import actor, uid
 
@@ -82,3 +82,11 @@ async def test_the_edit_answer_carries_the_verdict_for_the_editor_on_the_new_ver
     assert verdict_of(edited_refund.data) == (False, "separation_of_duties")  # an editor may not approve it
     assert verdict_of(edited_refund.data) == verdict_of(
         (await approvals.get(edited_refund.data["pending_id"], carol)).data)
+
+
+async def test_the_policy_query_answers_the_policy_in_force(approvals) -> None:
+    one = await approvals.send(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(tool="cancel_order"), durable=False)
+    assert one.ok and [(t["tool"], t["action"], t["ttl_seconds"]) for t in one.data["tools"]] == [
+        ("cancel_order", "require_approval", 2)]  # the test policy's 2 s ttl
+    every = await approvals.send(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), durable=False)
+    assert every.ok and "create_order_draft" in {t["tool"] for t in every.data["tools"]}

@@ -77,7 +77,7 @@ async def test_the_approval_shows_the_ledgers_preview_and_applies_its_amount(app
     ({"arguments": {"draft_id": "D-1", "revision": "1"}}, "invalid_arguments", 422),
     ({"fingerprint": "sha256:" + "0" * 64}, "invalid_request", 422),
     ({"tool": "search_products", "arguments": {"query": ""}}, "approval_not_required", 409),
-    ({"tool": "no_such_tool", "arguments": {}}, "policy_denied", 403),
+    ({"tool": "no_such_tool", "arguments": {}}, "unknown_tool", 422),
 ])
 async def test_bad_requests_are_refused_and_store_nothing(approvals, changes, code, status) -> None:
     cmd = approvals.request_cmd("submit_order")

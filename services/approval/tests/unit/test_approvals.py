@@ -13,11 +13,11 @@ from erpilot_approval.domain.approvals import (
     can_view,
     decide,
     expire,
-    grant_for,
     new_pending,
 )
 from erpilot_approval.domain.edits import check_edit, edit_request, supersede
 from erpilot_approval.domain.policy import load_policy
+from erpilot_approval.service_layer.mapping import grant_for, record_of
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 
 pytestmark = pytest.mark.unit
@@ -54,7 +54,7 @@ def test_new_pending_applies_the_policy_once(make_pending, now) -> None:
     assert pending.required_roles == ["approver", "manager"]
     assert pending.risk == "medium"
     assert pending.policy_version == load_policy(None).version
-    assert pending.to_record().expires_at == pending.expires_at
+    assert record_of(pending).expires_at == pending.expires_at
 
 
 def test_amount_rule_raises_roles_and_risk(make_pending) -> None:
@@ -257,7 +257,7 @@ def test_expires_at_never_changes(make_pending, now) -> None:
     # A reload rebuilds the approval from its stored record, deadline included, never from the policy.
     # Not stored on the row: computed per caller, or read from the votes table.
     per_viewer = {"schema_version", "can_decide", "cannot_decide_reason", "approvals_received", "votes"}
-    results.append(PendingApproval(**pending.to_record().model_dump(exclude=per_viewer)))
+    results.append(PendingApproval(**record_of(pending).model_dump(exclude=per_viewer)))
     assert all(result.expires_at == pending.expires_at for result in results)
 
 
@@ -276,6 +276,6 @@ def test_stock_check_of_the_policy_travels_into_the_grant(make_pending, now) -> 
     sufficient = load_policy("[tools.submit_order]\nstock_check = 'sufficient'\n")
     for policy, expected in ((load_policy(None), "exact"), (sufficient, "sufficient")):
         pending = make_pending("submit_order", policy=policy)
-        assert pending.stock_check == pending.to_record().stock_check == expected
+        assert pending.stock_check == record_of(pending).stock_check == expected
         approved = decide(pending, "approve", pending.fingerprint, "bob", ["approver"], None, now).approval
         assert grant_for(approved).stock_check == expected

@@ -11,20 +11,20 @@ from hypothesis import strategies as st
 from erpilot_approval.domain.approvals import (
     ACTION_STATUS,
     ApprovalError,
+    ApprovalRequest,
     PendingApproval,
     decide,
     new_pending,
 )
 from erpilot_approval.domain.policy import load_policy
-from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 
 pytestmark = pytest.mark.unit
 
 ARGUMENTS = {"draft_id": "D-1", "revision": 2}
 PENDING = new_pending(
-    RequestApprovalV1(
-        call_id="c", session_id="s", tool="submit_order", arguments=ARGUMENTS,
+    ApprovalRequest(
+        call_id="c", session_id="s", tool="submit_order", tool_schema_version=1, arguments=ARGUMENTS,
         fingerprint=compute_fingerprint("submit_order", 1, ARGUMENTS), operation_id="op",
         preview={"amount_minor": 100}, requested_by="alice",
     ),

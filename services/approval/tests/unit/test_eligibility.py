@@ -9,7 +9,8 @@ import pytest
 
 from erpilot_approval.domain.approvals import ApprovalError, decide
 from erpilot_approval.domain.edits import edited_version
-from erpilot_approval.domain.eligibility import cannot_decide_reason, record_for
+from erpilot_approval.domain.eligibility import cannot_decide_reason
+from erpilot_approval.service_layer.mapping import record_for
 
 from .conftest import NOW
 

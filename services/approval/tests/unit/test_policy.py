@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from erpilot_approval.domain.policy import AmountRule, PolicyError, load_policy
+from erpilot_approval.service_layer.mapping import policy_view
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
 pytestmark = pytest.mark.unit
@@ -66,7 +67,7 @@ def test_unknown_tool_is_denied() -> None:
     policy = load_policy(None)
     assert policy.for_tool("drop_database").action == "deny"
     assert policy.required_roles("drop_database", 1) == []
-    assert policy.view("drop_database").tools[0].action == "deny"
+    assert policy_view(policy, "drop_database").tools[0].action == "deny"
 
 
 def test_amount_rules_raise_the_required_roles_and_the_highest_match_wins() -> None:
@@ -95,7 +96,7 @@ def test_version_is_stable_and_tracks_the_merged_policy() -> None:
 
 
 def test_view_lists_every_tool_with_ttl_seconds() -> None:
-    view = load_policy(None).view()
+    view = policy_view(load_policy(None))
     assert [item.tool for item in view.tools] == list(TOOLS)
     submit = next(item for item in view.tools if item.tool == "submit_order")
     assert (submit.action, submit.roles) == ("require_approval", ["approver", "manager"])

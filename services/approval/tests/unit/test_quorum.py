@@ -9,6 +9,7 @@ import pytest
 from erpilot_approval.domain.approvals import ApprovalError, decide, expire
 from erpilot_approval.domain.eligibility import cannot_decide_reason
 from erpilot_approval.domain.policy import PolicyError, load_policy
+from erpilot_approval.service_layer.mapping import policy_view, record_of
 
 pytestmark = pytest.mark.unit
 
@@ -35,7 +36,7 @@ def test_the_policy_sets_the_quorum_per_tool_and_per_amount_rule(make_pending) -
     assert make_pending("refund_payment", amount_minor=99_999, policy=QUORUM).approvals_required == 1
     assert make_pending("refund_payment", amount_minor=100_000, policy=QUORUM).approvals_required == 3
     assert make_pending("submit_order", policy=QUORUM).approvals_required == 1  # the default
-    assert QUORUM.view("adjust_stock").tools[0].approvals_required == 2
+    assert policy_view(QUORUM, "adjust_stock").tools[0].approvals_required == 2
 
 
 @pytest.mark.parametrize(("text", "key"), [
@@ -66,7 +67,7 @@ def test_approved_only_when_m_distinct_people_approved(make_pending) -> None:
     assert second.ended
     assert (second.approval.status, second.approval.decided_by, second.approval.approvals_received) == (
         "approved", "max", 2)
-    record = second.approval.to_record()
+    record = record_of(second.approval)
     assert (record.approvals_required, record.approvals_received) == (2, 2)
     assert [(v.sub, v.comment) for v in record.votes] == [("mia", None), ("max", "fine")]
 
@@ -89,8 +90,8 @@ def test_the_policy_sets_the_rejections_to_reject_per_tool_and_per_amount_rule(m
     assert make_pending("refund_payment", amount_minor=99_999, policy=REJECT_QUORUM).rejections_to_reject == 1
     assert make_pending("refund_payment", amount_minor=100_000, policy=REJECT_QUORUM).rejections_to_reject == 3
     assert make_pending("adjust_stock", policy=QUORUM).rejections_to_reject == 1  # the default: first reject
-    assert REJECT_QUORUM.view("adjust_stock").tools[0].rejections_to_reject == 2
-    assert make_pending("adjust_stock", policy=REJECT_QUORUM).to_record().rejections_to_reject == 2
+    assert policy_view(REJECT_QUORUM, "adjust_stock").tools[0].rejections_to_reject == 2
+    assert record_of(make_pending("adjust_stock", policy=REJECT_QUORUM)).rejections_to_reject == 2
     assert load_policy(None).version != load_policy("[tools.adjust_stock]\nrejections_to_reject = 2").version
 
 

@@ -19,7 +19,7 @@ def test_only_normalised_arguments_of_a_known_tool_version_pass() -> None:
         (("submit_order", 1, {"draft_id": "D-1", "revision": 2, "x": 1}), "invalid_arguments", 422),
         (("cancel_order", 1, {"order_id": "O-1", "reason": None}), "invalid_arguments", 422),  # not normalised
         (("submit_order", 2, {"draft_id": "D-1", "revision": 2}), "invalid_request", 422),
-        (("rm_rf", 1, {}), "policy_denied", 403),
+        (("rm_rf", 1, {}), "unknown_tool", 422),  # SPEC §2, as the agent and the ERP answer it
     ]
     for args, code, status in cases:
         reply = check_arguments(*args)

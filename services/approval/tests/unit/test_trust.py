@@ -6,17 +6,17 @@ import pytest
 
 from erpilot_approval.domain.approvals import ApprovalError, can_decide, decide
 from erpilot_approval.domain.edits import edited_version
-from erpilot_approval.domain.ledger import as_the_ledger_prepared, require_prepared
-from erpilot_contracts.erp.v1 import PreparedRecordV1
+from erpilot_approval.domain.ledger import LedgerRecord, as_the_ledger_prepared, require_prepared
+from erpilot_approval.service_layer.mapping import record_of
 
 from .conftest import NOW, build_request
 
 
-def ledger_of(request, **changes) -> PreparedRecordV1:
+def ledger_of(request, **changes) -> LedgerRecord:
     values = dict(operation_id=request.operation_id, tool=request.tool, session_id=request.session_id,
                   call_id=request.call_id, requested_by=request.requested_by, arguments=request.arguments,
                   fingerprint=request.fingerprint, preview=request.preview, status="prepared")
-    return PreparedRecordV1(**{**values, **changes})
+    return LedgerRecord(**{**values, **changes})
 
 
 def test_a_request_that_agrees_with_the_ledger_carries_the_ledgers_preview() -> None:
@@ -56,7 +56,7 @@ def test_every_editor_in_the_chain_is_a_party_under_separation_of_duties(make_pe
     third = edited_version(make_pending("refund_payment", requested_by="bob"), second, "carl")
     assert (second.edited_by, second.editors) == ("ann", ("ann",))
     assert (third.edited_by, third.editors, third.parties) == ("carl", ("ann", "carl"), {"bob", "ann", "carl"})
-    assert third.to_record().edited_by == "carl"
+    assert record_of(third).edited_by == "carl"
     for party in ("bob", "ann", "carl"):
         with pytest.raises(ApprovalError) as refused:
             decide(third, "approve", third.fingerprint, party, ["manager"], None, NOW)

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from erpilot_erp.adapters import tables
 from erpilot_erp.adapters.ledger import SqlLedger
+from erpilot_erp.adapters.reads import SqlLedgerReads
 from erpilot_erp.entrypoints import nats as nats_entry
 from erpilot_erp.service_layer.backoffice import ProductService
 from erpilot_erp.service_layer.drafts import DraftService
@@ -51,7 +52,7 @@ def build(settings: ErpSettings) -> ServiceApp:
     ledger = SqlLedger(engine, Inbox(tables.inbox), outbox)
     register_ping(bus, engine)
     nats_entry.register(
-        bus, engine,
+        bus, SqlLedgerReads(engine),
         drafts=DraftService(ledger, quote_ttl=timedelta(seconds=settings.quote_ttl_seconds)),
         operations=OperationService(ledger, grant_verify_key(settings), default_stock_check=settings.stock_check),
         products=ProductService(ledger),

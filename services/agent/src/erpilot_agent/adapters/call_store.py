@@ -1,4 +1,5 @@
-"""The tool-call unit of work in PostgreSQL (the ``CallUnitOfWork`` of ``service_layer.call_ports``).
+"""The tool-call unit of work in PostgreSQL (the ``CallUnitOfWork`` of ``service_layer.call_ports``),
+with the sessions' repository (``service_layer.session_ports``).
 
 One unit of work is one connection and one transaction: ``commit`` commits it and wakes the outbox
 relay; leaving the block without it rolls back (and releases the row locks ``get(lock=True)`` took).
@@ -6,16 +7,17 @@ relay; leaving the block without it rolls back (and releases the row locks ``get
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_agent.adapters import calls, repository
-from erpilot_agent.adapters.tables import tool_calls
+from erpilot_agent.adapters.tables import session_events, tool_calls
 from erpilot_agent.domain.tool_calls import SessionEvent, ToolCall
 from erpilot_agent.service_layer.call_ports import CallRecord
+from erpilot_agent.service_layer.session_ports import RunSummary, SessionRecord, StoredEvent
 
 
 def _record(row: Any) -> CallRecord:
@@ -53,9 +55,47 @@ class SqlCallRepository:
             tool_calls.c.session_id == session_id, tool_calls.c.call_id.in_(call_ids)))).all()
         return [_record(row) for row in rows]
 
+    async def in_session(self, session_id: str) -> list[CallRecord]:
+        return [_record(row) for row in await repository.session_tool_calls(self.conn, session_id)]
+
     async def stuck(self, states: tuple[str, ...], older_than: timedelta) -> list[CallRecord]:
         cutoff = repository.now() - older_than
         return [_record(row) for state in states for row in await repository.calls_in_status(self.conn, state, cutoff)]
+
+
+def _session(row: Any) -> SessionRecord:
+    return SessionRecord(session_id=row.session_id, owner=row.owner, title=row.title, created_at=row.created_at,
+                         last_seq=row.last_seq, active_run_id=row.active_run_id)
+
+
+class SqlSessionRepository:
+    def __init__(self, conn: AsyncConnection):
+        self.conn = conn
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        row = await repository.get_session(self.conn, session_id)
+        return _session(row) if row is not None else None
+
+    async def add(self, session_id: str, owner: str, title: str | None) -> None:
+        await repository.create_session(self.conn, session_id, owner, title)
+
+    async def owned_by(self, owner: str, *, q: str | None, before: tuple[datetime, str] | None,
+                       limit: int) -> list[SessionRecord]:
+        rows = await repository.owner_sessions(self.conn, owner, q=q, before=before, limit=limit)
+        return [_session(row) for row in rows]
+
+    async def runs(self, session_id: str) -> list[RunSummary]:
+        return [RunSummary(run_id=r.run_id, status=r.status, error=r.error, created_at=r.created_at)
+                for r in await repository.session_runs(self.conn, session_id)]
+
+    async def events(self, session_id: str) -> list[StoredEvent]:
+        return [StoredEvent(seq=e.seq, type=e.type, data=e.data)
+                for e in await repository.list_events(self.conn, session_id)]
+
+    async def shows(self, session_id: str, type_: str, **data: str) -> bool:
+        return bool(await self.conn.scalar(select(exists().where(
+            session_events.c.session_id == session_id, session_events.c.type == type_,
+            *(session_events.c.data[key].as_string() == value for key, value in data.items())))))
 
 
 class SqlCallUnitOfWork:
@@ -65,6 +105,7 @@ class SqlCallUnitOfWork:
     async def __aenter__(self) -> SqlCallUnitOfWork:
         self.conn = await self.engine.connect()
         self.calls = SqlCallRepository(self.conn)
+        self.sessions = SqlSessionRepository(self.conn)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:

@@ -25,10 +25,12 @@ from erpilot_contracts.base import ReplyV1
 from erpilot_platform.endpoints import ServiceBus
 
 
-def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunService) -> None:
+def register(bus: ServiceBus, tool_calls: ToolCallService, runs: RunService) -> None:
+    uow = tool_calls.uow  # the sessions' use cases share the tool calls' unit of work
+
     @bus.command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, description="Create a session for its owner.")
     async def create_session(cmd: CreateSessionV1) -> ReplyV1:
-        return await sessions.create_session(engine, cmd.session_id, cmd.owner, cmd.title)
+        return await sessions.create_session(uow, cmd.session_id, cmd.owner, cmd.title)
 
     @bus.command(subjects.AGENT_CMD_TOOL_CALL, StartToolCallV1,
                  description="Run a tool call (idempotent by session and call_id).")
@@ -57,7 +59,7 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
 
     @bus.event(subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1, description="An approval was decided or expired.")
     async def approval_resolved(evt: ApprovalResolvedV1) -> None:
-        await votes.before_resolution(engine, evt)  # every vote shows before the resolution (idempotent)
+        await votes.before_resolution(uow, evt)  # every vote shows before the resolution (idempotent)
         await tool_calls.on_approval_resolved(
             session_id=evt.session_id, call_id=evt.call_id, pending_id=evt.pending_id, status=evt.status,
             decided_by=evt.decided_by, comment=evt.comment, grant=evt.grant)
@@ -65,21 +67,21 @@ def register(bus: ServiceBus, engine, tool_calls: ToolCallService, runs: RunServ
     @bus.event(subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1,
                description="A pending approval nears its deadline: approval_expiring on the session stream.")
     async def approval_expiring(evt: ApprovalExpiringV1) -> None:
-        await expiry_warnings.on_approval_expiring(engine, evt)
+        await expiry_warnings.on_approval_expiring(uow, evt)
 
     @bus.event(subjects.APPROVAL_EVT_VOTED, ApprovalVotedV1,
                description="A person voted on a quorum approval: approval_vote on the session stream.")
     async def approval_voted(evt: ApprovalVotedV1) -> None:
-        await votes.on_approval_voted(engine, evt)
+        await votes.on_approval_voted(uow, evt)
 
     @bus.query(subjects.AGENT_QUERY_SESSION, GetSessionV1, description="The owner's view of a session.")
     async def get_session(query: GetSessionV1) -> ReplyV1:
-        return await sessions.session_view(engine, query)
+        return await sessions.session_view(uow, query)
 
     @bus.query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, description="The owner's sessions, newest first.")
     async def list_sessions(query: ListSessionsV1) -> ReplyV1:
-        return await sessions.list_sessions(engine, query)
+        return await sessions.list_sessions(uow, query)
 
     @bus.query(subjects.AGENT_QUERY_TOOL_CALL, GetToolCallV1, description="One tool call of a session.")
     async def get_tool_call(query: GetToolCallV1) -> ReplyV1:
-        return await sessions.tool_call_view(engine, query.session_id, query.owner, query.call_id)
+        return await sessions.tool_call_view(uow, query.session_id, query.owner, query.call_id)

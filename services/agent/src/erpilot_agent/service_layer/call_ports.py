@@ -1,5 +1,6 @@
 """What the tool-call pipeline needs from the outside world: a unit of work over the recorded calls
-(with the session events they emit), and the downstream services (the ERP and the approval service).
+(with the session events they emit, and the sessions: ``session_ports``), and the downstream
+services (the ERP and the approval service).
 
 The SQL implementation is ``adapters.call_store.SqlCallUnitOfWork`` and the NATS one
 ``adapters.downstream.Downstream``; the unit tests use in-memory fakes. A downstream answer that is
@@ -14,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from erpilot_agent.domain.tool_calls import SessionEvent, ToolCall
+from erpilot_agent.service_layer.session_ports import SessionRepository
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, PolicyViewV1, RequestApprovalV1, ToolPolicyV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, OperationStatusV1, PrepareOperationV1, ToolResultV1
@@ -64,6 +66,10 @@ class CallRepository(Protocol):
         """The session's calls among ``call_ids`` (call ids are unique per session only)."""
         ...
 
+    async def in_session(self, session_id: str) -> list[CallRecord]:
+        """Every call of the session, oldest first."""
+        ...
+
     async def stuck(self, states: tuple[str, ...], older_than: timedelta) -> list[CallRecord]:
         """Calls in one of ``states`` that have not changed for ``older_than`` (oldest first, a batch)."""
         ...
@@ -73,6 +79,7 @@ class CallUnitOfWork(Protocol):
     """One transaction: what is not committed when the block ends is rolled back."""
 
     calls: CallRepository
+    sessions: SessionRepository
 
     async def __aenter__(self) -> CallUnitOfWork: ...
 

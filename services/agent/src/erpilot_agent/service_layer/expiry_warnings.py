@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import exists, select
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from erpilot_agent.adapters import calls, repository
-from erpilot_agent.adapters.tables import session_events
 from erpilot_agent.domain.call_identity import call_key
-from erpilot_agent.domain.tool_calls import CallState
+from erpilot_agent.domain.tool_calls import CallState, SessionEvent
+from erpilot_agent.service_layer.call_ports import UnitOfWorkFactory
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1
 from erpilot_platform.broker import TransientError
 
@@ -23,27 +19,24 @@ log = logging.getLogger(__name__)
 EVENT = "approval_expiring"
 
 
-async def on_approval_expiring(engine: AsyncEngine, evt: ApprovalExpiringV1) -> bool:
+async def on_approval_expiring(uow: UnitOfWorkFactory, evt: ApprovalExpiringV1) -> bool:
     """Append the warning to the call's session if it still waits for that approval; True when appended."""
-    async with engine.begin() as conn:
+    async with uow() as work:
         # Calls are keyed by (session, call_id): a call_id is unique per session only.
-        row = await repository.get_tool_call(conn, call_key(evt.session_id, evt.call_id), lock=True)
-        if row is None:
+        record = await work.calls.get(call_key(evt.session_id, evt.call_id), lock=True)
+        if record is None:
             log.warning("expiry warning for unknown call %s ignored", evt.call_id)
             return False
-        call = calls.to_domain(row)
+        call = record.call
         waiting = call.state is CallState.AWAITING_APPROVAL and call.pending is not None and (
             call.pending.pending_id == evt.pending_id)
         if not waiting:
             if evt.pending_id not in call.resolutions and call.state in (CallState.RECEIVED, CallState.PREPARING):
                 raise TransientError(f"approval {evt.pending_id} of call {evt.call_id} is not known here yet")
             return False  # decided, expired or superseded meanwhile: the warning would be false
-        already = await conn.scalar(select(exists().where(
-            session_events.c.session_id == evt.session_id, session_events.c.type == EVENT,
-            session_events.c.data["pending_id"].as_string() == evt.pending_id)))
-        if already:
+        if await work.sessions.shows(evt.session_id, EVENT, pending_id=evt.pending_id):
             return False
-        await repository.append_event(conn, evt.session_id, EVENT, {
-            "call_id": evt.call_id, "pending_id": evt.pending_id, "expires_at": evt.expires_at.isoformat()})
-    repository.outbox.wake()
+        await work.emit(evt.session_id, [SessionEvent(EVENT, {
+            "call_id": evt.call_id, "pending_id": evt.pending_id, "expires_at": evt.expires_at.isoformat()})])
+        await work.commit()  # wakes the outbox relay
     return True

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
 
 from erpilot_agent.service_layer.tool_calls import ToolCallService
+from erpilot_platform.loops import every
 
 log = logging.getLogger(__name__)
 STUCK_STATES = ("approved", "executing")
@@ -24,11 +24,4 @@ async def reconcile_once(service: ToolCallService, *, older_than: timedelta) -> 
 
 
 async def run_reconciler(service: ToolCallService, *, older_than: timedelta, interval: float = 1.0) -> None:
-    while True:
-        try:
-            await reconcile_once(service, older_than=older_than)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.warning("reconciler pass failed", exc_info=True)
-        await asyncio.sleep(interval)
+    await every(interval, lambda: reconcile_once(service, older_than=older_than), name="reconciler pass")

@@ -25,6 +25,7 @@ from erpilot_agent.service_layer.run_ports import ACTIVE, RunRejected, RunStore,
 from erpilot_agent.service_layer.run_steps import RunSteps
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.logs import bind, unbind
+from erpilot_platform.loops import every
 
 log = logging.getLogger(__name__)
 
@@ -188,13 +189,6 @@ def _short(exc: Exception, limit: int = 300) -> str:
 async def run_resumer(service: RunService, *, stale_seconds: float, interval: float = 1.0) -> None:
     """Background loop: resume runs that nobody drives (crash, lost hook). Stops their tasks on exit."""
     try:
-        while True:
-            try:
-                await service.resume_stale(stale_seconds=stale_seconds)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("run resumer pass failed", exc_info=True)
-            await asyncio.sleep(interval)
+        await every(interval, lambda: service.resume_stale(stale_seconds=stale_seconds), name="run resumer pass")
     finally:
         await service.cancel_all()

@@ -21,10 +21,11 @@ from erpilot_agent.service_layer.call_pipeline import CallPipeline, OnFinished
 from erpilot_agent.service_layer.call_ports import CallDownstream, CallRecord, CallRejected, UnitOfWorkFactory
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1
 from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.tools.v1 import InvalidArguments, ToolKind, UnknownTool, get_tool, normalise
+from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_platform.broker import TransientError
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.logs import bind, unbind
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 __all__ = ["CallRejected", "ToolCallService", "request_hash"]
 log = logging.getLogger(__name__)
@@ -87,13 +88,9 @@ class ToolCallService:
         commit leaves nothing: the redelivered command reads again). Every other call is recorded
         first and then driven by ``advance``.
         """
-        try:
-            arguments = normalise(tool, raw_arguments)
-        except UnknownTool:
-            raise CallRejected(ReplyV1.failure("unknown_tool", f"unknown tool {tool!r}", 422)) from None
-        except InvalidArguments as exc:
-            raise CallRejected(ReplyV1.failure(
-                "invalid_arguments", f"arguments do not match the schema of {tool}", 422, errors=exc.errors)) from None
+        arguments = normalised_or_refusal(tool, raw_arguments)
+        if isinstance(arguments, ReplyV1):
+            raise CallRejected(arguments)
         policy = await self.downstream.policy(tool)
         if policy.action == "deny":
             raise CallRejected(ReplyV1.failure("policy_denied", f"the policy denies {tool}", 403))

@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import exists, select
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from erpilot_agent.adapters import calls, repository
-from erpilot_agent.adapters.tables import session_events
 from erpilot_agent.domain.call_identity import call_key
-from erpilot_agent.domain.tool_calls import CallState
+from erpilot_agent.domain.tool_calls import CallState, SessionEvent
+from erpilot_agent.service_layer.call_ports import CallUnitOfWork, UnitOfWorkFactory
 from erpilot_contracts.approval.v1 import ApprovalResolvedV1, ApprovalVotedV1, VoteV1
 from erpilot_platform.broker import TransientError
 
@@ -25,43 +21,43 @@ log = logging.getLogger(__name__)
 EVENT = "approval_vote"
 
 
-async def on_approval_voted(engine: AsyncEngine, evt: ApprovalVotedV1) -> bool:
+async def on_approval_voted(uow: UnitOfWorkFactory, evt: ApprovalVotedV1) -> bool:
     """Append the vote to the call's session if the call still waits for that approval; True when appended."""
-    async with engine.begin() as conn:
-        if not await _waiting(conn, evt.session_id, evt.call_id, evt.pending_id):
+    async with uow() as work:
+        if not await _waiting(work, evt.session_id, evt.call_id, evt.pending_id):
             return False
-        appended = await _show(conn, evt, evt.vote, evt.approvals_required, evt.approvals_received)
-    if appended:
-        repository.outbox.wake()
+        appended = await _show(work, evt, evt.vote, evt.approvals_required, evt.approvals_received)
+        if appended:
+            await work.commit()  # wakes the outbox relay
     return appended
 
 
-async def before_resolution(engine: AsyncEngine, evt: ApprovalResolvedV1) -> int:
+async def before_resolution(uow: UnitOfWorkFactory, evt: ApprovalResolvedV1) -> int:
     """Show every vote the resolution carries that the session does not show yet, oldest first, while the
     call still waits for that approval (call it before recording the resolution); how many were added."""
     if not evt.votes:
         return 0
     added = 0
-    async with engine.begin() as conn:
-        if not await _waiting(conn, evt.session_id, evt.call_id, evt.pending_id):
+    async with uow() as work:
+        if not await _waiting(work, evt.session_id, evt.call_id, evt.pending_id):
             return 0
         approvers: set[str] = set()
         for vote in evt.votes:
             if vote.action == "approve":
                 approvers.add(vote.sub)
-            added += await _show(conn, evt, vote, evt.approvals_required, len(approvers))
-    if added:
-        repository.outbox.wake()
+            added += await _show(work, evt, vote, evt.approvals_required, len(approvers))
+        if added:
+            await work.commit()
     return added
 
 
-async def _waiting(conn, session_id: str, call_id: str, pending_id: str) -> bool:
+async def _waiting(work: CallUnitOfWork, session_id: str, call_id: str, pending_id: str) -> bool:
     """Lock the call; whether it waits for ``pending_id`` (retry later if it does not know it yet)."""
-    row = await repository.get_tool_call(conn, call_key(session_id, call_id), lock=True)
-    if row is None:
+    record = await work.calls.get(call_key(session_id, call_id), lock=True)
+    if record is None:
         log.warning("vote for unknown call %s ignored", call_id)
         return False
-    call = calls.to_domain(row)
+    call = record.call
     if call.state is CallState.AWAITING_APPROVAL and call.pending is not None and (
             call.pending.pending_id == pending_id):
         return True
@@ -70,16 +66,13 @@ async def _waiting(conn, session_id: str, call_id: str, pending_id: str) -> bool
     return False
 
 
-async def _show(conn, evt: ApprovalVotedV1 | ApprovalResolvedV1, vote: VoteV1, required: int, received: int) -> bool:
+async def _show(work: CallUnitOfWork, evt: ApprovalVotedV1 | ApprovalResolvedV1, vote: VoteV1, required: int,
+                received: int) -> bool:
     """Append one ``approval_vote`` unless the session shows this person's vote on this approval already."""
-    already = await conn.scalar(select(exists().where(
-        session_events.c.session_id == evt.session_id, session_events.c.type == EVENT,
-        session_events.c.data["pending_id"].as_string() == evt.pending_id,
-        session_events.c.data["sub"].as_string() == vote.sub)))
-    if already:
+    if await work.sessions.shows(evt.session_id, EVENT, pending_id=evt.pending_id, sub=vote.sub):
         return False
-    await repository.append_event(conn, evt.session_id, EVENT, {
+    await work.emit(evt.session_id, [SessionEvent(EVENT, {
         "call_id": evt.call_id, "pending_id": evt.pending_id, "sub": vote.sub, "role": vote.role,
         "action": vote.action, "at": vote.at.isoformat(), "comment": vote.comment,
-        "approvals_required": required, "approvals_received": received})
+        "approvals_required": required, "approvals_received": received})])
     return True

@@ -1,14 +1,13 @@
-"""The approval service's calls to the ERP: the ledger's record of a prepared operation, and a fresh
-preview for an edited operation."""
+"""The approval service's calls to the ERP (the ``ErpPort`` of ``service_layer.ports``): the ledger's record
+of a prepared operation, and a fresh preview for an edited operation."""
 
 from __future__ import annotations
 
 from faststream.nats import NatsBroker
 
 from erpilot_contracts import subjects
-from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.erp.v1 import GetPreparedOperationV1, PreparedRecordV1, PrepareOperationV1
-from erpilot_platform.broker import ServiceUnavailable, request
+from erpilot_contracts.erp.v1 import GetPreparedOperationV1, PreparedOperationV1, PreparedRecordV1, PrepareOperationV1
+from erpilot_platform.broker import ReplyError, ServiceUnavailable, call
 
 
 class ErpClient:
@@ -16,16 +15,20 @@ class ErpClient:
         self.broker = broker
         self.timeout = timeout
 
-    async def prepare(self, cmd: PrepareOperationV1) -> ReplyV1:
-        """``cmd.erp.prepare`` through JetStream; the ERP's answer as is (ServiceUnavailable if none)."""
-        return await request(self.broker, subjects.ERP_CMD_PREPARE, cmd, durable=True, timeout=self.timeout)
+    async def prepare(self, cmd: PrepareOperationV1) -> PreparedOperationV1:
+        """``cmd.erp.prepare`` through JetStream; ``ReplyError`` when the ERP refuses, ServiceUnavailable if
+        it does not answer."""
+        return await call(self.broker, subjects.ERP_CMD_PREPARE, cmd, PreparedOperationV1, durable=True,
+                          timeout=self.timeout)
 
     async def prepared(self, operation_id: str) -> PreparedRecordV1 | None:
         """The ledger's record of ``operation_id`` (None: never prepared); ServiceUnavailable if no answer."""
-        reply = await request(self.broker, subjects.ERP_QUERY_PREPARED,
-                              GetPreparedOperationV1(operation_id=operation_id), durable=False, timeout=self.timeout)
-        if reply.ok:
-            return PreparedRecordV1.model_validate(reply.data)
-        if reply.error.code == "not_found":
-            return None
-        raise ServiceUnavailable(subjects.ERP_QUERY_PREPARED, f"{reply.error.code}: {reply.error.message}")
+        try:
+            query = GetPreparedOperationV1(operation_id=operation_id)
+            return await call(self.broker, subjects.ERP_QUERY_PREPARED, query, PreparedRecordV1, durable=False,
+                              timeout=self.timeout)
+        except ReplyError as refusal:
+            if refusal.error.code == "not_found":
+                return None
+            # Any other answer is the ERP's trouble, not the request's: the command is retried.
+            raise ServiceUnavailable(subjects.ERP_QUERY_PREPARED, str(refusal)) from refusal

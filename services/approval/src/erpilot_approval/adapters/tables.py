@@ -20,7 +20,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from erpilot_platform.inbox import inbox_table
 from erpilot_platform.outbox import outbox_table
 
 SCHEMA = "approval"
@@ -165,4 +164,3 @@ audit_checkpoints = Table(
 AUDIT_TABLES = ("audit_log", "audit_checkpoints")
 
 outbox = outbox_table(metadata)
-inbox = inbox_table(metadata)

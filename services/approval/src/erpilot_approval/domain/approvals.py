@@ -7,13 +7,12 @@ function here ever changes it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote, approvals_received, rejections_received, vote_of, voting_role
-from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
@@ -33,8 +32,23 @@ class ApprovalError(Exception):
 
 
 @dataclass(frozen=True)
+class ApprovalRequest:
+    """What a caller asks a decision on: one prepared operation of one tool call (``cmd.approval.request``)."""
+
+    call_id: str
+    session_id: str
+    tool: str
+    tool_schema_version: int
+    arguments: dict[str, Any]
+    fingerprint: str
+    operation_id: str
+    preview: dict[str, Any]
+    requested_by: str
+
+
+@dataclass(frozen=True)
 class PendingApproval:
-    """An approval and, once decided, its decision; the fields of ``ApprovalRecordV1`` plus SoD."""
+    """An approval and, once decided, its decision (the service layer maps it to ``ApprovalRecordV1``)."""
 
     pending_id: str
     call_id: str
@@ -65,12 +79,6 @@ class PendingApproval:
     votes: tuple[Vote, ...] = ()  # every vote on this version, oldest first
     rejections_to_reject: int = 1  # distinct rejecters that end it rejected (policy, fixed when stored)
 
-    def to_record(self) -> ApprovalRecordV1:
-        """The wire record (``separation_of_duties`` and ``editors`` are internal, not part of it)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _INTERNAL_FIELDS}
-        values["votes"] = [vote.to_wire() for vote in self.votes]
-        return ApprovalRecordV1(**values, approvals_received=self.approvals_received)
-
     @property
     def approvals_received(self) -> int:
         return approvals_received(self.votes, self.fingerprint)
@@ -79,9 +87,6 @@ class PendingApproval:
     def parties(self) -> frozenset[str]:
         """Everyone who shaped this version: the requester and every editor in its chain."""
         return frozenset((self.requested_by, *self.editors))
-
-
-_INTERNAL_FIELDS = {"separation_of_duties", "editors"}
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class DecisionOutcome:
 
 
 def new_pending(
-    request: RequestApprovalV1, policy: Policy, now: datetime, pending_id: str, supersedes: str | None = None
+    request: ApprovalRequest, policy: Policy, now: datetime, pending_id: str, supersedes: str | None = None
 ) -> PendingApproval:
     """Apply the policy to a request: required roles, risk, and a deadline fixed once at ``now + ttl``."""
     if now.tzinfo is None:
@@ -252,20 +257,6 @@ def expire(approval: PendingApproval, now: datetime) -> PendingApproval | None:
     if approval.status != "pending" or now < approval.expires_at:
         return None
     return replace(approval, status="expired", decided_at=approval.expires_at)
-
-
-def grant_for(approval: PendingApproval) -> GrantV1:
-    """The unsigned grant of an approved approval (sign it with ``erpilot_platform.grants``)."""
-    if approval.status != "approved" or approval.decided_by is None or approval.decided_at is None:
-        raise ValueError(f"approval {approval.pending_id} is {approval.status}, not approved")
-    return GrantV1(
-        pending_id=approval.pending_id,
-        operation_id=approval.operation_id,
-        fingerprint=approval.fingerprint,
-        decided_by=approval.decided_by,
-        decided_at=approval.decided_at,
-        stock_check=approval.stock_check,
-    )
 
 
 def _holds_required_role(approval: PendingApproval, actor_roles: list[str]) -> bool:

@@ -10,13 +10,13 @@ from datetime import datetime
 from typing import Any
 
 from erpilot_approval.domain.approvals import (
+    ApprovalRequest,
     PendingApproval,
     authorize,
     check_deadline,
     check_fingerprint,
     refuse_not_pending,
 )
-from erpilot_contracts.approval.v1 import RequestApprovalV1
 
 
 def check_edit(
@@ -36,9 +36,9 @@ def edit_request(
     fingerprint: str,
     operation_id: str,
     preview: dict[str, Any],
-) -> RequestApprovalV1:
+) -> ApprovalRequest:
     """The request for the edited version: same call, session, tool and requester; new arguments."""
-    return RequestApprovalV1(
+    return ApprovalRequest(
         call_id=old.call_id,
         session_id=old.session_id,
         tool=old.tool,

@@ -13,7 +13,6 @@ from datetime import datetime
 
 from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, authorize
 from erpilot_approval.domain.votes import vote_of
-from erpilot_contracts.approval.v1 import ApprovalRecordV1
 
 # A status other than pending, as the reason a decision is no longer possible.
 _STATUS_REASONS = {"expired": "expired", "superseded": "superseded", "withdrawn": "withdrawn"}
@@ -37,10 +36,3 @@ def cannot_decide_reason(approval: PendingApproval, actor_sub: str, actor_roles:
     if vote_of(approval.votes, actor_sub) is not None:
         return "already_voted"  # a quorum approval still waiting for others
     return None
-
-
-def record_for(approval: PendingApproval, actor_sub: str, actor_roles: list[str],
-               now: datetime) -> ApprovalRecordV1:
-    """The wire record as this person sees it: with ``can_decide`` and, when false, the reason."""
-    reason = cannot_decide_reason(approval, actor_sub, actor_roles, now)
-    return approval.to_record().model_copy(update={"can_decide": reason is None, "cannot_decide_reason": reason})

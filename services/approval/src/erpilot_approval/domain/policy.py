@@ -11,7 +11,6 @@ from typing import Any
 from erpilot_approval.domain import policy_values as parse
 from erpilot_approval.domain.policy_values import PolicyError
 from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
-from erpilot_contracts.approval.v1 import PolicyViewV1, ToolPolicyV1
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
 ACTIONS = ("allow", "require_approval", "deny")
@@ -102,23 +101,6 @@ class Policy:
     def required_roles(self, tool: str, amount_minor: int | None = None) -> list[str]:
         """Who may decide a call of ``tool`` whose preview shows ``amount_minor``."""
         return self.for_tool(tool).required_roles(amount_minor)
-
-    def view(self, tool: str | None = None) -> PolicyViewV1:
-        """The wire view answering ``query.approval.policy`` (one tool, or all)."""
-        names = [tool] if tool is not None else list(self.tools)
-        items = [
-            ToolPolicyV1(
-                tool=name,
-                action=self.for_tool(name).action,
-                roles=list(self.for_tool(name).roles),
-                ttl_seconds=int(self.for_tool(name).ttl.total_seconds()),
-                stock_check=self.for_tool(name).stock_check,
-                approvals_required=self.for_tool(name).approvals_required,
-                rejections_to_reject=self.for_tool(name).rejections_to_reject,
-            )
-            for name in names
-        ]
-        return PolicyViewV1(version=self.version, tools=items)
 
 
 def load_policy(text: str | None) -> Policy:

@@ -29,10 +29,6 @@ class Vote:
     at: datetime
     comment: str | None = None
 
-    def to_wire(self) -> dict:
-        """The record's ``votes`` item (SPEC §9: ``{sub, role, action, at, comment}``)."""
-        return {"sub": self.sub, "role": self.role, "action": self.action, "at": self.at, "comment": self.comment}
-
 
 def vote_of(votes: Iterable[Vote], sub: str) -> Vote | None:
     """This person's vote, if they voted."""

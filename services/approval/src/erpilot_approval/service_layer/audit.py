@@ -1,20 +1,22 @@
-"""What the audit log records, written in the transaction of the change itself, and its signed checkpoints."""
+"""What the audit log records (appended through the unit of work, in the transaction of the change itself),
+and its signed checkpoints."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from dataclasses import dataclass
+from collections.abc import Awaitable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_approval.adapters import audit_log
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.votes import Vote
+from erpilot_approval.service_layer.ports import AuditLog
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.db import run_in_transaction
+from erpilot_platform.loops import every
 
 log = logging.getLogger(__name__)
 # The resolution's status -> the audited kind (a superseded version ended by an edit).
@@ -22,55 +24,51 @@ RESOLUTION_KINDS = {"approved": "decision", "rejected": "decision", "cancelled":
                     "superseded": "edit", "withdrawn": "withdrawal"}
 
 
-@dataclass(frozen=True)
-class AuditTrail:
-    """Appends to the chain, signing each row with the approval service's key."""
+def _add(trail: AuditLog, kind: str, approval: PendingApproval | None, actor: str | None, data: dict, *,
+         operation_id: str | None = None, once: bool = False) -> Awaitable[bool]:
+    return trail.append(kind, pending_id=approval.pending_id if approval else None,
+                        operation_id=operation_id or (approval.operation_id if approval else None), actor=actor,
+                        data=data, once=once)
 
-    key: Ed25519PrivateKey
 
-    async def _add(self, conn: AsyncConnection, kind: str, approval: PendingApproval | None, actor: str | None,
-                   data: dict, *, operation_id: str | None = None, once: bool = False) -> bool:
-        return await audit_log.append(
-            conn, self.key, kind, pending_id=approval.pending_id if approval else None,
-            operation_id=operation_id or (approval.operation_id if approval else None), actor=actor, data=data,
-            once=once)
+async def requested(trail: AuditLog, approval: PendingApproval) -> None:
+    await _add(trail, "request", approval, approval.edited_by or approval.requested_by, {
+        "call_id": approval.call_id, "session_id": approval.session_id, "tool": approval.tool,
+        "arguments": approval.arguments, "fingerprint": approval.fingerprint,
+        "required_roles": approval.required_roles, "approvals_required": approval.approvals_required,
+        "rejections_to_reject": approval.rejections_to_reject, "requested_by": approval.requested_by,
+        "expires_at": approval.expires_at.isoformat(),
+        "supersedes": approval.supersedes, "policy_version": approval.policy_version})
 
-    async def requested(self, conn: AsyncConnection, approval: PendingApproval) -> None:
-        await self._add(conn, "request", approval, approval.edited_by or approval.requested_by, {
-            "call_id": approval.call_id, "session_id": approval.session_id, "tool": approval.tool,
-            "arguments": approval.arguments, "fingerprint": approval.fingerprint,
-            "required_roles": approval.required_roles, "approvals_required": approval.approvals_required,
-            "rejections_to_reject": approval.rejections_to_reject, "requested_by": approval.requested_by,
-            "expires_at": approval.expires_at.isoformat(),
-            "supersedes": approval.supersedes, "policy_version": approval.policy_version})
 
-    async def voted(self, conn: AsyncConnection, approval: PendingApproval, vote: Vote) -> None:
-        await self._add(conn, "vote", approval, vote.sub, {
-            "action": vote.action, "role": vote.role, "fingerprint": vote.fingerprint, "comment": vote.comment,
-            "approvals_received": approval.approvals_received, "approvals_required": approval.approvals_required})
+async def voted(trail: AuditLog, approval: PendingApproval, vote: Vote) -> None:
+    await _add(trail, "vote", approval, vote.sub, {
+        "action": vote.action, "role": vote.role, "fingerprint": vote.fingerprint, "comment": vote.comment,
+        "approvals_received": approval.approvals_received, "approvals_required": approval.approvals_required})
 
-    async def resolved(self, conn: AsyncConnection, approval: PendingApproval, grant: GrantV1 | None) -> None:
-        kind = RESOLUTION_KINDS.get(approval.status, "decision")
-        await self._add(conn, kind, approval, approval.decided_by or ("system:expiry" if kind == "expiry" else None), {
-            "status": approval.status, "fingerprint": approval.fingerprint, "comment": approval.comment,
-            "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
-            "superseded_by": approval.superseded_by})
-        if grant is not None:
-            await self._add(conn, "grant_issued", approval, grant.decided_by, {
-                "fingerprint": grant.fingerprint, "decided_at": grant.decided_at.isoformat(),
-                "stock_check": grant.stock_check, "signature": grant.signature})
 
-    async def operation_finished(self, conn: AsyncConnection, status: OperationStatusV1,
-                                 approval: PendingApproval | None) -> None:
-        """The ledger's outcome (``evt.erp.operation_finished``), once per operation; a commit consumed the grant."""
-        error = status.error.model_dump(mode="json") if status.error else None
-        await self._add(conn, "commit_outcome", approval, None, {
-            "tool": status.tool, "status": status.status, "error": error,
-            "committed_at": status.committed_at.isoformat() if status.committed_at else None},
-            operation_id=status.operation_id, once=True)
-        if status.status == "committed" and approval is not None:
-            await self._add(conn, "grant_consumed", approval, None, {"fingerprint": approval.fingerprint},
-                            operation_id=status.operation_id, once=True)
+async def resolved(trail: AuditLog, approval: PendingApproval, grant: GrantV1 | None) -> None:
+    kind = RESOLUTION_KINDS.get(approval.status, "decision")
+    await _add(trail, kind, approval, approval.decided_by or ("system:expiry" if kind == "expiry" else None), {
+        "status": approval.status, "fingerprint": approval.fingerprint, "comment": approval.comment,
+        "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
+        "superseded_by": approval.superseded_by})
+    if grant is not None:
+        await _add(trail, "grant_issued", approval, grant.decided_by, {
+            "fingerprint": grant.fingerprint, "decided_at": grant.decided_at.isoformat(),
+            "stock_check": grant.stock_check, "signature": grant.signature})
+
+
+async def operation_finished(trail: AuditLog, status: OperationStatusV1, approval: PendingApproval | None) -> None:
+    """The ledger's outcome (``evt.erp.operation_finished``), once per operation; a commit consumed the grant."""
+    error = status.error.model_dump(mode="json") if status.error else None
+    await _add(trail, "commit_outcome", approval, None, {
+        "tool": status.tool, "status": status.status, "error": error,
+        "committed_at": status.committed_at.isoformat() if status.committed_at else None},
+        operation_id=status.operation_id, once=True)
+    if status.status == "committed" and approval is not None:
+        await _add(trail, "grant_consumed", approval, None, {"fingerprint": approval.fingerprint},
+                   operation_id=status.operation_id, once=True)
 
 
 class CheckpointSigner:
@@ -83,11 +81,4 @@ class CheckpointSigner:
         return await run_in_transaction(self.engine, lambda conn: audit_log.checkpoint(conn, self.key))
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.sign_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("audit checkpoint failed; retrying", exc_info=True)
-            await asyncio.sleep(self.interval_seconds)
+        await every(self.interval_seconds, self.sign_once, name="audit checkpoint")

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from erpilot_approval.adapters import audit_log, repository
-from erpilot_approval.service_layer.audit import AuditTrail
+from erpilot_approval.adapters import audit_log
+from erpilot_approval.service_layer import audit
+from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
 from erpilot_contracts.approval.v1 import AuditQueryV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
-from erpilot_platform.db import run_in_transaction
 
 
-async def record_operation_finished(engine: AsyncEngine, audit: AuditTrail, status: OperationStatusV1) -> None:
+async def record_operation_finished(status: OperationStatusV1, store: ApprovalStore) -> None:
     """The commit outcome (and the grant's consumption) of an approved operation, once per operation."""
     if status.status == "prepared":
         return
 
-    async def work(conn: AsyncConnection) -> None:
-        approval = await repository.get_by_operation(conn, status.operation_id)
+    async def work(uow: ApprovalUnitOfWork) -> None:
+        approval = await uow.approvals.get_by_operation(status.operation_id)
         if approval is not None:  # operations that needed no approval are not the audit log's business
-            await audit.operation_finished(conn, status, approval)
+            await audit.operation_finished(uow.audit, status, approval)
 
-    await run_in_transaction(engine, work)
+    await store.run(work)
 
 
 async def audit_rows(engine: AsyncEngine, query: AuditQueryV1) -> ReplyV1:

@@ -9,17 +9,13 @@ A repeated command (redelivery, a retry) finds the recorded votes and answers th
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from erpilot_approval.adapters import repository
 from erpilot_approval.domain import approvals as domain
 from erpilot_approval.domain.approvals import ApprovalError
-from erpilot_approval.domain.eligibility import record_for
-from erpilot_approval.service_layer.common import Deps
 from erpilot_approval.service_layer.decisions import record_latency, store_vote
+from erpilot_approval.service_layer.mapping import record_for
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports
 from erpilot_contracts.approval.v1 import DecideManyV1
 from erpilot_contracts.base import ReplyV1
-from erpilot_platform.db import run_in_transaction
 
 
 class ItemRefused(Exception):
@@ -31,7 +27,7 @@ class ItemRefused(Exception):
                                      pending_id=pending_id, index=index)
 
 
-async def decide_many(deps: Deps, cmd: DecideManyV1) -> ReplyV1:
+async def decide_many(cmd: DecideManyV1, ports: Ports) -> ReplyV1:
     """All items decided with one action, or none (the first failing item named with its own code)."""
     ids = [item.pending_id for item in cmd.items]
     if len(set(ids)) != len(ids):
@@ -40,9 +36,9 @@ async def decide_many(deps: Deps, cmd: DecideManyV1) -> ReplyV1:
                                index=ids.index(duplicate, ids.index(duplicate) + 1))
     actor = cmd.actor
 
-    async def work(conn: AsyncConnection) -> tuple[list, list, bool]:
-        locked = {pid: await repository.get(conn, pid, lock=True) for pid in sorted(ids)}
-        now = await repository.db_now(conn)
+    async def work(uow: ApprovalUnitOfWork) -> tuple[list, list, bool]:
+        locked = {pid: await uow.approvals.get(pid, lock=True) for pid in sorted(ids)}
+        now = await uow.now()
         records, decided, changed = [], [], False
         for index, item in enumerate(cmd.items):
             approval = locked[item.pending_id]
@@ -53,7 +49,7 @@ async def decide_many(deps: Deps, cmd: DecideManyV1) -> ReplyV1:
                                         cmd.comment, now)
             except ApprovalError as error:
                 raise ItemRefused(index, item.pending_id, error.code, error.http_status, error.message) from None
-            change = await store_vote(conn, deps, outcome, action=cmd.action, fingerprint=item.fingerprint,
+            change = await store_vote(uow, ports, outcome, action=cmd.action, fingerprint=item.fingerprint,
                                       comment=cmd.comment, now=now)
             changed = changed or change is not None
             record = record_for(outcome.approval, actor.sub, actor.roles, now)
@@ -63,11 +59,11 @@ async def decide_many(deps: Deps, cmd: DecideManyV1) -> ReplyV1:
         return records, decided, changed
 
     try:
-        records, decided, changed = await run_in_transaction(deps.engine, work)
+        records, decided, changed = await ports.store.run(work)
     except ItemRefused as refused:
         return refused.reply
     for record in decided:
         record_latency(record)
     if changed:
-        deps.outbox.wake()
+        ports.store.wake()
     return ReplyV1.success({"action": cmd.action, "items": [record.model_dump(mode="json") for record in records]})

@@ -14,50 +14,50 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_approval.adapters import repository
-from erpilot_approval.service_layer.audit import AuditTrail
 from erpilot_approval.service_layer.common import expire_if_due
-from erpilot_platform.db import run_in_transaction
-from erpilot_platform.outbox import Outbox
+from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
+from erpilot_platform.loops import Soon, every
 from erpilot_platform.telemetry import step
-from erpilot_platform.waiting import woken_within
 
 log = logging.getLogger(__name__)
 EPSILON_SECONDS = 0.001
 HELD_SECONDS = 0.05  # a due row that a decision holds: look again shortly
 
 
+async def expire_due(store: ApprovalStore, batch: int) -> int:
+    """Expire one batch of due approvals with their events, in one unit of work; returns how many."""
+
+    async def work(uow: ApprovalUnitOfWork) -> int:
+        now = await uow.now()
+        expired = 0
+        for approval in await uow.approvals.lock_due(now, batch):
+            origin = await uow.approvals.trace_context(approval.pending_id)
+            with step("approval", "expire", resume=origin, pending_id=approval.pending_id,
+                      call_id=approval.call_id, session_id=approval.session_id, operation_id=approval.operation_id):
+                expired += await expire_if_due(uow, approval, now)
+        return expired
+
+    expired = await store.run(work)
+    if expired:
+        store.wake()
+        log.info("expired %d approval(s)", expired)
+    return expired
+
+
 class ExpirySweeper:
-    def __init__(self, engine: AsyncEngine, outbox: Outbox, audit: AuditTrail, *, poll_seconds: float = 1.0,
-                 batch: int = 200):
+    def __init__(self, engine: AsyncEngine, store: ApprovalStore, *, poll_seconds: float = 1.0, batch: int = 200):
         self._wake = asyncio.Event()
         self.engine = engine
-        self.outbox = outbox
-        self.audit = audit
+        self.store = store
         self.poll_seconds = poll_seconds
         self.batch = batch
 
     async def sweep_once(self) -> int:
         """Expire one batch of due approvals with their events; returns how many."""
-
-        async def work(conn: AsyncConnection) -> int:
-            now = await repository.db_now(conn)
-            expired = 0
-            for approval in await repository.lock_due(conn, now, self.batch):
-                origin = await repository.trace_context(conn, approval.pending_id)
-                with step("approval", "expire", resume=origin, pending_id=approval.pending_id,
-                          call_id=approval.call_id, session_id=approval.session_id,
-                          operation_id=approval.operation_id):
-                    expired += await expire_if_due(conn, self.outbox, approval, now, audit=self.audit)
-            return expired
-
-        expired = await run_in_transaction(self.engine, work)
-        if expired:
-            self.outbox.wake()
-            log.info("expired %d approval(s)", expired)
-        return expired
+        return await expire_due(self.store, self.batch)
 
     def wake(self) -> None:
         """A new deadline was stored by this replica: look again now."""
@@ -68,20 +68,13 @@ class ExpirySweeper:
             return await repository.seconds_to_next_deadline(conn)
 
     async def run(self) -> None:
-        """Forever; a database outage is logged and retried, never fatal."""
-        while True:
-            self._wake.clear()  # before looking: a wake-up during the pass is not lost
-            try:
-                seconds = await self.seconds_to_next_deadline()
-                if seconds is not None and seconds <= 0:
-                    if await self.sweep_once():
-                        continue  # more may be due right now
-                    wait = HELD_SECONDS
-                else:
-                    wait = self.poll_seconds if seconds is None else min(seconds + EPSILON_SECONDS, self.poll_seconds)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("expiry sweep failed; retrying", exc_info=True)
-                wait = 1.0
-            await woken_within(self._wake, wait)
+        """Forever; a database outage is logged and retried every second, never fatal."""
+        await every(self.poll_seconds, self.sweep_due, wake=self._wake, name="expiry sweep",
+                    retry_after=1.0, max_retry_after=1.0)
+
+    async def sweep_due(self) -> Soon | None:
+        """Expire what is due; when to look again (the next deadline, never later than ``poll_seconds``)."""
+        seconds = await self.seconds_to_next_deadline()
+        if seconds is not None and seconds <= 0:
+            return Soon(0) if await self.sweep_once() else Soon(HELD_SECONDS)  # more may be due right now
+        return None if seconds is None else Soon(min(seconds + EPSILON_SECONDS, self.poll_seconds))

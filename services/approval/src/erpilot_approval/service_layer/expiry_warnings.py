@@ -9,7 +9,6 @@ the session stream; the webhook consumers turn it into an ``approval.expiring`` 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
 
@@ -20,6 +19,7 @@ from erpilot_approval.domain.policy import Policy
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1
 from erpilot_platform.db import run_in_transaction
+from erpilot_platform.loops import every
 from erpilot_platform.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -67,11 +67,4 @@ class WarningSweeper:
         """Forever (nothing to do when no tool has ``warn_before``); failures are logged and retried."""
         if not self.windows:
             return
-        while True:
-            try:
-                await self.sweep_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("expiry warning sweep failed; retrying", exc_info=True)
-            await asyncio.sleep(self.poll_seconds)
+        await every(self.poll_seconds, self.sweep_once, name="expiry warning sweep")

@@ -6,8 +6,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from erpilot_approval.adapters import repository
 from erpilot_approval.domain.approvals import can_view
-from erpilot_approval.domain.eligibility import record_for
 from erpilot_approval.service_layer.common import not_found
+from erpilot_approval.service_layer.mapping import record_for
 from erpilot_contracts.approval.v1 import GetApprovalV1, ListApprovalsV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform import cursors

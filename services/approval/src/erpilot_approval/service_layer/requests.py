@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from erpilot_approval.adapters import repository
-from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, new_pending
+from erpilot_approval.domain.approvals import ApprovalError, ApprovalRequest, PendingApproval, new_pending
 from erpilot_approval.domain.ledger import as_the_ledger_prepared, require_prepared
-from erpilot_approval.service_layer.common import Deps, emit_requested, new_pending_id, refused
+from erpilot_approval.service_layer.common import emit_requested, new_pending_id, refused
+from erpilot_approval.service_layer.mapping import ledger_record_of, record_of, request_of
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports
 from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool, get_tool, normalise
-from erpilot_platform.db import run_in_transaction
+from erpilot_contracts.tools.v1 import get_tool
 from erpilot_platform.telemetry import step
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 
 def check_arguments(tool: str, schema_version: int, arguments: dict) -> ReplyV1 | None:
     """A refusal unless ``arguments`` are exactly the normalised arguments of a known tool version."""
-    try:
-        spec = get_tool(tool)
-        normalised = normalise(tool, arguments)
-    except UnknownTool:
-        return ReplyV1.failure("policy_denied", f"unknown tool {tool!r} (unknown tools are denied)", 403)
-    except InvalidArguments as exc:
-        return ReplyV1.failure("invalid_arguments", f"arguments do not match the schema of {tool}", 422,
-                               errors=exc.errors)
+    normalised = normalised_or_refusal(tool, arguments)
+    if isinstance(normalised, ReplyV1):
+        return normalised
+    spec = get_tool(tool)
     if schema_version != spec.schema_version:
         return ReplyV1.failure("invalid_request", f"{tool} has schema_version {spec.schema_version}", 422)
     if normalised != arguments:
@@ -33,15 +28,16 @@ def check_arguments(tool: str, schema_version: int, arguments: dict) -> ReplyV1 
     return None
 
 
-def _repeat(existing: PendingApproval, cmd: RequestApprovalV1) -> ReplyV1:
+def _repeat(existing: PendingApproval, request: ApprovalRequest) -> ReplyV1:
     """The stored record for a repeated request, whatever its status; another request is a conflict."""
-    if (existing.fingerprint, existing.call_id, existing.session_id) != (cmd.fingerprint, cmd.call_id, cmd.session_id):
+    asked = (request.fingerprint, request.call_id, request.session_id)
+    if (existing.fingerprint, existing.call_id, existing.session_id) != asked:
         return ReplyV1.failure("idempotency_conflict",
-                               f"operation {cmd.operation_id} was requested with another call or fingerprint", 409)
-    return ReplyV1.success(existing.to_record())
+                               f"operation {request.operation_id} was requested with another call or fingerprint", 409)
+    return ReplyV1.success(record_of(existing))
 
 
-async def request_approval(deps: Deps, cmd: RequestApprovalV1) -> ReplyV1:
+async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ReplyV1:
     """Check the request against the ledger's prepared operation, then store it (nothing when refused).
 
     The ERP is asked before any transaction opens; no answer from it is transient (the command is retried).
@@ -49,31 +45,31 @@ async def request_approval(deps: Deps, cmd: RequestApprovalV1) -> ReplyV1:
     problem = check_arguments(cmd.tool, cmd.tool_schema_version, cmd.arguments)
     if problem is not None:
         return problem
-    ledger = await deps.erp.prepared(cmd.operation_id)
+    ledger = ledger_record_of(await ports.erp.prepared(cmd.operation_id))
     try:
-        cmd = as_the_ledger_prepared(cmd, ledger)
+        request = as_the_ledger_prepared(request_of(cmd), ledger)
     except ApprovalError as error:
         return refused(error)
 
-    async def work(conn: AsyncConnection) -> tuple[ReplyV1, bool]:
-        existing = await repository.get_by_operation(conn, cmd.operation_id)
+    async def work(uow: ApprovalUnitOfWork) -> tuple[ReplyV1, bool]:
+        existing = await uow.approvals.get_by_operation(request.operation_id)
         if existing is not None:
-            return _repeat(existing, cmd), False
-        now = await repository.db_now(conn)
+            return _repeat(existing, request), False
+        now = await uow.now()
         try:
             require_prepared(ledger)
-            pending = new_pending(cmd, deps.policy, now, new_pending_id())
+            pending = new_pending(request, ports.policy, now, new_pending_id())
         except ApprovalError as error:
             return refused(error), False
-        if not await repository.insert_new(conn, pending):  # a concurrent delivery inserted it first
-            return _repeat(await repository.get_by_operation(conn, cmd.operation_id), cmd), False
-        await emit_requested(conn, deps.outbox, pending, audit=deps.audit)
-        return ReplyV1.success(pending.to_record()), True
+        if not await uow.approvals.insert_new(pending):  # a concurrent delivery inserted it first
+            return _repeat(await uow.approvals.get_by_operation(request.operation_id), request), False
+        await emit_requested(uow, pending)
+        return ReplyV1.success(record_of(pending)), True
 
     with step("approval", "request", session_id=cmd.session_id, call_id=cmd.call_id,
               operation_id=cmd.operation_id):  # the approval stores this trace: decide and expiry continue it
-        reply, created = await run_in_transaction(deps.engine, work)
+        reply, created = await ports.store.run(work)
     if created:
-        deps.outbox.wake()
-        deps.new_deadline()
+        ports.store.wake()
+        ports.new_deadline()
     return reply

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from erpilot_approval.adapters import notifications, repository
 from erpilot_approval.domain.webhooks import Webhook, backoff, sign
 from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
-from erpilot_platform.waiting import woken_within
+from erpilot_platform.loops import Soon, every
 
 log = logging.getLogger(__name__)
 LEASE = timedelta(seconds=60)
@@ -115,15 +115,9 @@ class WebhookDispatcher:
     async def run(self) -> None:
         """Forever; failures are logged and retried, never fatal."""
         async with httpx.AsyncClient(follow_redirects=False) as client:
-            while True:
-                self._wake.clear()  # before looking: a wake-up during the pass is not lost
-                try:
-                    if await self.dispatch_once(client) >= self.batch:
-                        continue
-                    wait = await self.next_wait()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.warning("webhook dispatch failed; retrying", exc_info=True)
-                    wait = 1.0
-                await woken_within(self._wake, wait)
+            async def dispatch() -> Soon:
+                if await self.dispatch_once(client) >= self.batch:
+                    return Soon(0)  # a full batch: more are waiting
+                return Soon(await self.next_wait())
+
+            await every(self.poll_seconds, dispatch, wake=self._wake, name="webhook dispatch", retry_after=1.0)

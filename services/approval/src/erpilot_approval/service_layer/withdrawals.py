@@ -15,53 +15,49 @@ operation has no grant and the ERP cannot commit it.
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from erpilot_approval.adapters import repository
 from erpilot_approval.domain.withdrawal import may_withdraw, withdraw
-from erpilot_approval.service_layer.common import Deps, emit_resolved, expire_if_due
+from erpilot_approval.service_layer.common import emit_resolved, expire_if_due
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports
 from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import WithdrawApprovalsV1
 from erpilot_contracts.base import ReplyV1
-from erpilot_platform.db import run_in_transaction
 
 
-async def withdraw_approvals(deps: Deps, cmd: WithdrawApprovalsV1) -> ReplyV1:
+async def withdraw_approvals(cmd: WithdrawApprovalsV1, ports: Ports) -> ReplyV1:
     """Withdraw what is still pending; answer each approval's status afterwards (``not_found`` when it is
     unknown, of another session, or not the actor's)."""
 
-    async def work(conn: AsyncConnection) -> tuple[list[dict], bool]:
-        return await _withdraw(conn, deps, sorted(set(cmd.pending_ids)), session_id=cmd.session_id,
+    async def work(uow: ApprovalUnitOfWork) -> tuple[list[dict], bool]:
+        return await _withdraw(uow, sorted(set(cmd.pending_ids)), session_id=cmd.session_id,
                                actor_sub=cmd.actor.sub)
 
-    items, changed = await run_in_transaction(deps.engine, work)
+    items, changed = await ports.store.run(work)
     if changed:
-        deps.outbox.wake()
+        ports.store.wake()
     return ReplyV1.success({"items": items})
 
 
-async def withdraw_cancelled_run(deps: Deps, event: RunCancelledV1) -> None:
+async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports) -> None:
     """The agent recorded a cancel: withdraw the owner's pending approvals of those calls of that session."""
     calls = set(event.call_ids)
 
-    async def work(conn: AsyncConnection) -> tuple[list[dict], bool]:
-        pending_ids = await repository.pending_of_calls(conn, event.session_id, sorted(calls))
-        return await _withdraw(conn, deps, pending_ids, session_id=event.session_id, actor_sub=event.owner,
-                               calls=calls)
+    async def work(uow: ApprovalUnitOfWork) -> tuple[list[dict], bool]:
+        pending_ids = await uow.approvals.pending_of_calls(event.session_id, sorted(calls))
+        return await _withdraw(uow, pending_ids, session_id=event.session_id, actor_sub=event.owner, calls=calls)
 
-    _, changed = await run_in_transaction(deps.engine, work)
+    _, changed = await ports.store.run(work)
     if changed:
-        deps.outbox.wake()
+        ports.store.wake()
 
 
-async def _withdraw(conn: AsyncConnection, deps: Deps, pending_ids: list[str], *, session_id: str, actor_sub: str,
+async def _withdraw(uow: ApprovalUnitOfWork, pending_ids: list[str], *, session_id: str, actor_sub: str,
                     calls: set[str] | None = None) -> tuple[list[dict], bool]:
     """Withdraw each approval (locked, in the given order) that ``actor_sub`` requested in ``session_id``
     (and, when ``calls`` is given, that belongs to one of them); each one's status afterwards."""
     items, changed = [], False
-    now = await repository.db_now(conn)
+    now = await uow.now()
     # Every row first (the audit chain's lock is taken after the rows, never before one of them).
-    locked = {pid: await repository.get(conn, pid, lock=True) for pid in pending_ids}
+    locked = {pid: await uow.approvals.get(pid, lock=True) for pid in pending_ids}
     for pending_id, approval in locked.items():
         if (approval is None or not may_withdraw(approval, session_id=session_id, actor_sub=actor_sub)
                 or (calls is not None and approval.call_id not in calls)):
@@ -69,12 +65,12 @@ async def _withdraw(conn: AsyncConnection, deps: Deps, pending_ids: list[str], *
             continue
         withdrawn = withdraw(approval, actor_sub, now)
         if withdrawn is not None:
-            await repository.save_outcome(conn, withdrawn)
-            await repository.append_decision(conn, pending_id, actor=actor_sub, action="withdraw",
-                                             fingerprint=approval.fingerprint, comment=None, at=now)
-            await emit_resolved(conn, deps.outbox, withdrawn, audit=deps.audit)
+            await uow.approvals.save_outcome(withdrawn)
+            await uow.approvals.append_decision(pending_id, actor=actor_sub, action="withdraw",
+                                                fingerprint=approval.fingerprint, comment=None, at=now)
+            await emit_resolved(uow, withdrawn)
             approval, changed = withdrawn, True
-        elif await expire_if_due(conn, deps.outbox, approval, now, audit=deps.audit):
-            approval, changed = await repository.get(conn, pending_id), True
+        elif await expire_if_due(uow, approval, now):
+            approval, changed = await uow.approvals.get(pending_id), True
         items.append({"pending_id": pending_id, "status": approval.status})
     return items, changed

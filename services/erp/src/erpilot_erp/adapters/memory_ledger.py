@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from erpilot_erp.adapters.repository import StaleWrite
+from erpilot_erp.domain import reads
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product, Refund
 from erpilot_erp.domain.plans import CommitPlan
 from erpilot_erp.service_layer.ports import IdKind, OperationRecord
@@ -178,3 +179,42 @@ class MemoryLedger:
 
     def wake(self) -> None:
         self.wakes += 1
+
+
+class MemoryLedgerReads:
+    """``service_layer.ports.LedgerReads`` over what ``ledger`` has committed (``domain.reads`` semantics)."""
+
+    def __init__(self, ledger: MemoryLedger):
+        self.ledger = ledger
+
+    async def search_customers(self, query: str) -> dict[str, Any]:
+        return reads.search_customers(self.ledger.state.customers.values(), query)
+
+    async def search_products(self, query: str) -> dict[str, Any]:
+        return reads.search_products(self.ledger.state.products.values(), query)
+
+    async def product(self, sku: str) -> dict[str, Any] | None:
+        product = self.ledger.state.products.get(sku)
+        return product.to_result() if product is not None else None
+
+    async def order(self, order_id: str) -> dict[str, Any] | None:
+        order = self.ledger.state.orders.get(order_id)
+        return order.to_result() if order is not None else None
+
+    async def draft_revision(self, draft_id: str, revision: int | None,
+                             session_id: str | None) -> dict[str, Any] | None:
+        draft = self.ledger.state.drafts.get(draft_id)
+        if draft is None or (session_id is not None and draft.session_id != session_id):
+            return None
+        found = draft.revisions.get(revision or draft.latest_revision)
+        if found is None:
+            return None
+        found = replace(found, session_id=draft.session_id, status=draft.status)  # type: ignore[arg-type]
+        return {**found.to_result(), "latest_revision": draft.latest_revision}
+
+    async def open_drafts(self, session_id: str) -> list[DraftRevision]:
+        return [replace(d.revisions[d.latest_revision], session_id=session_id, status="open")  # type: ignore[arg-type]
+                for d in self.ledger.state.drafts.values() if d.session_id == session_id and d.status == "open"]
+
+    async def operation(self, operation_id: str) -> OperationRecord | None:
+        return self.ledger.state.operations.get(operation_id)

@@ -1,4 +1,5 @@
-"""Read-side queries: rows in, SPEC §2 result shapes (the domain's ``to_result()``) out.
+"""Read-side queries: rows in, SPEC §2 result shapes (the domain's ``to_result()``) out; ``SqlLedgerReads``
+is the read port (``service_layer.ports.LedgerReads``) over them.
 
 Searching runs in SQL with the semantics of ``domain.reads``: a case-insensitive substring of the id or
 the name, surrounding blanks ignored, ordered by id, at most ``MAX_SEARCH_RESULTS`` items.
@@ -9,11 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from erpilot_erp.adapters import rows
+from erpilot_erp.adapters import repository, rows
+from erpilot_erp.adapters.ledger import operation_record
 from erpilot_erp.adapters.tables import customers, draft_revisions, drafts, orders, products
+from erpilot_erp.domain.model import DraftRevision
 from erpilot_erp.domain.reads import MAX_SEARCH_RESULTS
+from erpilot_erp.service_layer.ports import OperationRecord
 
 
 def _like(query: str) -> str:
@@ -58,3 +62,40 @@ async def get_draft_revision(conn: AsyncConnection, draft_id: str, revision: int
         return None
     found = rows.revision(snapshot, session_id=draft.session_id, status=draft.status)
     return {**found.to_result(), "latest_revision": draft.latest_revision}
+
+
+class SqlLedgerReads:
+    """``service_layer.ports.LedgerReads`` in PostgreSQL: each read on its own connection, nothing committed."""
+
+    def __init__(self, engine: AsyncEngine):
+        self.engine = engine
+
+    async def search_customers(self, query: str) -> dict[str, Any]:
+        async with self.engine.connect() as conn:
+            return await search_customers(conn, query)
+
+    async def search_products(self, query: str) -> dict[str, Any]:
+        async with self.engine.connect() as conn:
+            return await search_products(conn, query)
+
+    async def product(self, sku: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            return await get_product(conn, sku)
+
+    async def order(self, order_id: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            return await get_order(conn, order_id)
+
+    async def draft_revision(self, draft_id: str, revision: int | None,
+                             session_id: str | None) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            return await get_draft_revision(conn, draft_id, revision, session_id)
+
+    async def open_drafts(self, session_id: str) -> list[DraftRevision]:
+        async with self.engine.connect() as conn:
+            return await repository.open_drafts(conn, session_id)
+
+    async def operation(self, operation_id: str) -> OperationRecord | None:
+        async with self.engine.connect() as conn:
+            row = await repository.operation(conn, operation_id)
+        return operation_record(row) if row is not None else None

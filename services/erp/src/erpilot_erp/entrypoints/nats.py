@@ -10,8 +10,6 @@ Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from erpilot_contracts import subjects
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import (
@@ -28,21 +26,22 @@ from erpilot_erp.service_layer import backoffice
 from erpilot_erp.service_layer.backoffice import ProductService
 from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
+from erpilot_erp.service_layer.ports import LedgerReads
 from erpilot_erp.service_layer.reads import run_read_tool
-from erpilot_erp.service_layer.replies import normalised_or_failure
 from erpilot_platform.endpoints import ServiceBus
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 
-def register(bus: ServiceBus, engine: AsyncEngine, *, drafts: DraftService, operations: OperationService,
+def register(bus: ServiceBus, reads: LedgerReads, *, drafts: DraftService, operations: OperationService,
              products: ProductService) -> None:
     @bus.query(subjects.ERP_QUERY_READ, ExecuteToolV1, description="Run a read tool against the ledger.")
     async def read_tool(cmd: ExecuteToolV1) -> ReplyV1:
-        args = normalised_or_failure(cmd.tool, cmd.arguments)
+        args = normalised_or_refusal(cmd.tool, cmd.arguments)
         if isinstance(args, ReplyV1):
             return args
         if get_tool(cmd.tool).kind is not ToolKind.READ:
             return ReplyV1.failure("not_a_read_tool", f"{cmd.tool} is not a read tool", 422)
-        return ReplyV1.success(await run_read_tool(engine, cmd.model_copy(update={"arguments": args})))
+        return ReplyV1.success(await run_read_tool(reads, cmd.model_copy(update={"arguments": args})))
 
     @bus.command(subjects.ERP_CMD_DRAFT, ExecuteToolV1, description="Run a draft tool (one new revision).")
     async def draft_tool(cmd: ExecuteToolV1) -> ReplyV1:
@@ -62,13 +61,13 @@ def register(bus: ServiceBus, engine: AsyncEngine, *, drafts: DraftService, oper
 
     @bus.query(subjects.ERP_QUERY_OPERATION, GetOperationV1, description="Status of one operation.")
     async def operation(query: GetOperationV1) -> ReplyV1:
-        return await backoffice.get_operation(engine, query)
+        return await backoffice.get_operation(reads, query)
 
     @bus.query(subjects.ERP_QUERY_PREPARED, GetPreparedOperationV1,
                description="The ledger's own record of a prepared operation (preview, arguments, fingerprint).")
     async def prepared(query: GetPreparedOperationV1) -> ReplyV1:
-        return await backoffice.get_prepared(engine, query)
+        return await backoffice.get_prepared(reads, query)
 
     @bus.query(subjects.ERP_QUERY_VIEW, ErpViewV1, description="Back-office read views.")
     async def view(query: ErpViewV1) -> ReplyV1:
-        return await backoffice.view(engine, query)
+        return await backoffice.view(reads, query)

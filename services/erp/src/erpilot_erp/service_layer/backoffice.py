@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, GetPreparedOperationV1, UpdateProductV1
-from erpilot_erp.adapters import reads, repository
 from erpilot_erp.service_layer.operations import operation_status, prepared_record
-from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork
+from erpilot_erp.service_layer.ports import Ledger, LedgerReads, LedgerUnitOfWork
 from erpilot_erp.service_layer.replies import once, request_print
 
 
@@ -16,35 +13,32 @@ def _not_found(kind: str, key: object) -> ReplyV1:
     return ReplyV1.failure("not_found", f"{kind} {key} not found", 404)
 
 
-async def get_operation(engine: AsyncEngine, query: GetOperationV1) -> ReplyV1:
-    async with engine.connect() as conn:
-        row = await repository.operation(conn, query.operation_id)
-    return ReplyV1.success(operation_status(row)) if row else _not_found("operation", query.operation_id)
+async def get_operation(reads: LedgerReads, query: GetOperationV1) -> ReplyV1:
+    record = await reads.operation(query.operation_id)
+    return ReplyV1.success(operation_status(record)) if record else _not_found("operation", query.operation_id)
 
 
-async def get_prepared(engine: AsyncEngine, query: GetPreparedOperationV1) -> ReplyV1:
+async def get_prepared(reads: LedgerReads, query: GetPreparedOperationV1) -> ReplyV1:
     """The ledger's record of a prepared operation (its preview, arguments, fingerprint), for the approval."""
-    async with engine.connect() as conn:
-        row = await repository.operation(conn, query.operation_id)
-    return ReplyV1.success(prepared_record(row)) if row else _not_found("operation", query.operation_id)
+    record = await reads.operation(query.operation_id)
+    return ReplyV1.success(prepared_record(record)) if record else _not_found("operation", query.operation_id)
 
 
-async def view(engine: AsyncEngine, query: ErpViewV1) -> ReplyV1:
+async def view(reads: LedgerReads, query: ErpViewV1) -> ReplyV1:
     """One ERP view in its SPEC §2 shape; a draft is shown whatever session it belongs to."""
     if query.view in ("product", "order", "draft") and not query.id:
         return ReplyV1.failure("invalid_message", f"the {query.view} view needs an id", 422)
-    async with engine.connect() as conn:
-        match query.view:
-            case "products":
-                return ReplyV1.success(await reads.search_products(conn, query.query))
-            case "customers":
-                return ReplyV1.success(await reads.search_customers(conn, query.query))
-            case "product":
-                found = await reads.get_product(conn, query.id)
-            case "order":
-                found = await reads.get_order(conn, query.id)
-            case _:
-                found = await reads.get_draft_revision(conn, query.id, query.revision, None)
+    match query.view:
+        case "products":
+            return ReplyV1.success(await reads.search_products(query.query))
+        case "customers":
+            return ReplyV1.success(await reads.search_customers(query.query))
+        case "product":
+            found = await reads.product(query.id)
+        case "order":
+            found = await reads.order(query.id)
+        case _:
+            found = await reads.draft_revision(query.id, query.revision, None)
     if found is None:
         what = f"{query.id} revision {query.revision}" if query.revision else query.id
         return _not_found(query.view, what)

@@ -17,8 +17,9 @@ from erpilot_erp.domain.drafts import DRAFT_EDIT_TOOLS, create_draft, edit_draft
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.model import DraftRevision
 from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork
-from erpilot_erp.service_layer.replies import normalised_or_failure, once, rejected_tool, request_print
+from erpilot_erp.service_layer.replies import once, rejected_tool, request_print
 from erpilot_platform.failpoints import failpoint
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 DRAFT_TOOLS = DRAFT_EDIT_TOOLS | {"create_order_draft"}
 
@@ -32,7 +33,7 @@ class DraftService:
         """Run one draft tool; a redelivery of the same ``operation_id`` gets the first answer."""
         if cmd.tool not in DRAFT_TOOLS:
             return ReplyV1.failure("not_a_draft_tool", f"{cmd.tool} is not a draft tool", 422)
-        args = normalised_or_failure(cmd.tool, cmd.arguments)
+        args = normalised_or_refusal(cmd.tool, cmd.arguments)
         if isinstance(args, ReplyV1):
             return args
         asked = request_print(tool=cmd.tool, arguments=args, session_id=cmd.session_id)

@@ -36,7 +36,6 @@ from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork, OperationR
 from erpilot_erp.service_layer.replies import (
     business_error,
     business_failure,
-    normalised_or_failure,
     once,
     request_print,
 )
@@ -44,6 +43,7 @@ from erpilot_erp.service_layer.write_state import write_state
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import verify_grant
 from erpilot_platform.telemetry import commit_outcomes, step
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 log = logging.getLogger(__name__)
 _NESTED_VERSIONS = {"preview": {"schema_version": True, "effects": {"__all__": {"schema_version"}}}}
@@ -87,7 +87,7 @@ class OperationService:
         if cmd.tool_schema_version != get_tool(cmd.tool).schema_version:
             return ReplyV1.failure("unsupported_schema_version",
                                    f"{cmd.tool} has no schema_version {cmd.tool_schema_version}", 422)
-        args = normalised_or_failure(cmd.tool, cmd.arguments)
+        args = normalised_or_refusal(cmd.tool, cmd.arguments)
         if isinstance(args, ReplyV1):
             return args
         if args != cmd.arguments:

@@ -5,7 +5,11 @@ commands, by key) and its outbox (events published after the commit). ``Ledger.r
 when ``work`` returns and rolls back when it raises; the SQL ledger retries a serialization failure or
 deadlock by running ``work`` again on a fresh transaction.
 
-The SQL implementation is ``adapters.ledger.SqlLedger``; the unit tests use ``adapters.memory_ledger``.
+The read side (read tools, back-office views, operation status) needs no unit of work: ``LedgerReads``
+answers each question from what is committed, locking and committing nothing.
+
+The SQL implementations are ``adapters.ledger.SqlLedger`` and ``adapters.reads.SqlLedgerReads``; the unit
+tests use ``adapters.memory_ledger`` (``MemoryLedger``, ``MemoryLedgerReads``).
 """
 
 from __future__ import annotations
@@ -102,6 +106,32 @@ class LedgerUnitOfWork(Protocol):
     async def emit(self, subject: str, payload: BaseModel, *, msg_id: str) -> None:
         """An event to publish once this unit of work commits (outbox)."""
         ...
+
+
+class LedgerReads(Protocol):
+    """Committed state in SPEC §2 result shapes (``to_result()``); each call is one read-only look."""
+
+    async def search_customers(self, query: str) -> dict[str, Any]:
+        """``{"items": [...]}``: id or name contains ``query`` (``domain.reads`` semantics)."""
+        ...
+
+    async def search_products(self, query: str) -> dict[str, Any]: ...
+
+    async def product(self, sku: str) -> dict[str, Any] | None: ...
+
+    async def order(self, order_id: str) -> dict[str, Any] | None: ...
+
+    async def draft_revision(self, draft_id: str, revision: int | None,
+                             session_id: str | None) -> dict[str, Any] | None:
+        """A revision (None: the latest) with ``latest_revision``; ``session_id`` restricts it to its owning
+        session (None: the back-office view)."""
+        ...
+
+    async def open_drafts(self, session_id: str) -> list[DraftRevision]:
+        """The latest revision of every open draft of the session."""
+        ...
+
+    async def operation(self, operation_id: str) -> OperationRecord | None: ...
 
 
 class Ledger(Protocol):

@@ -14,7 +14,6 @@ from typing import Any
 
 from erpilot_contracts.base import ErrorV1, ReplyV1
 from erpilot_contracts.erp.v1 import ToolResultV1
-from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool, normalise
 from erpilot_erp.domain.errors import BusinessError, ErrorCode
 from erpilot_erp.service_layer.ports import LedgerUnitOfWork
 
@@ -38,16 +37,6 @@ def rejected_tool(exc: BusinessError) -> ToolResultV1:
     """A draft tool's business failure: HTTP 200 with ``outcome: business_rejected`` (SPEC §2)."""
     return ToolResultV1(outcome="business_rejected",
                         error=ErrorV1(code=exc.code, message=exc.message, status=200, details=exc.details or None))
-
-
-def normalised_or_failure(tool: str, arguments: dict[str, Any]) -> dict[str, Any] | ReplyV1:
-    """The tool's normalised arguments, or the ``unknown_tool`` / ``invalid_arguments`` failure (422)."""
-    try:
-        return normalise(tool, arguments)
-    except UnknownTool:
-        return ReplyV1.failure("unknown_tool", f"unknown tool {tool!r}", 422)
-    except InvalidArguments as exc:
-        return ReplyV1.failure("invalid_arguments", f"invalid arguments for {tool}", 422, errors=exc.errors)
 
 
 def request_print(**request: Any) -> str:

@@ -1,0 +1,99 @@
+"""The approvals in PostgreSQL (the ``ApprovalStore`` of ``service_layer.ports``).
+
+One unit of work is one transaction on one connection (``run_in_transaction``: retried on a
+serialization failure or deadlock); the repository is ``adapters.repository`` bound to that connection,
+the audit trail ``adapters.audit_log`` (signed with the service's key), the outbox the service's
+``outbox`` table. ``now()`` is ``clock_timestamp()``: the database's clock at the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from erpilot_approval.adapters import audit_log, repository
+from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.votes import Vote
+from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_platform.db import run_in_transaction
+from erpilot_platform.outbox import Outbox
+
+T = TypeVar("T")
+
+
+class SqlApprovalRepository:
+    def __init__(self, conn: AsyncConnection):
+        self.conn = conn
+
+    async def get(self, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
+        return await repository.get(self.conn, pending_id, lock=lock)
+
+    async def get_by_operation(self, operation_id: str) -> PendingApproval | None:
+        return await repository.get_by_operation(self.conn, operation_id)
+
+    async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
+        return await repository.insert_new(self.conn, approval, trace_context=trace_context)
+
+    async def trace_context(self, pending_id: str) -> dict[str, str] | None:
+        return await repository.trace_context(self.conn, pending_id)
+
+    async def append_vote(self, pending_id: str, vote: Vote) -> None:
+        await repository.append_vote(self.conn, pending_id, vote)
+
+    async def save_outcome(self, approval: PendingApproval, grant: GrantV1 | None = None) -> None:
+        await repository.save_outcome(self.conn, approval, grant)
+
+    async def append_decision(self, pending_id: str, *, actor: str, action: str, fingerprint: str,
+                              comment: str | None, at: datetime) -> None:
+        await repository.append_decision(self.conn, pending_id, actor=actor, action=action,
+                                         fingerprint=fingerprint, comment=comment, at=at)
+
+    async def pending_of_calls(self, session_id: str, call_ids: list[str]) -> list[str]:
+        return await repository.pending_of_calls(self.conn, session_id, call_ids)
+
+    async def lock_due(self, now: datetime, limit: int) -> list[PendingApproval]:
+        return await repository.lock_due(self.conn, now, limit)
+
+
+class SqlAuditLog:
+    def __init__(self, conn: AsyncConnection, key: Ed25519PrivateKey):
+        self.conn, self.key = conn, key
+
+    async def append(self, kind: str, *, pending_id: str | None, operation_id: str | None, actor: str | None,
+                     data: dict[str, Any], once: bool = False) -> bool:
+        return await audit_log.append(self.conn, self.key, kind, pending_id=pending_id, operation_id=operation_id,
+                                      actor=actor, data=data, once=once)
+
+
+class SqlApprovalUnitOfWork:
+    def __init__(self, conn: AsyncConnection, outbox: Outbox, key: Ed25519PrivateKey):
+        self.conn, self.outbox = conn, outbox
+        self.approvals = SqlApprovalRepository(conn)
+        self.audit = SqlAuditLog(conn, key)
+
+    async def now(self) -> datetime:
+        return await repository.db_now(self.conn)
+
+    async def emit(self, subject: str, payload: BaseModel) -> None:
+        await self.outbox.add(self.conn, subject, payload)
+
+
+class SqlApprovalStore:
+    def __init__(self, engine: AsyncEngine, outbox: Outbox, key: Ed25519PrivateKey):
+        self.engine, self.outbox, self.key = engine, outbox, key
+
+    async def run(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
+        return await run_in_transaction(
+            self.engine, lambda conn: work(SqlApprovalUnitOfWork(conn, self.outbox, self.key)))
+
+    async def read(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
+        async with self.engine.connect() as conn:  # closed without a commit: rolled back
+            return await work(SqlApprovalUnitOfWork(conn, self.outbox, self.key))
+
+    def wake(self) -> None:
+        self.outbox.wake()

@@ -1,0 +1,129 @@
+"""What the approval use cases need from the outside world: a store that runs one unit of work at a time,
+and the ERP.
+
+A unit of work is one transaction over the approvals (``approvals``: rows by key, their votes and their
+decision log), the audit trail (``audit``: rows appended in the same transaction as the change they
+record) and the outbox (``emit``: events published after the commit). ``now()`` is the clock decisions
+are taken by: the database's, read at the call, so a use case reads it after taking its row locks and a
+wait for a lock counts against a deadline. ``ApprovalStore.run(work)`` commits when ``work`` returns and
+rolls back when it raises; the SQL store runs ``work`` again on a fresh transaction after a
+serialization failure or deadlock, so ``work`` must not act outside its unit of work.
+
+The SQL implementation is ``adapters.store.SqlApprovalStore`` and the NATS ERP ``adapters.erp.ErpClient``;
+the unit tests use ``adapters.memory_store.MemoryApprovalStore`` (a settable clock) and a fake ERP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import BaseModel
+
+from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.policy import Policy
+from erpilot_approval.domain.votes import Vote
+from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_contracts.erp.v1 import PreparedOperationV1, PreparedRecordV1, PrepareOperationV1
+
+T = TypeVar("T")
+
+
+class ApprovalRepository(Protocol):
+    """Approvals by key; ``lock`` holds the row FOR UPDATE until the unit of work ends (lock order: the
+    approval rows in ``pending_id`` order, then the audit chain)."""
+
+    async def get(self, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
+        """One approval with its votes."""
+        ...
+
+    async def get_by_operation(self, operation_id: str) -> PendingApproval | None: ...
+
+    async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
+        """Store a new approval; False if one for its ``operation_id`` exists (a concurrent twin won).
+        ``trace_context``: the trace later steps continue (default: the current one)."""
+        ...
+
+    async def trace_context(self, pending_id: str) -> dict[str, str] | None:
+        """The trace stored with the approval (None for approvals stored before traces were)."""
+        ...
+
+    async def append_vote(self, pending_id: str, vote: Vote) -> None:
+        """One vote (row lock held; one per person and version)."""
+        ...
+
+    async def save_outcome(self, approval: PendingApproval, grant: GrantV1 | None = None) -> None:
+        """How the approval left ``pending`` (row lock held); ``expires_at`` is never written."""
+        ...
+
+    async def append_decision(self, pending_id: str, *, actor: str, action: str, fingerprint: str,
+                              comment: str | None, at: datetime) -> None:
+        """Append to the decision log (never updated or deleted)."""
+        ...
+
+    async def pending_of_calls(self, session_id: str, call_ids: list[str]) -> list[str]:
+        """The pending approvals (every version) of these calls of this session, in ``pending_id`` order."""
+        ...
+
+    async def lock_due(self, now: datetime, limit: int) -> list[PendingApproval]:
+        """Pending approvals due at ``now``, locked, earliest deadline first; rows others hold are skipped."""
+        ...
+
+
+class AuditLog(Protocol):
+    async def append(self, kind: str, *, pending_id: str | None, operation_id: str | None, actor: str | None,
+                     data: dict[str, Any], once: bool = False) -> bool:
+        """One signed row at the chain's end (``once``: unless this kind exists for this operation);
+        False when skipped."""
+        ...
+
+
+class ApprovalUnitOfWork(Protocol):
+    approvals: ApprovalRepository
+    audit: AuditLog
+
+    async def now(self) -> datetime:
+        """The database's clock now (not the transaction's start): every replica shares it."""
+        ...
+
+    async def emit(self, subject: str, payload: BaseModel) -> None:
+        """An event to publish once this unit of work commits (outbox)."""
+        ...
+
+
+class ApprovalStore(Protocol):
+    async def run(self, work: Callable[[ApprovalUnitOfWork], Awaitable[T]]) -> T:
+        """Run ``work`` in one unit of work: committed when it returns, rolled back when it raises."""
+        ...
+
+    async def read(self, work: Callable[[ApprovalUnitOfWork], Awaitable[T]]) -> T:
+        """Run ``work`` on what is committed, without a lock or a commit (a look before the transaction)."""
+        ...
+
+    def wake(self) -> None:
+        """Tell the outbox relay that events were committed."""
+        ...
+
+
+class ErpPort(Protocol):
+    async def prepared(self, operation_id: str) -> PreparedRecordV1 | None:
+        """The ledger's record of ``operation_id`` (None: never prepared); ``ServiceUnavailable`` if no answer."""
+        ...
+
+    async def prepare(self, cmd: PrepareOperationV1) -> PreparedOperationV1:
+        """The ERP's preview of an operation; its refusal raises ``erpilot_platform.broker.ReplyError``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Ports:
+    """What every approval use case works with: the store and the ERP, the policy in force, the grant key."""
+
+    store: ApprovalStore
+    erp: ErpPort
+    policy: Policy
+    signing_key: Ed25519PrivateKey
+    new_deadline: Callable[[], None] = lambda: None  # wakes the expiry sweeper after a new approval commits
