@@ -37,6 +37,7 @@ _TRACE_HEADERS = {"traceparent", "tracestate", "baggage"}
 PUBLISH_TIMEOUT_SECONDS = 2.0
 RETRY_SECONDS = 0.2
 SAFETY_POLL_SECONDS = 5.0
+RELAY_BATCH = 200
 
 
 def outbox_table(metadata: MetaData) -> Table:
@@ -67,19 +68,26 @@ class Outbox:
         *, msg_id: str | None = None, headers: dict[str, str] | None = None,
     ) -> None:
         """Record an event to publish once the surrounding transaction commits."""
-        body = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+        await self.add_all(conn, [(subject, payload, msg_id)], headers=headers)
+
+    async def add_all(
+        self, conn: AsyncConnection, items: list[tuple[str, BaseModel | dict[str, Any], str | None]],
+        *, headers: dict[str, str] | None = None,
+    ) -> None:
+        """Record several events (subject, payload, msg_id or None) in one statement, in this order."""
         headers = dict(headers or {})
         propagate.inject(headers)  # the trace continues from the relay's publish, not from nowhere
-        await conn.execute(self.table.insert().values(
-            msg_id=msg_id or str(uuid.uuid4()), subject=subject, payload=body, headers=headers,
-        ))
+        await conn.execute(self.table.insert(), [
+            {"msg_id": msg_id or str(uuid.uuid4()), "subject": subject, "headers": headers,
+             "payload": payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload}
+            for subject, payload, msg_id in items])
 
     def wake(self) -> None:
         """Tell the relay of this process that new rows were committed (saves a poll interval)."""
         self._publish_now = True
         self._wakeup.set()
 
-    async def publish_pending(self, engine: AsyncEngine, broker: Any, *, batch: int = 200) -> int:
+    async def publish_pending(self, engine: AsyncEngine, broker: Any, *, batch: int = RELAY_BATCH) -> int:
         """Publish one batch in id order; returns how many rows were published."""
         async with engine.begin() as conn:
             got_lock = await conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.lock_key})
@@ -126,7 +134,9 @@ class Outbox:
         publish_now, self._publish_now = self._publish_now, False
         try:
             if publish_now or await self.has_pending(engine):
-                while await self.publish_pending(engine, broker):
+                # A short batch was all there was: a commit after the look wakes us again (every() cleared
+                # the wake-up before this pass), so no empty pass (a transaction) to make sure.
+                while await self.publish_pending(engine, broker) == RELAY_BATCH:
                     pass
                 if self.contended:
                     self._publish_now = True  # a retry publishes at once

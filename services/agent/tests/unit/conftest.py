@@ -57,6 +57,9 @@ class FakeDownstream:
     async def policy_view(self) -> PolicyViewV1:
         return PolicyViewV1(version="test", tools=[self._policy(tool) for tool in self.actions])
 
+    def policy_version_seen(self, version: str) -> None:
+        pass
+
     async def _run(self, cmd: ExecuteToolV1) -> ToolResultV1:
         self.runs.append(cmd)
         if isinstance(self.run_answer, ReplyError):

@@ -19,9 +19,9 @@ KEY = call_key("ses_1", "c-1")
 
 @pytest.fixture
 async def waiting(service) -> dict:
-    """A stock adjustment waiting for approval ``pa_1``."""
+    """A model run's stock adjustment waiting for approval ``pa_1``."""
     return await service.start(session_id="ses_1", owner="alice", tool="adjust_stock", raw_arguments=STOCK,
-                               call_id="c-1")
+                               call_id="c-1", source="model", run_id="run_1")
 
 
 async def resolve(service, make, waiting: dict, status: str, *, pending_id: str = "pa_1", grant: bool = True,
@@ -33,7 +33,9 @@ async def resolve(service, make, waiting: dict, status: str, *, pending_id: str 
 
 async def test_an_approval_commits_with_its_grant_and_finishes_the_call(service, store, make, downstream, waiting,
                                                                         finished):
+    units_before = store.units
     await resolve(service, make, waiting, "approved")
+    units = store.units - units_before  # before the view below reads it
 
     view = await service.view(KEY)
     assert (view["status"], view["outcome"], view["result"]) == ("finished", "succeeded",
@@ -44,6 +46,7 @@ async def test_an_approval_commits_with_its_grant_and_finishes_the_call(service,
                                           "tool_finished"]
     assert store.commit_sent == {KEY}
     assert finished == [KEY]
+    assert units == 3  # approved, executing, finished: one transaction each, no reads between
 
 
 async def test_a_redelivered_approval_commits_nothing_more(service, store, make, downstream, waiting):

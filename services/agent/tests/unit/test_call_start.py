@@ -26,14 +26,21 @@ async def test_a_read_runs_once_and_its_result_is_the_answer(service, store, dow
     downstream.run_answer = ToolResultV1(outcome="succeeded", result={"sku": "SKU-PEN-BLUE", "on_hand": 85})
 
     view = await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN,
-                               call_id="c-1")
+                               call_id="c-1", source="model", run_id="run_1")
 
     assert (view["status"], view["outcome"], view["result"]) == ("finished", "succeeded",
                                                                  {"sku": "SKU-PEN-BLUE", "on_hand": 85})
     assert [(cmd.tool, cmd.arguments, cmd.requested_by) for cmd in downstream.runs] == [
         ("get_product", PEN, "alice")]
     assert store.event_types("ses_1") == ["tool_started", "tool_finished"]
+    assert (store.units, store.commits) == (2, 1)  # looked up, then recorded once, finished, with both events
     assert len(finished) == 1  # the run driver hears of it
+
+
+async def test_the_run_driver_hears_only_of_a_models_calls(service, finished):
+    await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN, call_id="c-1")
+
+    assert finished == []  # an external agent's call: no run waits for it
 
 
 async def test_the_same_call_again_is_answered_from_the_record_without_running_it_again(service, store, downstream):
@@ -44,6 +51,25 @@ async def test_the_same_call_again_is_answered_from_the_record_without_running_i
 
     assert again == first
     assert len(downstream.runs) == 1
+    assert store.event_types("ses_1") == ["tool_started", "tool_finished"]
+
+
+async def test_a_read_a_concurrent_delivery_recorded_first_is_answered_with_that_record(service, store, downstream):
+    answers = iter([{"on_hand": 1}, {"on_hand": 2}])
+    plain_read = downstream.read
+
+    async def read_overtaken(cmd):
+        result = await plain_read(cmd)
+        result = result.model_copy(update={"result": next(answers)})
+        if len(downstream.runs) == 1:  # the other delivery reads and records while this one waits for the ERP
+            await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN,
+                                call_id="c-1")
+        return result
+
+    downstream.read = read_overtaken
+    view = await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN, call_id="c-1")
+
+    assert view["result"] == {"on_hand": 2}  # the recorded answer, the first to commit
     assert store.event_types("ses_1") == ["tool_started", "tool_finished"]
 
 
@@ -136,12 +162,12 @@ async def test_an_erp_refusal_that_is_no_business_outcome_fails_the_call(service
                                                            "message": "line qty too large"})
 
 
-async def test_an_erp_failure_of_its_own_is_raised_and_leaves_the_call_running_for_a_retry(service, store, make,
-                                                                                           downstream):
+async def test_an_erp_failure_of_its_own_is_raised_and_a_retry_reads_again(service, store, make, downstream):
     downstream.run_answer = make.reply_error("internal_error", "database away", 503)
 
     with pytest.raises(ReplyError):
         await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN, call_id="c-1")
+    assert store.rows == {} and store.events == []  # a read is recorded only with its answer
     downstream.run_answer = ToolResultV1(outcome="succeeded", result={"sku": "SKU-PEN-BLUE"})
     view = await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments=PEN,
                                call_id="c-1")
@@ -164,6 +190,7 @@ async def test_a_write_is_prepared_and_waits_for_a_person(service, store, downst
         view["operation_id"], prepared.fingerprint, {"operation": "adjust_stock"})
     assert store.event_types("ses_1") == ["tool_started", "approval_pending"]
     assert downstream.runs == [] and downstream.commits == [] and finished == []
+    assert store.units == 3  # look the call up, record it, record the approval: no re-reads between
 
 
 async def test_a_write_the_policy_lets_through_without_approval_runs_like_a_draft(service, downstream):

@@ -36,16 +36,17 @@ class SqlCallRepository:
         return _record(row) if row is not None else None
 
     async def add(self, *, call_key: str, call_id: str, session_id: str, run_id: str | None, source: str,
-                  request_hash: str, operation_id: str, call: ToolCall) -> bool:
-        return await repository.insert_tool_call(
+                  request_hash: str, operation_id: str, call: ToolCall) -> CallRecord | None:
+        row = await repository.insert_tool_call(
             self.conn, call_key=call_key, call_id=call_id, session_id=session_id, run_id=run_id, source=source,
             tool=call.tool, request_hash=request_hash, operation_id=operation_id, **calls.to_columns(call))
+        return _record(row) if row is not None else None
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
+    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
         values = {**calls.to_columns(call), **columns}
         if commit_sent:
             values["commit_sent_at"] = repository.now()
-        await repository.update_tool_call(self.conn, call_key, **values)
+        return _record(await repository.update_tool_call(self.conn, call_key, **values))
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
         if not call_ids:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TypeVar
 
 from faststream.nats import NatsBroker
@@ -32,21 +33,43 @@ T = TypeVar("T", bound=BaseModel)
 DownstreamError = ReplyError
 
 
+# How long the agent answers from the policy it asked last. The policy changes only when the approval
+# service restarts with another file; an approval stored under another version drops it at once.
+POLICY_MAX_AGE_SECONDS = 5.0
+
+
 class Downstream:
-    def __init__(self, broker: NatsBroker, *, timeout: float = 15.0):
+    def __init__(self, broker: NatsBroker, *, timeout: float = 15.0,
+                 policy_max_age: float = POLICY_MAX_AGE_SECONDS):
         self.broker = broker
         self.timeout = timeout
+        self.policy_max_age = policy_max_age
+        self._policy: PolicyViewV1 | None = None
+        self._policy_asked_at = 0.0
 
     async def _call(self, subject: str, payload: Message, reply_model: type[T], *, durable: bool) -> T:
         return await call(self.broker, subject, payload, reply_model, durable=durable, timeout=self.timeout)
 
     async def policy_view(self) -> PolicyViewV1:
-        """The policy in force for every tool."""
-        return await self._call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), PolicyViewV1, durable=False)
+        """The policy in force for every tool: asked at most every ``policy_max_age`` seconds."""
+        if self._policy is None or time.monotonic() - self._policy_asked_at > self.policy_max_age:
+            asked_at = time.monotonic()
+            self._policy = await self._call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), PolicyViewV1,
+                                            durable=False)
+            self._policy_asked_at = asked_at
+        return self._policy
 
     async def policy(self, tool: str) -> ToolPolicyV1:
+        for item in (await self.policy_view()).tools:
+            if item.tool == tool:
+                return item
+        # Not in the approval service's list (a tool it does not know): it answers for it (a denial).
         view = await self._call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(tool=tool), PolicyViewV1, durable=False)
         return view.tools[0]
+
+    def policy_version_seen(self, version: str) -> None:
+        if self._policy is not None and self._policy.version != version:
+            self._policy = None
 
     async def read(self, cmd: ExecuteToolV1) -> ToolResultV1:
         return await self._call(subjects.ERP_QUERY_READ, cmd, ToolResultV1, durable=False)

@@ -28,6 +28,8 @@ class MemoryCallStore:
         self.rows: dict[str, CallRecord] = {}
         self.events: list[tuple[str, str, dict[str, Any]]] = []  # (session_id, type, data), committed
         self.commit_sent: set[str] = set()  # call keys whose commit went out
+        self.units = 0  # units of work begun (each a transaction in SQL)
+        self.commits = 0  # units of work committed
 
     def event_types(self, session_id: str) -> list[str]:
         return [type_ for sid, type_, _ in self.events if sid == session_id]
@@ -47,15 +49,15 @@ class MemoryCallRepository:
         return copy.deepcopy(self._current(call_key))
 
     async def add(self, *, call_key: str, call_id: str, session_id: str, run_id: str | None, source: str,
-                  request_hash: str, operation_id: str, call: ToolCall) -> bool:
+                  request_hash: str, operation_id: str, call: ToolCall) -> CallRecord | None:
         if self._current(call_key) is not None:
-            return False
+            return None
         now = datetime.now(UTC)
         self.staged[call_key] = CallRecord(call_key, call_id, session_id, run_id, source, operation_id,
                                            request_hash, None, now, now, copy.deepcopy(call))
-        return True
+        return copy.deepcopy(self.staged[call_key])
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
+    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
         record = copy.deepcopy(self._current(call_key))
         record.call = copy.deepcopy(call)
         if "arguments" in columns:  # an edit: the stored arguments are the call's from now on
@@ -63,6 +65,7 @@ class MemoryCallRepository:
         self.staged[call_key] = replace(record, updated_at=datetime.now(UTC), **columns)
         if commit_sent:
             self.sent.add(call_key)
+        return copy.deepcopy(self.staged[call_key])
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
         return [copy.deepcopy(r) for r in self.store.rows.values()
@@ -120,6 +123,7 @@ class MemoryCallUnitOfWork:
         self.store = store
 
     async def __aenter__(self) -> MemoryCallUnitOfWork:
+        self.store.units += 1
         self.staged: dict[str, CallRecord] = {}
         self.sent: set[str] = set()
         self.events: list[tuple[str, str, dict[str, Any]]] = []
@@ -145,6 +149,7 @@ class MemoryCallUnitOfWork:
         self.store.events += self.events
         self.store.commit_sent |= self.sent
         self.store.sessions.update(self.new_sessions)
+        self.store.commits += 1
         self.staged.clear()
         self.events = []
         self.new_sessions = {}

@@ -35,26 +35,34 @@ async def get_session(conn: AsyncConnection, session_id: str, *, lock: bool = Fa
 
 
 async def append_event(conn: AsyncConnection, session_id: str, type_: str, data: dict[str, Any]) -> int:
-    """Append one session event with the next gap-free ``seq`` and queue it for publication.
-
-    The ``UPDATE ... RETURNING`` takes the session row lock, so concurrent writers of one session
-    get consecutive numbers in commit order; the outbox relays them in that order.
-    """
-    seq = await conn.scalar(
-        update(sessions).where(sessions.c.session_id == session_id)
-        .values(last_seq=sessions.c.last_seq + 1).returning(sessions.c.last_seq)
-    )
-    occurred_at = now()
-    await conn.execute(session_events.insert().values(
-        session_id=session_id, seq=seq, type=type_, data=data, occurred_at=occurred_at))
-    event = SessionEventV1(seq=seq, type=type_, session_id=session_id, occurred_at=occurred_at, data=data)
-    await outbox.add(conn, session_events_subject(session_id), event, msg_id=f"session:{session_id}:{seq}")
+    """Append one session event with the next gap-free ``seq`` and queue it for publication."""
+    [seq] = await append_events(conn, session_id, [(type_, data)])
     return seq
 
 
-async def append_events(conn: AsyncConnection, session_id: str, events: list[tuple[str, dict[str, Any]]]) -> None:
-    for type_, data in events:
-        await append_event(conn, session_id, type_, data)
+async def append_events(conn: AsyncConnection, session_id: str,
+                        events: list[tuple[str, dict[str, Any]]]) -> list[int]:
+    """Append the events with the next gap-free ``seq`` numbers and queue them for publication; their seqs.
+
+    The ``UPDATE ... RETURNING`` takes the session row lock, so concurrent writers of one session
+    get consecutive numbers in commit order; the outbox relays them in that order. One statement
+    each for the numbers, the events and their outbox rows, however many events there are.
+    """
+    if not events:
+        return []
+    last = await conn.scalar(
+        update(sessions).where(sessions.c.session_id == session_id)
+        .values(last_seq=sessions.c.last_seq + len(events)).returning(sessions.c.last_seq)
+    )
+    occurred_at = now()
+    stored = [SessionEventV1(seq=seq, type=type_, session_id=session_id, occurred_at=occurred_at, data=data)
+              for seq, (type_, data) in zip(range(last - len(events) + 1, last + 1), events, strict=True)]
+    await conn.execute(session_events.insert(), [
+        {"session_id": session_id, "seq": e.seq, "type": e.type, "data": e.data, "occurred_at": occurred_at}
+        for e in stored])
+    await outbox.add_all(conn, [(session_events_subject(session_id), e, f"session:{session_id}:{e.seq}")
+                                for e in stored])
+    return [e.seq for e in stored]
 
 
 async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0) -> list[Any]:
@@ -72,15 +80,16 @@ async def get_tool_call(conn: AsyncConnection, call_key: str, *, lock: bool = Fa
     return (await conn.execute(stmt)).first()
 
 
-async def insert_tool_call(conn: AsyncConnection, **values: Any) -> bool:
-    """Insert a new call; False if a concurrent delivery of the same command inserted it first."""
-    inserted = await conn.execute(
-        insert(tool_calls).values(**values).on_conflict_do_nothing().returning(tool_calls.c.call_key))
-    return inserted.first() is not None
+async def insert_tool_call(conn: AsyncConnection, **values: Any) -> Any:
+    """Insert a new call and return its row; None if a concurrent delivery of the same command inserted it first."""
+    inserted = await conn.execute(insert(tool_calls).values(**values).on_conflict_do_nothing().returning(tool_calls))
+    return inserted.first()
 
 
-async def update_tool_call(conn: AsyncConnection, call_key: str, **values: Any) -> None:
-    await conn.execute(update(tool_calls).where(tool_calls.c.call_key == call_key).values(updated_at=now(), **values))
+async def update_tool_call(conn: AsyncConnection, call_key: str, **values: Any) -> Any:
+    """Change the call and return its row as changed (None if there is no such call)."""
+    return (await conn.execute(update(tool_calls).where(tool_calls.c.call_key == call_key)
+                               .values(updated_at=now(), **values).returning(tool_calls))).first()
 
 
 async def session_tool_calls(conn: AsyncConnection, session_id: str) -> list[Any]:

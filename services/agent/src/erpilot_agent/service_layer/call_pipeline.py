@@ -36,48 +36,61 @@ class CallPipeline:
         self.public_url = public_url.rstrip("/")
         self.on_finished = on_finished
 
-    async def advance(self, key: str) -> None:
-        """Take the call through every step that needs no person, from wherever it stands."""
+    async def advance(self, key: str, record: CallRecord | None = None, *,
+                      owner: str | None = None) -> CallRecord | None:
+        """Take the call through every step that needs no person, from wherever it stands; the call as
+        it stands then.
+
+        ``record``: the call as just read or saved (saves reading it again); ``owner``: its session's
+        owner, when the caller knows it. Each step answers the call as its last transition saved it,
+        or None when it changed nothing (then it is read again).
+        """
         for _ in range(6):  # each step moves the state forward; the bound guards against a loop
-            async with self.uow() as uow:
-                record = await uow.calls.get(key)
+            if record is None:
+                async with self.uow() as uow:
+                    record = await uow.calls.get(key)
             state = record.call.state
             if state is CallState.RUNNING:
-                await self._run(record)
+                record = await self._run(record, owner)
             elif state is CallState.PREPARING:
-                await self._prepare_and_request(record)
+                record = await self._prepare_and_request(record, owner)
             elif state in (CallState.APPROVED, CallState.EXECUTING):
-                await self._commit(record)
+                record = await self._commit(record)
             else:
-                return
+                return record
+        return record
 
     # --- the steps -----------------------------------------------------------------------------
-    async def _run(self, record: CallRecord) -> None:
-        call = record.call
-        cmd = ExecuteToolV1(session_id=record.session_id, call_id=record.call_id, operation_id=record.operation_id,
-                            tool=call.tool, arguments=call.arguments, requested_by=await self._owner(record))
+    async def _run(self, record: CallRecord, owner: str | None) -> CallRecord | None:
+        change = await self.run_at_erp(session_id=record.session_id, call_id=record.call_id,
+                                       operation_id=record.operation_id, call=record.call,
+                                       requested_by=owner or await self._owner(record))
+        return await self.transition(record.call_key, change)
+
+    async def run_at_erp(self, *, session_id: str, call_id: str, operation_id: str, call: ToolCall,
+                         requested_by: str | None) -> Callable[[ToolCall], list]:
+        """Run a read or draft at the ERP; returns the change that records its outcome (a finish that a
+        concurrent delivery of the call recorded first stands). The ERP's own failure (5xx) is raised:
+        the command is retried, then dead-lettered."""
+        cmd = ExecuteToolV1(session_id=session_id, call_id=call_id, operation_id=operation_id,
+                            tool=call.tool, arguments=call.arguments, requested_by=requested_by)
         kind = get_tool(call.tool).kind
         try:
             result = await (self.downstream.read(cmd) if kind is ToolKind.READ else self.downstream.draft(cmd))
         except ReplyError as exc:  # the ERP answered with an error that is not a business outcome
             if exc.error.status >= 500:
-                raise  # the ERP's own failure, not the call's: retried, then dead-lettered, as before
-            error = {"code": exc.error.code, "message": exc.error.message}
-            await self.transition(record.call_key, _first_finish("failed", error=error))
-            return
+                raise
+            return _first_finish("failed", error={"code": exc.error.code, "message": exc.error.message})
         if result.outcome == "succeeded":
-            await self.transition(record.call_key, _first_finish("succeeded", result=result.result))
-        else:
-            error = {"code": result.error.code, "message": result.error.message}
-            await self.transition(record.call_key, _first_finish("business_rejected", error=error))
+            return _first_finish("succeeded", result=result.result)
+        return _first_finish("business_rejected", error={"code": result.error.code, "message": result.error.message})
 
-    async def _prepare_and_request(self, record: CallRecord) -> None:
+    async def _prepare_and_request(self, record: CallRecord, owner: str | None) -> CallRecord | None:
         with step("agent", "request approval", session_id=record.session_id, call_id=record.call_id,
                   operation_id=record.operation_id):
-            await self._prepare_and_request_approval(record)
+            return await self._prepare_and_request_approval(record, owner or await self._owner(record))
 
-    async def _prepare_and_request_approval(self, record: CallRecord) -> None:
-        owner = await self._owner(record)
+    async def _prepare_and_request_approval(self, record: CallRecord, owner: str | None) -> CallRecord | None:
         tool, arguments = record.call.tool, record.call.arguments
         spec = get_tool(tool)
         operation_fingerprint = fingerprint(tool, spec.schema_version, arguments)
@@ -89,20 +102,19 @@ class CallPipeline:
         if not reply.ok:
             error = {"code": reply.error.code, "message": reply.error.message}
             outcome = "business_rejected" if reply.error.status < 500 else "failed"
-            await self.transition(record.call_key, lambda c: c.finish(outcome, error=error))
-            return
+            return await self.transition(record.call_key, lambda c: c.finish(outcome, error=error))
         approval = await self.downstream.request_approval(RequestApprovalV1(
             call_id=record.call_id, session_id=record.session_id, tool=tool, tool_schema_version=spec.schema_version,
             arguments=arguments, fingerprint=operation_fingerprint, operation_id=record.operation_id,
             preview=reply.data["preview"], requested_by=owner))
-        await self.approval_requested(approval)
+        return await self.approval_requested(approval)
 
-    async def _commit(self, record: CallRecord) -> None:
+    async def _commit(self, record: CallRecord) -> CallRecord | None:
         with step("agent", "commit", session_id=record.session_id, call_id=record.call_id,
                   operation_id=record.operation_id, pending_id=(record.grant or {}).get("pending_id")):
-            await self._commit_with_grant(record)
+            return await self._commit_with_grant(record)
 
-    async def _commit_with_grant(self, record: CallRecord) -> None:
+    async def _commit_with_grant(self, record: CallRecord) -> CallRecord | None:
         if record.call.state is CallState.APPROVED:
             await self.transition(record.call_key, lambda c: c.begin_execution(), commit_sent=True)
         failpoint("agent.commit.before_send")
@@ -111,20 +123,22 @@ class CallPipeline:
             status = await self.downstream.commit(record.operation_id, grant)
         except ReplyError as exc:  # e.g. invalid_grant, operation_conflict: not a business outcome
             error = {"code": exc.error.code, "message": exc.error.message}
-            await self.transition(record.call_key, lambda c: c.finish("failed", error=error))
-            return
+            return await self.transition(record.call_key, lambda c: c.finish("failed", error=error))
         failpoint("agent.commit.after_send")
-        await self.record_commit_outcome(record.call_key, status.status, status.result, status.error)
+        return await self.record_commit_outcome(record.call_key, status.status, status.result, status.error)
 
-    async def record_commit_outcome(self, key: str, status: str, result: dict | None, error: Any) -> None:
+    async def record_commit_outcome(self, key: str, status: str, result: dict | None,
+                                    error: Any) -> CallRecord | None:
         if status == "committed":
-            await self.transition(key, lambda c: c.finish("succeeded", result=result))
-        elif status == "rejected":
+            return await self.transition(key, lambda c: c.finish("succeeded", result=result))
+        if status == "rejected":
             detail = {"code": error.code, "message": error.message}
-            await self.transition(key, lambda c: c.finish("business_rejected", error=detail))
+            return await self.transition(key, lambda c: c.finish("business_rejected", error=detail))
+        return None
 
-    async def approval_requested(self, record: ApprovalRecordV1) -> None:
+    async def approval_requested(self, record: ApprovalRecordV1) -> CallRecord | None:
         """A pending approval exists for one of our calls: the first one, or an edit's new version."""
+        self.downstream.policy_version_seen(record.policy_version)  # a new policy: ask for it again
         pending = PendingApproval(
             pending_id=record.pending_id, fingerprint=record.fingerprint, expires_at=record.expires_at,
             preview=record.preview, approval_url=f"{self.public_url}/resume/{record.pending_id}",
@@ -138,7 +152,7 @@ class CallPipeline:
 
         # An edit brings new arguments and a new operation id for the same call.
         extra = {"operation_id": record.operation_id, "arguments": record.arguments} if record.supersedes else {}
-        await self.transition(call_key(record.session_id, record.call_id), apply, **extra)
+        return await self.transition(call_key(record.session_id, record.call_id), apply, **extra)
 
     # --- reconciliation ----------------------------------------------------------------------
     async def reconcile(self, record: CallRecord) -> None:
@@ -156,27 +170,29 @@ class CallPipeline:
 
     # --- the one way a call changes ------------------------------------------------------------
     async def transition(self, key: str, change: Callable[[ToolCall], list], *, commit_sent: bool = False,
-                         only_if_current: str | None = None, **columns: Any) -> bool:
-        """Apply one lifecycle transition under the call's row lock, with its events, in one transaction."""
+                         **columns: Any) -> CallRecord | None:
+        """Apply one lifecycle transition under the call's row lock, with its events, in one transaction;
+        the call as saved, None if the transition changed nothing."""
         async with self.uow() as uow:
             record = await uow.calls.get(key, lock=True)
             if record is None:
                 log.warning("event for unknown call %s ignored", key)
-                return False
+                return None
             call = record.call
-            if only_if_current and (call.pending is None or (
-                    call.pending.pending_id != only_if_current and only_if_current not in call.resolutions)):
-                log.info("resolution of %s does not concern call %s now; ignored", only_if_current, record.call_id)
-                return False
             events = change(call)
             if not events:
-                return False
-            await uow.calls.save(key, call, commit_sent=commit_sent, **columns)
+                return None
+            saved = await uow.calls.save(key, call, commit_sent=commit_sent, **columns)
             await uow.emit(record.session_id, events)
             await uow.commit()
-        if call.state is CallState.FINISHED and self.on_finished:
-            await self.on_finished(key)
-        return True
+        if call.state is CallState.FINISHED:
+            await self.finished(saved)
+        return saved
+
+    async def finished(self, record: CallRecord) -> None:
+        """Tell the run driver; only a model's call can have a run waiting for it."""
+        if record.source == "model" and self.on_finished:
+            await self.on_finished(record.call_key)
 
     async def _owner(self, record: CallRecord) -> str | None:
         async with self.uow() as uow:

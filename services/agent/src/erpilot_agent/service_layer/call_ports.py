@@ -52,13 +52,14 @@ class CallRepository(Protocol):
         ...
 
     async def add(self, *, call_key: str, call_id: str, session_id: str, run_id: str | None, source: str,
-                  request_hash: str, operation_id: str, call: ToolCall) -> bool:
-        """Record a new call; False if a concurrent delivery of the same command recorded it first."""
+                  request_hash: str, operation_id: str, call: ToolCall) -> CallRecord | None:
+        """Record a new call and return it; None if a concurrent delivery of the same command recorded it first."""
         ...
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> None:
-        """Store the call's new state; ``columns`` may replace ``operation_id``, ``arguments`` (an edit) or
-        set ``grant``; ``commit_sent`` notes when the commit went out."""
+    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
+        """Store the call's new state and return the call as stored; ``columns`` may replace
+        ``operation_id``, ``arguments`` (an edit) or set ``grant``; ``commit_sent`` notes when the commit
+        went out."""
         ...
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
@@ -99,9 +100,15 @@ UnitOfWorkFactory = Callable[[], CallUnitOfWork]
 
 
 class CallDownstream(Protocol):
-    async def policy(self, tool: str) -> ToolPolicyV1: ...
+    async def policy(self, tool: str) -> ToolPolicyV1:
+        """The tool's policy in force (may come from a cache: see ``policy_version_seen``)."""
+        ...
 
     async def policy_view(self) -> PolicyViewV1: ...
+
+    def policy_version_seen(self, version: str) -> None:
+        """An approval was stored under policy ``version``: a cached policy of another version is stale."""
+        ...
 
     async def read(self, cmd: ExecuteToolV1) -> ToolResultV1: ...
 

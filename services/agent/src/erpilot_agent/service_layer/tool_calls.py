@@ -9,6 +9,7 @@ delivery of one command, even concurrent ones in two replicas, finds or creates 
 from __future__ import annotations
 
 import hashlib
+import logging
 from functools import partial
 from typing import Any
 
@@ -21,6 +22,7 @@ from erpilot_agent.service_layer.call_pipeline import CallPipeline, OnFinished
 from erpilot_agent.service_layer.call_ports import CallDownstream, CallRecord, CallRejected, UnitOfWorkFactory
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1
 from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_platform.broker import TransientError
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.idempotency import Decision, decide, request_digest
@@ -28,6 +30,7 @@ from erpilot_platform.logs import bind, unbind
 from erpilot_platform.tool_arguments import normalised_or_refusal
 
 __all__ = ["CallRejected", "ToolCallService", "request_hash"]
+log = logging.getLogger(__name__)
 
 
 def request_hash(tool: str, arguments: Any) -> str:
@@ -50,7 +53,8 @@ class ToolCallService:
 
     @property
     def on_finished(self) -> OnFinished | None:
-        """Called with the ``call_key`` of every call that finishes (the run driver's hook)."""
+        """Called with the ``call_key`` of every call of a model run (source "model") that finishes (the
+        run driver's hook)."""
         return self.pipeline.on_finished
 
     @on_finished.setter
@@ -74,21 +78,27 @@ class ToolCallService:
                     raise CallRejected(ReplyV1.failure("not_found", f"session {session_id} not found", 404))
                 existing = await uow.calls.get(key)
             if existing is None:
-                await self._record_new(key, session_id, call_id, tool, raw_arguments, source, run_id)
-                async with self.uow() as uow:
-                    existing = await uow.calls.get(key)
+                existing = await self._record_new(key, session_id, call_id, tool, raw_arguments, digest, owner,
+                                                  source, run_id)
             legacy = partial(legacy_request_hash, tool, raw_arguments)
             if decide(existing.request_hash, digest, legacy=legacy) is Decision.CONFLICT:
                 # also when a concurrent delivery of another request recorded the call first
                 raise CallRejected(ReplyV1.failure(
                     "idempotency_conflict", f"call_id {call_id} was used with another request", 409))
-            await self.advance(key)
-            return await self.view(key)
+            current = await self.pipeline.advance(key, existing, owner=owner)
+            return calls.view(current, current.call) if current is not None else await self.view(key)
         finally:
             unbind(token)
 
-    async def _record_new(self, key: str, session_id: str, call_id: str, tool: str, raw_arguments: Any,
-                          source: str, run_id: str | None) -> None:
+    async def _record_new(self, key: str, session_id: str, call_id: str, tool: str, raw_arguments: Any, digest: str,
+                          owner: str, source: str, run_id: str | None) -> CallRecord:
+        """Record the new call; the recorded one (a concurrent delivery's, if that one was first).
+
+        A read has no effect to make exactly once, so it runs before anything is recorded and is
+        recorded once, finished, with its events in the same transaction (a crash before that
+        commit leaves nothing: the redelivered command reads again). Every other call is recorded
+        first and then driven by ``advance``.
+        """
         arguments = normalised_or_refusal(tool, raw_arguments)
         if isinstance(arguments, ReplyV1):
             raise CallRejected(arguments)
@@ -97,13 +107,21 @@ class ToolCallService:
             raise CallRejected(ReplyV1.failure("policy_denied", f"the policy denies {tool}", 403))
         call = ToolCall(call_id=call_id, tool=tool, arguments=arguments)
         events = call.start(needs_approval=policy.action == "require_approval")
+        operation_id = operation_id_for(key)
+        if call.state is CallState.RUNNING and get_tool(tool).kind is ToolKind.READ:
+            finish = await self.pipeline.run_at_erp(session_id=session_id, call_id=call_id, operation_id=operation_id,
+                                                    call=call, requested_by=owner)
+            events += finish(call)
         async with self.uow() as uow:
-            if not await uow.calls.add(call_key=key, call_id=call_id, session_id=session_id, run_id=run_id,
-                                       source=source, request_hash=request_hash(tool, raw_arguments),
-                                       operation_id=operation_id_for(key), call=call):
-                return  # a concurrent delivery of the same command recorded it first: no second call
+            record = await uow.calls.add(call_key=key, call_id=call_id, session_id=session_id, run_id=run_id,
+                                         source=source, request_hash=digest, operation_id=operation_id, call=call)
+            if record is None:  # a concurrent delivery of the same command recorded it first: no second call
+                return await uow.calls.get(key)
             await uow.emit(session_id, events)
             await uow.commit()
+        if record.call.state is CallState.FINISHED:
+            await self.pipeline.finished(record)
+        return record
 
     async def view(self, key: str) -> dict[str, Any]:
         async with self.uow() as uow:
@@ -124,32 +142,34 @@ class ToolCallService:
         if status == "superseded":
             return  # handled with the new version's approval-requested event (it carries the new pending)
         key = call_key(session_id, call_id)
-        await self._require_known_pending(key, pending_id)
         extra = {"grant": grant.model_dump(mode="json")} if grant else {}
-        changed = await self.pipeline.transition(
-            key, lambda c: c.resolve(pending_id, status, decided_by=decided_by, comment=comment),
-            only_if_current=pending_id, **extra)
-        if changed and status == "approved":
+
+        def resolve(call: ToolCall) -> list:
+            _require_known(call, pending_id)
+            if call.pending is None or (call.pending.pending_id != pending_id and pending_id not in call.resolutions):
+                log.info("resolution of %s does not concern call %s now; ignored", pending_id, call.call_id)
+                return []
+            return call.resolve(pending_id, status, decided_by=decided_by, comment=comment)
+
+        approved = await self.pipeline.transition(key, resolve, **extra)
+        if approved is not None and status == "approved":
             failpoint("agent.approval.after_record")  # the grant is recorded, the commit not yet started
-            await self.advance(key)
-
-    async def _require_known_pending(self, key: str, pending_id: str) -> None:
-        """Retry later when a decision arrives before we learned of its approval.
-
-        ``requested`` and ``resolved`` events come through separate consumers, so a fast decision on
-        an edited (new) version can overtake the event that introduces it; dropping it would lose the
-        decision. A finished or unknown call has nothing to wait for.
-        """
-        async with self.uow() as uow:
-            record = await uow.calls.get(key)
-        if record is None:
-            return
-        call = record.call
-        known = pending_id in call.resolutions or (call.pending is not None and call.pending.pending_id == pending_id)
-        if not known and call.state is not CallState.FINISHED:
-            raise TransientError(f"approval {pending_id} of call {record.call_id} is not known here yet")
+            await self.pipeline.advance(key, approved)
 
     # --- reconciliation ----------------------------------------------------------------------
     async def reconcile(self, record: CallRecord) -> None:
         """A commit whose answer never arrived: ask the ERP, never a person; re-send if not committed."""
         await self.pipeline.reconcile(record)
+
+
+def _require_known(call: ToolCall, pending_id: str) -> None:
+    """Retry later when a decision arrives before we learned of its approval.
+
+    ``requested`` and ``resolved`` events come through separate consumers, so a fast decision on
+    an edited (new) version can overtake the event that introduces it; dropping it would lose the
+    decision. A finished call has nothing to wait for. (Raised under the call's lock: the
+    transition's unit of work rolls back and the event is redelivered.)
+    """
+    known = pending_id in call.resolutions or (call.pending is not None and call.pending.pending_id == pending_id)
+    if not known and call.state is not CallState.FINISHED:
+        raise TransientError(f"approval {pending_id} of call {call.call_id} is not known here yet")
