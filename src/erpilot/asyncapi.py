@@ -52,6 +52,19 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
 
 def specification() -> Specification:
     """Compose every NATS service (without connecting) and describe their endpoints."""
+    apps = services()
+    for app in apps:
+        for subject, model, description in PUBLISHED[app.name]:
+            # The approval service also consumes its own events (webhooks): its subscriber has the plain title.
+            title = f"{app.name}:{subject}" + (":published" if subject in _consumed(app) else "")
+            app.broker.publisher(subject, schema=model, title=title, description=description)
+    return AsyncAPI(*(app.broker for app in apps), title="Erpilot", version="1",
+                    description="Commands, queries and events between the Erpilot services (contracts v1).",
+                    ).to_specification()
+
+
+def services() -> list[Any]:
+    """The ERP, approval and agent services composed with their real endpoints, nothing connected."""
     from erpilot_agent.app import build as build_agent
     from erpilot_agent.settings import AgentSettings
     from erpilot_approval.app import build as build_approval
@@ -62,16 +75,8 @@ def specification() -> Specification:
     with tempfile.TemporaryDirectory() as data_dir:  # the dev grant keys build() may create
         common: dict[str, Any] = dict(nats_url=SERVER, database_url="postgresql://erpilot@/erpilot",
                                       data_dir=Path(data_dir), dev_mode=True)
-        apps = [build_erp(ErpSettings(**common)), build_approval(ApprovalSettings(**common, policy=None)),
+        return [build_erp(ErpSettings(**common)), build_approval(ApprovalSettings(**common, policy=None)),
                 build_agent(AgentSettings(**common, model="rules"))]
-    for app in apps:
-        for subject, model, description in PUBLISHED[app.name]:
-            # The approval service also consumes its own events (webhooks): its subscriber has the plain title.
-            title = f"{app.name}:{subject}" + (":published" if subject in _consumed(app) else "")
-            app.broker.publisher(subject, schema=model, title=title, description=description)
-    return AsyncAPI(*(app.broker for app in apps), title="Erpilot", version="1",
-                    description="Commands, queries and events between the Erpilot services (contracts v1).",
-                    ).to_specification()
 
 
 def _consumed(app: Any) -> set[str]:

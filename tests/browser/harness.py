@@ -127,15 +127,12 @@ class FakeServices:
             reason = None
         return {**record, "can_decide": reason is None, "cannot_decide_reason": reason}
 
-    async def query(self, subject: str, payload) -> dict[str, Any]:
-        return self._answer(subject, payload)
+    async def data(self, endpoint, payload) -> dict[str, Any]:
+        return self._answer(endpoint.subject, payload)
 
-    async def call(self, subject: str, payload, reply_model, *, durable: bool):
-        """The typed request, as ``Services.call``: the answer parsed into its contract model."""
-        return reply_model.model_validate(self._answer(subject, payload))
-
-    async def command(self, subject: str, payload) -> dict[str, Any]:
-        return self._answer(subject, payload)
+    async def call(self, endpoint, payload):
+        """The typed request, as ``Services.call``: the answer parsed into its declared reply model."""
+        return endpoint.reply.model_validate(self._answer(endpoint.subject, payload))
 
     def _answer(self, subject: str, p) -> dict[str, Any]:
         if subject == subjects.AGENT_CMD_CREATE_SESSION:

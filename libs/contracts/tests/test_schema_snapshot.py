@@ -28,7 +28,9 @@ def current_schemas() -> dict[str, dict]:
     for module_info in pkgutil.walk_packages(erpilot_contracts.__path__, "erpilot_contracts."):
         module = importlib.import_module(module_info.name)
         for name, obj in inspect.getmembers(module, inspect.isclass):
-            if issubclass(obj, BaseModel) and obj.__module__ == module.__name__:
+            # A parametrised generic (``RootModel[dict]``) is only the base of a named model, pinned by that name.
+            parametrised = getattr(obj, "__pydantic_generic_metadata__", {}).get("origin") is not None
+            if issubclass(obj, BaseModel) and obj.__module__ == module.__name__ and not parametrised:
                 schemas[f"{module.__name__}.{name}"] = obj.model_json_schema()
     for tool in TOOLS.values():
         schemas[f"tool:{tool.name}:v{tool.schema_version}"] = tool.input_schema()

@@ -44,13 +44,13 @@ def test_a_malformed_bulk_body_is_422_and_sends_nothing(body) -> None:
 
 
 def test_a_bulk_decision_goes_to_the_approval_service_as_one_command(monkeypatch) -> None:
-    async def command(subject, payload):
-        FAKE.sent.append((subject, payload))
+    async def data(endpoint, payload):
+        FAKE.sent.append((endpoint.subject, payload))
         if any(i.fingerprint != FINGERPRINT for i in payload.items):
             raise Problem(409, "stale_fingerprint", "item 1 (pa_2): stale", pending_id="pa_2", index=1)
         return {"action": payload.action, "items": [{"pending_id": i.pending_id} for i in payload.items]}
 
-    monkeypatch.setattr(FAKE, "command", command)
+    monkeypatch.setattr(FAKE, "data", data)
     response, sent = send({"action": "approve", "items": [item("pa_1"), item("pa_2")], "comment": "ok"})
     assert response.status_code == 200
     assert response.json()["items"] == [{"pending_id": "pa_1"}, {"pending_id": "pa_2"}]

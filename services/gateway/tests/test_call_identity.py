@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from erpilot_contracts import subjects
+from erpilot_contracts.requests import Endpoint
 from erpilot_gateway.app import create_app
 from erpilot_gateway.settings import GatewaySettings
 
@@ -29,15 +30,14 @@ class FakeAgent:
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any]] = []
 
-    async def command(self, subject: str, payload: Any) -> dict:
+    async def data(self, endpoint: Endpoint, payload: Any) -> dict:
+        assert endpoint.durable, "no query expected"
+        subject = endpoint.subject
         self.sent.append((subject, payload))
         if subject == subjects.AGENT_CMD_POST_MESSAGE:
             return {"run_id": "run_1"}
         return {"call_id": payload.call_id, "session_id": payload.session_id, "status": "finished",
                 "outcome": "succeeded", "result": {"sku": "SKU-PEN-BLUE"}}
-
-    async def query(self, subject: str, payload: Any) -> dict:
-        raise AssertionError("no query expected")
 
 
 AGENT = FakeAgent()

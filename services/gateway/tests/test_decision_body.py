@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from erpilot_contracts import subjects
+from erpilot_contracts.requests import Endpoint
 from erpilot_gateway.app import create_app
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.settings import GatewaySettings
@@ -35,7 +36,9 @@ class FakeApprovalService:
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any]] = []
 
-    async def command(self, subject: str, payload: Any) -> dict:
+    async def data(self, endpoint: Endpoint, payload: Any) -> dict:
+        assert endpoint.durable, "no query expected"
+        subject = endpoint.subject
         self.sent.append((subject, payload))
         if payload.fingerprint != FINGERPRINT:
             raise Problem(409, "stale_fingerprint", "the fingerprint differs from the approval's")
@@ -44,9 +47,6 @@ class FakeApprovalService:
         if subject == subjects.APPROVAL_CMD_EDIT:
             return {"pending_id": "pa_2", "supersedes": payload.pending_id, "arguments": payload.arguments}
         return {"pending_id": payload.pending_id, "status": STATUS[payload.action], "comment": payload.comment}
-
-    async def query(self, subject: str, payload: Any) -> dict:
-        raise AssertionError("no query expected")
 
 
 def token(sub: str = "bob", roles: tuple[str, ...] = ("approver",)) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TypeVar
+from typing import Any
 
 import nats.aio.client
 import nats.errors
@@ -17,13 +17,13 @@ import nats.js.errors
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.security import SASLPlaintext
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from erpilot_contracts.base import Message, ReplyV1
+from erpilot_contracts.requests import Endpoint, Rep, Req
 from erpilot_contracts.subjects import COMMANDS_STREAM
 
 log = logging.getLogger(__name__)
-T = TypeVar("T", bound=BaseModel)
 
 
 class TransientError(RuntimeError):
@@ -122,10 +122,19 @@ async def request(broker: NatsBroker, subject: str, payload: Message, *, durable
         raise ServiceUnavailable(subject, f"malformed reply: {exc.errors()[0]['msg']}") from exc
 
 
-async def call(broker: NatsBroker, subject: str, payload: Message, reply_model: type[T], *, durable: bool,
-               timeout: float = 10.0) -> T:
-    """``request``, then the reply's ``data`` as ``reply_model``; ``ReplyError`` when the answer is not ok."""
-    reply = await request(broker, subject, payload, durable=durable, timeout=timeout)
+async def call(broker: NatsBroker, endpoint: Endpoint[Req, Rep], payload: Req, *, timeout: float = 10.0) -> Rep:
+    """``endpoint``'s request, then the reply's ``data`` as its declared reply model; ``ReplyError`` when the
+    answer is not ok."""
+    reply = await send(broker, endpoint, payload, timeout=timeout)
     if not reply.ok:
-        raise ReplyError(subject, reply)
-    return reply_model.model_validate(reply.data or {})
+        raise ReplyError(endpoint.subject, reply)
+    return endpoint.reply.model_validate(reply.data or {})
+
+
+async def send(broker: NatsBroker, endpoint: Endpoint[Req, Any], payload: Req, *, timeout: float = 10.0
+               ) -> ReplyV1:
+    """``endpoint``'s request as declared (durable or not), answered by its ``ReplyV1`` as is; a payload
+    of another model than the declared one is a TypeError, and nothing is sent."""
+    if not isinstance(payload, endpoint.request):
+        raise TypeError(f"{endpoint.subject} takes {endpoint.request.__name__}, not {type(payload).__name__}")
+    return await request(broker, endpoint.subject, payload, durable=endpoint.durable, timeout=timeout)

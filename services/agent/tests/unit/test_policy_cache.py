@@ -19,7 +19,7 @@ class CountingDownstream(Downstream):
         self.version = "sha256:one"
         self.questions: list[PolicyQueryV1] = []
 
-    async def _call(self, subject, payload, reply_model, *, durable):
+    async def _call(self, endpoint, payload):
         self.questions.append(payload)
         tools = [payload.tool] if payload.tool else ["get_product"]
         return PolicyViewV1(version=self.version, tools=[

@@ -15,11 +15,13 @@ from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import CommitOperationV1, ExecuteToolV1, PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
-from erpilot_contracts.tools.v1 import CreateOrderDraftArgs, normalise
+from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.adapters.memory_ledger import LedgerState, MemoryLedger
-from erpilot_erp.domain.drafts import create_draft, edit_draft
+from erpilot_erp.domain import operations
+from erpilot_erp.domain.drafts import CreateDraft, create_draft, edit_draft
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, OrderLine, Product
-from erpilot_erp.domain.plans import WriteState
+from erpilot_erp.domain.plans import CommitPlan, Prepared, WriteState
+from erpilot_erp.service_layer import to_domain
 from erpilot_erp.service_layer.backoffice import ProductService
 from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
@@ -66,10 +68,7 @@ class Catalog:
         quote_ttl: timedelta | None = None,
     ) -> DraftRevision:
         """Revision 1 of a draft (default: 2 x SKU-A for C-1)."""
-        args = CreateOrderDraftArgs.model_validate(
-            {"customer_id": customer_id, "lines": [{"sku": s, "qty": q} for s, q in lines or [("SKU-A", 2)]]}
-            | ({"note": note} if note is not None else {})
-        )
+        args = CreateDraft(customer_id, tuple(lines or [("SKU-A", 2)]), note)
         ttl = {"quote_ttl": quote_ttl} if quote_ttl else {}
         customer = self.customers.get(customer_id)
         return create_draft(draft_id, session_id, customer, self.products, args, now, **ttl)
@@ -81,9 +80,20 @@ class Catalog:
         """Run a draft edit tool on ``latest`` with raw arguments (draft_id and base_revision filled in)."""
         arguments = {"draft_id": latest.draft_id, "base_revision": latest.revision} | arguments
         return edit_draft(
-            tool, arguments, latest, session_id=session_id, customer=self.customers.get(latest.customer_id),
-            products=self.products, now=now,
+            to_domain.draft_edit(tool, arguments), latest, session_id=session_id,
+            customer=self.customers.get(latest.customer_id), products=self.products, now=now,
         )
+
+    @staticmethod
+    def prepare(tool: str, arguments: dict[str, Any], state: WriteState, now: datetime, **kw: Any) -> Prepared:
+        """The domain's prepare of a write tool's raw arguments, mapped as the service layer maps them."""
+        return operations.prepare(to_domain.write(tool, arguments), state, now, **kw)
+
+    @staticmethod
+    def commit(tool: str, arguments: dict[str, Any], facts: dict[str, Any], state: WriteState, now: datetime,
+               **kw: Any) -> CommitPlan:
+        """The domain's commit of a write tool's raw arguments, mapped as the service layer maps them."""
+        return operations.commit(to_domain.write(tool, arguments), facts, state, now, **kw)
 
     def state(
         self, *, latest: DraftRevision | None = None, order: Order | None = None, session_id: str = SESSION

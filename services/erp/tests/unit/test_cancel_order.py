@@ -4,7 +4,6 @@ import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
-from erpilot_erp.domain.operations import commit, prepare
 from erpilot_erp.domain.plans import StockChange
 
 pytestmark = pytest.mark.unit
@@ -18,7 +17,7 @@ ARGS = {"order_id": "O-1", "reason": "customer changed their mind"}
 
 
 def test_preview_shows_status_stock_returned_and_that_nothing_is_refunded(catalog):
-    preview = prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now).preview
+    preview = catalog.prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now).preview
     assert preview["operation"] == "Cancel order"
     assert preview["object"] == "Order O-1"
     assert preview["target"] == "Alpha Trading GmbH"
@@ -37,26 +36,26 @@ def test_preview_shows_status_stock_returned_and_that_nothing_is_refunded(catalo
 
 def test_facts_record_status_refunds_and_quantities(catalog):
     state = catalog.state(order=catalog.order())
-    facts = prepare("cancel_order", {"order_id": "O-1"}, state, catalog.now).facts
+    facts = catalog.prepare("cancel_order", {"order_id": "O-1"}, state, catalog.now).facts
     assert facts == {"order_id": "O-1", "status": "placed", "refunded_minor": 0,
                      "returned_qty": {"SKU-A": 2, "SKU-B": 4}}
 
 
 def test_unknown_order_is_not_found(catalog):
     with rejected("not_found"):
-        prepare("cancel_order", ARGS, catalog.state(order=None), catalog.now)
+        catalog.prepare("cancel_order", ARGS, catalog.state(order=None), catalog.now)
 
 
 def test_an_order_that_is_not_placed_cannot_be_cancelled(catalog):
     with rejected("order_changed"):
-        prepare("cancel_order", ARGS, catalog.state(order=catalog.order(status="cancelled")), catalog.now)
+        catalog.prepare("cancel_order", ARGS, catalog.state(order=catalog.order(status="cancelled")), catalog.now)
 
 
 def test_commit_cancels_returns_stock_and_refunds_nothing(catalog):
     order = catalog.order()
-    facts = prepare("cancel_order", ARGS, catalog.state(order=order), catalog.now).facts
+    facts = catalog.prepare("cancel_order", ARGS, catalog.state(order=order), catalog.now).facts
     catalog.change("SKU-A", on_hand=20)  # stock moved meanwhile: returning quantities still adds up right
-    plan = commit("cancel_order", ARGS, catalog.stored(facts), catalog.state(order=order), catalog.now)
+    plan = catalog.commit("cancel_order", ARGS, catalog.stored(facts), catalog.state(order=order), catalog.now)
     assert plan.updated_order is not None
     assert plan.updated_order.status == "cancelled"
     assert (plan.updated_order.paid_minor, plan.updated_order.refunded_minor) == (3000, 0)
@@ -67,26 +66,26 @@ def test_commit_cancels_returns_stock_and_refunds_nothing(catalog):
 
 
 def test_commit_of_an_order_cancelled_meanwhile_is_order_changed(catalog):
-    facts = prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now).facts
+    facts = catalog.prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now).facts
     with rejected("order_changed"):
-        commit("cancel_order", ARGS, facts, catalog.state(order=catalog.order(status="cancelled")),
+        catalog.commit("cancel_order", ARGS, facts, catalog.state(order=catalog.order(status="cancelled")),
                catalog.now)
 
 
 def test_commit_of_an_order_refunded_meanwhile_is_order_changed(catalog):
-    facts = prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now).facts
+    facts = catalog.prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now).facts
     with rejected("order_changed"):
-        commit("cancel_order", ARGS, facts, catalog.state(order=catalog.order(refunded_minor=100)),
+        catalog.commit("cancel_order", ARGS, facts, catalog.state(order=catalog.order(refunded_minor=100)),
                catalog.now)
 
 
 def test_commit_of_a_vanished_order_is_not_found(catalog):
-    facts = prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now).facts
+    facts = catalog.prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now).facts
     with rejected("not_found"):
-        commit("cancel_order", ARGS, facts, catalog.state(order=None), catalog.now)
+        catalog.commit("cancel_order", ARGS, facts, catalog.state(order=None), catalog.now)
 
 
 def test_a_line_whose_product_is_missing_is_not_found(catalog):
     del catalog.products["SKU-B"]
     with rejected("not_found"):
-        prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now)
+        catalog.prepare("cancel_order", ARGS, catalog.state(order=catalog.order()), catalog.now)

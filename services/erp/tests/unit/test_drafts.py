@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool
-from erpilot_erp.domain.drafts import DEFAULT_QUOTE_TTL, edit_draft, read_draft
+from erpilot_erp.domain.drafts import DEFAULT_QUOTE_TTL, SetDraftNote, edit_draft, read_draft
 from erpilot_erp.domain.errors import BusinessError
 
 pytestmark = pytest.mark.unit
@@ -198,7 +198,7 @@ def test_another_sessions_draft_is_not_found_for_edits(catalog):
 def test_editing_a_draft_that_does_not_exist_is_not_found(catalog):
     with rejected("not_found"):
         edit_draft(
-            "set_draft_note", {"draft_id": "D-9", "base_revision": 1, "note": "x"}, None,
+            SetDraftNote(draft_id="D-9", base_revision=1, note="x"), None,
             session_id="S-1", customer=None, products=catalog.products, now=catalog.now,
         )
 

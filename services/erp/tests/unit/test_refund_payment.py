@@ -4,7 +4,6 @@ import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
-from erpilot_erp.domain.operations import commit, prepare
 
 pytestmark = pytest.mark.unit
 
@@ -19,7 +18,7 @@ def args(amount: int, currency: str = "EUR") -> dict:
 
 def test_preview_shows_amount_channel_and_remaining_before_and_after(catalog):
     order = catalog.order(refunded_minor=500)
-    preview = prepare("refund_payment", args(1000), catalog.state(order=order), catalog.now).preview
+    preview = catalog.prepare("refund_payment", args(1000), catalog.state(order=order), catalog.now).preview
     assert preview["operation"] == "Refund payment"
     assert preview["object"] == "Order O-1"
     assert preview["target"] == "Alpha Trading GmbH"
@@ -34,34 +33,34 @@ def test_preview_shows_amount_channel_and_remaining_before_and_after(catalog):
 
 
 def test_facts_record_paid_refunded_and_remaining(catalog):
-    facts = prepare("refund_payment", args(1), catalog.state(order=catalog.order()), catalog.now).facts
+    facts = catalog.prepare("refund_payment", args(1), catalog.state(order=catalog.order()), catalog.now).facts
     assert facts == {"order_id": "O-1", "currency": "EUR", "paid_minor": 3000, "refunded_minor": 0,
                      "remaining_minor": 3000}
 
 
 def test_unknown_order_is_not_found(catalog):
     with rejected("not_found"):
-        prepare("refund_payment", args(100), catalog.state(order=None), catalog.now)
+        catalog.prepare("refund_payment", args(100), catalog.state(order=None), catalog.now)
 
 
 def test_refund_in_another_currency_is_currency_mismatch(catalog):
     with rejected("currency_mismatch"):
-        prepare("refund_payment", args(100, "USD"), catalog.state(order=catalog.order()), catalog.now)
+        catalog.prepare("refund_payment", args(100, "USD"), catalog.state(order=catalog.order()), catalog.now)
 
 
 def test_refund_above_remaining_is_refused_at_prepare(catalog):
     order = catalog.order(refunded_minor=2000)
-    assert prepare("refund_payment", args(1000), catalog.state(order=order), catalog.now).preview
+    assert catalog.prepare("refund_payment", args(1000), catalog.state(order=order), catalog.now).preview
     with rejected("refund_exceeds_remaining") as exc:
-        prepare("refund_payment", args(1001), catalog.state(order=order), catalog.now)
+        catalog.prepare("refund_payment", args(1001), catalog.state(order=order), catalog.now)
     assert exc.value.details["remaining_minor"] == 1000
 
 
 def test_commit_records_the_refund_and_the_new_remainder(catalog):
     order = catalog.order(refunded_minor=500)
-    facts = prepare("refund_payment", args(1000), catalog.state(order=order), catalog.now).facts
+    facts = catalog.prepare("refund_payment", args(1000), catalog.state(order=order), catalog.now).facts
     state = catalog.state(order=order)
-    plan = commit("refund_payment", args(1000), catalog.stored(facts), state, catalog.now, new_id="R-9")
+    plan = catalog.commit("refund_payment", args(1000), catalog.stored(facts), state, catalog.now, new_id="R-9")
     assert plan.result == {"refund_id": "R-9", "order_id": "O-1", "amount_minor": 1000, "currency": "EUR",
                            "remaining_minor": 1500}
     assert plan.updated_order is not None
@@ -73,26 +72,26 @@ def test_commit_records_the_refund_and_the_new_remainder(catalog):
 
 def test_the_whole_payment_can_be_refunded_even_after_cancelling(catalog):
     order = catalog.order(status="cancelled")
-    facts = prepare("refund_payment", args(3000), catalog.state(order=order), catalog.now).facts
-    plan = commit("refund_payment", args(3000), facts, catalog.state(order=order), catalog.now, new_id="R-9")
+    facts = catalog.prepare("refund_payment", args(3000), catalog.state(order=order), catalog.now).facts
+    plan = catalog.commit("refund_payment", args(3000), facts, catalog.state(order=order), catalog.now, new_id="R-9")
     assert plan.result["remaining_minor"] == 0
 
 
 def test_commit_after_another_refund_that_still_fits_is_order_changed(catalog):
-    facts = prepare("refund_payment", args(1000), catalog.state(order=catalog.order()), catalog.now).facts
+    facts = catalog.prepare("refund_payment", args(1000), catalog.state(order=catalog.order()), catalog.now).facts
     meanwhile = catalog.order(refunded_minor=500)
     with rejected("order_changed"):
-        commit("refund_payment", args(1000), facts, catalog.state(order=meanwhile), catalog.now, new_id="R-9")
+        catalog.commit("refund_payment", args(1000), facts, catalog.state(order=meanwhile), catalog.now, new_id="R-9")
 
 
 def test_commit_above_what_remains_now_is_refund_exceeds_remaining(catalog):
-    facts = prepare("refund_payment", args(1000), catalog.state(order=catalog.order()), catalog.now).facts
+    facts = catalog.prepare("refund_payment", args(1000), catalog.state(order=catalog.order()), catalog.now).facts
     meanwhile = catalog.order(refunded_minor=2500)
     with rejected("refund_exceeds_remaining"):
-        commit("refund_payment", args(1000), facts, catalog.state(order=meanwhile), catalog.now, new_id="R-9")
+        catalog.commit("refund_payment", args(1000), facts, catalog.state(order=meanwhile), catalog.now, new_id="R-9")
 
 
 def test_commit_needs_the_new_refund_id(catalog):
-    facts = prepare("refund_payment", args(1000), catalog.state(order=catalog.order()), catalog.now).facts
+    facts = catalog.prepare("refund_payment", args(1000), catalog.state(order=catalog.order()), catalog.now).facts
     with pytest.raises(ValueError):
-        commit("refund_payment", args(1000), facts, catalog.state(order=catalog.order()), catalog.now)
+        catalog.commit("refund_payment", args(1000), facts, catalog.state(order=catalog.order()), catalog.now)

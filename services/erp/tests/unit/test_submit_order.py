@@ -8,7 +8,6 @@ import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
-from erpilot_erp.domain.operations import commit, prepare
 from erpilot_erp.domain.plans import DraftSubmission, StockChange
 
 pytestmark = pytest.mark.unit
@@ -27,11 +26,11 @@ def prepare_submit(
 ):
     state = catalog.state(latest=latest or draft, session_id=session_id)
     arguments = args_for(draft, revision)
-    return prepare("submit_order", arguments, state, now or catalog.now, stock_check=stock_check)
+    return catalog.prepare("submit_order", arguments, state, now or catalog.now, stock_check=stock_check)
 
 
 def commit_submit(catalog, draft, facts, *, latest=None, now=None, stock_check="exact"):
-    return commit(
+    return catalog.commit(
         "submit_order", args_for(draft), catalog.stored(facts), catalog.state(latest=latest or draft),
         now or catalog.now, stock_check=stock_check, new_id="O-100",
     )
@@ -87,7 +86,7 @@ def test_the_latest_revision_is_what_gets_previewed(catalog):
 def test_missing_draft_is_not_found(catalog):
     draft = catalog.create()
     with rejected("not_found"):
-        prepare("submit_order", args_for(draft), catalog.state(latest=None), catalog.now)
+        catalog.prepare("submit_order", args_for(draft), catalog.state(latest=None), catalog.now)
 
 
 def test_another_sessions_draft_is_not_found(catalog):
@@ -263,4 +262,4 @@ def test_commit_needs_the_new_order_id(catalog):
     draft = catalog.create()
     facts = prepare_submit(catalog, draft).facts
     with pytest.raises(ValueError):
-        commit("submit_order", args_for(draft), facts, catalog.state(latest=draft), catalog.now)
+        catalog.commit("submit_order", args_for(draft), facts, catalog.state(latest=draft), catalog.now)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.agent.v1 import GetToolCallV1, StartToolCallV1
 from erpilot_gateway.services import Services
 
@@ -20,12 +20,12 @@ async def start_tool_call(services: Services, *, session_id: str, owner: str, to
                           call_id: str) -> dict[str, Any]:
     """Run one call as far as it goes without a person; returns the agent's view (raises Problem)."""
     cmd = StartToolCallV1(session_id=session_id, owner=owner, tool=tool, arguments=arguments, call_id=call_id)
-    return await services.command(subjects.AGENT_CMD_TOOL_CALL, cmd)
+    return await services.data(requests.AGENT_TOOL_CALL, cmd)
 
 
 async def get_tool_call(services: Services, *, session_id: str, owner: str, call_id: str) -> dict[str, Any]:
     """Status, outcome, result or error code of one call of the owner's session (raises Problem)."""
-    return await services.query(subjects.AGENT_QUERY_TOOL_CALL,
+    return await services.data(requests.AGENT_TOOL_CALL_VIEW,
                                 GetToolCallV1(session_id=session_id, owner=owner, call_id=call_id))
 
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import TypeVar
 
 from faststream.nats import NatsBroker
-from pydantic import BaseModel
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.approval.v1 import (
     ApprovalRecordV1,
     GrantV1,
@@ -17,7 +15,7 @@ from erpilot_contracts.approval.v1 import (
     RequestApprovalV1,
     ToolPolicyV1,
 )
-from erpilot_contracts.base import Message, ReplyV1
+from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import (
     CommitOperationV1,
     ExecuteToolV1,
@@ -26,9 +24,9 @@ from erpilot_contracts.erp.v1 import (
     PrepareOperationV1,
     ToolResultV1,
 )
-from erpilot_platform.broker import ReplyError, call, request
+from erpilot_contracts.requests import Endpoint, Rep, Req
+from erpilot_platform.broker import ReplyError, call, send
 
-T = TypeVar("T", bound=BaseModel)
 # A service answered with an error that is not a business outcome (e.g. invalid grant).
 DownstreamError = ReplyError
 
@@ -47,15 +45,14 @@ class Downstream:
         self._policy: PolicyViewV1 | None = None
         self._policy_asked_at = 0.0
 
-    async def _call(self, subject: str, payload: Message, reply_model: type[T], *, durable: bool) -> T:
-        return await call(self.broker, subject, payload, reply_model, durable=durable, timeout=self.timeout)
+    async def _call(self, endpoint: Endpoint[Req, Rep], payload: Req) -> Rep:
+        return await call(self.broker, endpoint, payload, timeout=self.timeout)
 
     async def policy_view(self) -> PolicyViewV1:
         """The policy in force for every tool: asked at most every ``policy_max_age`` seconds."""
         if self._policy is None or time.monotonic() - self._policy_asked_at > self.policy_max_age:
             asked_at = time.monotonic()
-            self._policy = await self._call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), PolicyViewV1,
-                                            durable=False)
+            self._policy = await self._call(requests.APPROVAL_POLICY, PolicyQueryV1())
             self._policy_asked_at = asked_at
         return self._policy
 
@@ -64,7 +61,7 @@ class Downstream:
             if item.tool == tool:
                 return item
         # Not in the approval service's list (a tool it does not know): it answers for it (a denial).
-        view = await self._call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(tool=tool), PolicyViewV1, durable=False)
+        view = await self._call(requests.APPROVAL_POLICY, PolicyQueryV1(tool=tool))
         return view.tools[0]
 
     def policy_version_seen(self, version: str) -> None:
@@ -72,22 +69,22 @@ class Downstream:
             self._policy = None
 
     async def read(self, cmd: ExecuteToolV1) -> ToolResultV1:
-        return await self._call(subjects.ERP_QUERY_READ, cmd, ToolResultV1, durable=False)
+        return await self._call(requests.ERP_READ, cmd)
 
     async def draft(self, cmd: ExecuteToolV1) -> ToolResultV1:
-        return await self._call(subjects.ERP_CMD_DRAFT, cmd, ToolResultV1, durable=True)
+        return await self._call(requests.ERP_DRAFT, cmd)
 
     async def prepare(self, cmd: PrepareOperationV1) -> ReplyV1:
         """The ERP's answer as is: ``ok`` with the preview, or a business rejection."""
-        return await request(self.broker, subjects.ERP_CMD_PREPARE, cmd, durable=True, timeout=self.timeout)
+        return await send(self.broker, requests.ERP_PREPARE, cmd, timeout=self.timeout)
 
     async def request_approval(self, cmd: RequestApprovalV1) -> ApprovalRecordV1:
-        return await self._call(subjects.APPROVAL_CMD_REQUEST, cmd, ApprovalRecordV1, durable=True)
+        return await self._call(requests.APPROVAL_REQUEST, cmd)
 
     async def commit(self, operation_id: str, grant: GrantV1) -> OperationStatusV1:
         cmd = CommitOperationV1(operation_id=operation_id, grant=grant)
-        return await self._call(subjects.ERP_CMD_COMMIT, cmd, OperationStatusV1, durable=True)
+        return await self._call(requests.ERP_COMMIT, cmd)
 
     async def operation_status(self, operation_id: str) -> OperationStatusV1:
         query = GetOperationV1(operation_id=operation_id)
-        return await self._call(subjects.ERP_QUERY_OPERATION, query, OperationStatusV1, durable=False)
+        return await self._call(requests.ERP_OPERATION, query)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from faststream.nats import NatsBroker
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.erp.v1 import GetPreparedOperationV1, PreparedOperationV1, PreparedRecordV1, PrepareOperationV1
 from erpilot_platform.broker import ReplyError, ServiceUnavailable, call
 
@@ -18,17 +18,15 @@ class ErpClient:
     async def prepare(self, cmd: PrepareOperationV1) -> PreparedOperationV1:
         """``cmd.erp.prepare`` through JetStream; ``ReplyError`` when the ERP refuses, ServiceUnavailable if
         it does not answer."""
-        return await call(self.broker, subjects.ERP_CMD_PREPARE, cmd, PreparedOperationV1, durable=True,
-                          timeout=self.timeout)
+        return await call(self.broker, requests.ERP_PREPARE, cmd, timeout=self.timeout)
 
     async def prepared(self, operation_id: str) -> PreparedRecordV1 | None:
         """The ledger's record of ``operation_id`` (None: never prepared); ServiceUnavailable if no answer."""
         try:
             query = GetPreparedOperationV1(operation_id=operation_id)
-            return await call(self.broker, subjects.ERP_QUERY_PREPARED, query, PreparedRecordV1, durable=False,
-                              timeout=self.timeout)
+            return await call(self.broker, requests.ERP_PREPARED, query, timeout=self.timeout)
         except ReplyError as refusal:
             if refusal.error.code == "not_found":
                 return None
             # Any other answer is the ERP's trouble, not the request's: the command is retried.
-            raise ServiceUnavailable(subjects.ERP_QUERY_PREPARED, str(refusal)) from refusal
+            raise ServiceUnavailable(requests.ERP_PREPARED.subject, str(refusal)) from refusal

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from erpilot_contracts.tools.v1 import AdjustStockArgs
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Product
 from erpilot_erp.domain.plans import PIECES, CommitPlan, Prepared, StockChange, WriteState, effect, preview
 
 
-def prepare_adjust_stock(args: AdjustStockArgs, state: WriteState, now: datetime) -> Prepared:
+@dataclass(frozen=True)
+class AdjustStock:
+    """Move ``sku``'s on-hand by ``delta`` (non-zero), for ``reason``."""
+
+    tool: ClassVar[str] = "adjust_stock"
+    sku: str
+    delta: int
+    reason: str
+
+
+def prepare_adjust_stock(args: AdjustStock, state: WriteState, now: datetime) -> Prepared:
     """Check the result stays at or above zero and preview on-hand before -> after."""
     product = _product(args.sku, state.products)
     after = _checked_after(product, args.delta)
@@ -33,7 +43,7 @@ def prepare_adjust_stock(args: AdjustStockArgs, state: WriteState, now: datetime
 
 
 def commit_adjust_stock(
-    args: AdjustStockArgs, facts: Mapping[str, Any], state: WriteState, now: datetime
+    args: AdjustStock, facts: Mapping[str, Any], state: WriteState, now: datetime
 ) -> CommitPlan:
     """Re-check on-hand is still what the preview showed, then apply the delta."""
     product = _product(args.sku, state.products)

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from erpilot_contracts.tools.v1 import CancelOrderArgs
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Order, Product
 from erpilot_erp.domain.plans import PIECES, CommitPlan, Prepared, StockChange, WriteState, effect, preview
 from erpilot_erp.domain.pricing import format_money
 
 
-def prepare_cancel_order(args: CancelOrderArgs, state: WriteState, now: datetime) -> Prepared:
+@dataclass(frozen=True)
+class CancelOrder:
+    """Cancel placed order ``order_id``, with an optional ``reason`` shown in the preview."""
+
+    tool: ClassVar[str] = "cancel_order"
+    order_id: str
+    reason: str | None = None
+
+
+def prepare_cancel_order(args: CancelOrder, state: WriteState, now: datetime) -> Prepared:
     """Check the order is placed and preview the status change, the returned stock and the absent refund."""
     order = _placed_order(args.order_id, state.order)
     returned = _returned_qty(order)
@@ -61,7 +69,7 @@ def prepare_cancel_order(args: CancelOrderArgs, state: WriteState, now: datetime
 
 
 def commit_cancel_order(
-    args: CancelOrderArgs, facts: Mapping[str, Any], state: WriteState, now: datetime
+    args: CancelOrder, facts: Mapping[str, Any], state: WriteState, now: datetime
 ) -> CommitPlan:
     """Re-check the order is still placed and unchanged, then cancel it and return its stock."""
     order = state.order

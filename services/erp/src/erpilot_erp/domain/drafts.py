@@ -9,17 +9,10 @@ may not contain a discontinued product (remove that line first). A SKU may appea
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import ClassVar
 
-from erpilot_contracts.tools.v1 import (
-    AddDraftLineArgs,
-    CreateOrderDraftArgs,
-    RemoveDraftLineArgs,
-    SetDraftNoteArgs,
-    UpdateDraftLineArgs,
-)
-from erpilot_erp.domain.arguments import parse_args
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Customer, DraftLine, DraftRevision, Product
 from erpilot_erp.domain.pricing import line_total_minor, total_minor
@@ -31,19 +24,68 @@ Wanted = Sequence[tuple[str, int]]
 """The (sku, qty) pairs a new revision should contain, in line order."""
 
 
+@dataclass(frozen=True)
+class CreateDraft:
+    """A new draft for ``customer_id`` with ``lines`` ((sku, qty), at least one) and an optional note."""
+
+    customer_id: str
+    lines: tuple[tuple[str, int], ...]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class UpdateDraftLine:
+    tool: ClassVar[str] = "update_draft_line"
+    draft_id: str
+    base_revision: int
+    item_number: int
+    expected_sku: str
+    qty: int
+
+
+@dataclass(frozen=True)
+class AddDraftLine:
+    tool: ClassVar[str] = "add_draft_line"
+    draft_id: str
+    base_revision: int
+    sku: str
+    qty: int
+
+
+@dataclass(frozen=True)
+class RemoveDraftLine:
+    tool: ClassVar[str] = "remove_draft_line"
+    draft_id: str
+    base_revision: int
+    item_number: int
+    expected_sku: str
+
+
+@dataclass(frozen=True)
+class SetDraftNote:
+    tool: ClassVar[str] = "set_draft_note"
+    draft_id: str
+    base_revision: int
+    note: str
+
+
+DraftEdit = UpdateDraftLine | AddDraftLine | RemoveDraftLine | SetDraftNote
+"""One edit of a draft's latest revision (the service layer maps an edit tool's arguments to it)."""
+
+
 def create_draft(
     draft_id: str,
     session_id: str,
     customer: Customer | None,
     products: Mapping[str, Product],
-    args: CreateOrderDraftArgs,
+    args: CreateDraft,
     now: datetime,
     quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """Revision 1 of a new draft for ``args.customer_id`` (``customer`` is None when it does not exist)."""
     if customer is None:
         raise not_found("customer", args.customer_id)
-    wanted = [(line.sku, line.qty) for line in args.lines]
+    wanted = list(args.lines)
     # The first line's product fixes the draft's currency; every other line must share it.
     currency = _product(products, wanted[0][0]).currency
     return _build_revision(
@@ -61,7 +103,7 @@ def create_draft(
 
 
 def update_draft_line(
-    latest: DraftRevision | None, args: UpdateDraftLineArgs, *, session_id: str, customer: Customer | None,
+    latest: DraftRevision | None, args: UpdateDraftLine, *, session_id: str, customer: Customer | None,
     products: Mapping[str, Product], now: datetime, quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """A new revision where line ``item_number`` (which must hold ``expected_sku``) has quantity ``qty``."""
@@ -74,7 +116,7 @@ def update_draft_line(
 
 
 def add_draft_line(
-    latest: DraftRevision | None, args: AddDraftLineArgs, *, session_id: str, customer: Customer | None,
+    latest: DraftRevision | None, args: AddDraftLine, *, session_id: str, customer: Customer | None,
     products: Mapping[str, Product], now: datetime, quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """A new revision with ``sku`` x ``qty`` appended as the last line."""
@@ -84,7 +126,7 @@ def add_draft_line(
 
 
 def remove_draft_line(
-    latest: DraftRevision | None, args: RemoveDraftLineArgs, *, session_id: str, customer: Customer | None,
+    latest: DraftRevision | None, args: RemoveDraftLine, *, session_id: str, customer: Customer | None,
     products: Mapping[str, Product], now: datetime, quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """A new revision without line ``item_number`` (which must hold ``expected_sku``); later lines move up."""
@@ -95,7 +137,7 @@ def remove_draft_line(
 
 
 def set_draft_note(
-    latest: DraftRevision | None, args: SetDraftNoteArgs, *, session_id: str, customer: Customer | None,
+    latest: DraftRevision | None, args: SetDraftNote, *, session_id: str, customer: Customer | None,
     products: Mapping[str, Product], now: datetime, quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """A new revision with the same lines (re-priced) and ``note`` replaced."""
@@ -105,24 +147,23 @@ def set_draft_note(
 
 
 _EDITS = {
-    "update_draft_line": update_draft_line,
-    "add_draft_line": add_draft_line,
-    "remove_draft_line": remove_draft_line,
-    "set_draft_note": set_draft_note,
+    UpdateDraftLine: update_draft_line,
+    AddDraftLine: add_draft_line,
+    RemoveDraftLine: remove_draft_line,
+    SetDraftNote: set_draft_note,
 }
-DRAFT_EDIT_TOOLS = frozenset(_EDITS)
+DRAFT_EDIT_TOOLS = frozenset(edit.tool for edit in _EDITS)
 
 
 def edit_draft(
-    tool: str, arguments: Mapping[str, Any], latest: DraftRevision | None, *, session_id: str,
+    args: DraftEdit, latest: DraftRevision | None, *, session_id: str,
     customer: Customer | None, products: Mapping[str, Product], now: datetime,
     quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
-    """Run one of the ``DRAFT_EDIT_TOOLS`` on raw arguments (validated here against the tool's schema)."""
-    if tool not in _EDITS:
-        raise ValueError(f"{tool} is not a draft edit tool")
-    args = parse_args(tool, arguments)
-    edit = _EDITS[tool]
+    """Run one edit on the draft's latest revision."""
+    edit = _EDITS.get(type(args))
+    if edit is None:
+        raise ValueError(f"{args!r} is not a draft edit")
     return edit(latest, args, session_id=session_id, customer=customer, products=products, now=now,
                 quote_ttl=quote_ttl)
 

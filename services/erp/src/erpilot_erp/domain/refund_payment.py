@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from erpilot_contracts.tools.v1 import RefundPaymentArgs
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Order, Refund
 from erpilot_erp.domain.plans import CommitPlan, Prepared, WriteState, effect, preview
 from erpilot_erp.domain.pricing import format_money
 
 
-def prepare_refund_payment(args: RefundPaymentArgs, state: WriteState, now: datetime) -> Prepared:
+@dataclass(frozen=True)
+class RefundPayment:
+    """Refund ``amount_minor`` in ``currency`` of order ``order_id`` through ``channel`` (the original one)."""
+
+    tool: ClassVar[str] = "refund_payment"
+    order_id: str
+    amount_minor: int
+    currency: str
+    channel: str
+
+
+def prepare_refund_payment(args: RefundPayment, state: WriteState, now: datetime) -> Prepared:
     """Check currency and refundable remainder and preview remaining before -> after."""
     order = _refundable(args, state.order)
     facts = {
@@ -57,7 +67,7 @@ def prepare_refund_payment(args: RefundPaymentArgs, state: WriteState, now: date
 
 
 def commit_refund_payment(
-    args: RefundPaymentArgs, facts: Mapping[str, Any], state: WriteState, now: datetime, *, refund_id: str
+    args: RefundPayment, facts: Mapping[str, Any], state: WriteState, now: datetime, *, refund_id: str
 ) -> CommitPlan:
     """Re-check the remainder still covers the amount and nothing was refunded meanwhile, then refund."""
     order = _refundable(args, state.order)
@@ -81,7 +91,7 @@ def commit_refund_payment(
     return CommitPlan(result=refund.to_result(), updated_order=refunded, new_refund=refund)
 
 
-def _refundable(args: RefundPaymentArgs, order: Order | None) -> Order:
+def _refundable(args: RefundPayment, order: Order | None) -> Order:
     """The order, if ``amount_minor`` in ``currency`` can still be refunded from it."""
     if order is None:
         raise not_found("order", args.order_id)

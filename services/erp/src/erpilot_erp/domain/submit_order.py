@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from erpilot_contracts.tools.v1 import SubmitOrderArgs
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, OrderLine, Product
 from erpilot_erp.domain.plans import (
@@ -23,8 +23,17 @@ from erpilot_erp.domain.plans import (
 from erpilot_erp.domain.pricing import format_money
 
 
+@dataclass(frozen=True)
+class SubmitOrder:
+    """Order revision ``revision`` of draft ``draft_id`` (which must be its latest)."""
+
+    tool: ClassVar[str] = "submit_order"
+    draft_id: str
+    revision: int
+
+
 def prepare_submit_order(
-    args: SubmitOrderArgs, state: WriteState, now: datetime, stock_check: StockCheck = "exact"
+    args: SubmitOrder, state: WriteState, now: datetime, stock_check: StockCheck = "exact"
 ) -> Prepared:
     """Check the revision can be ordered as quoted and preview the order and its stock effects."""
     draft = _submittable(args, state)
@@ -52,7 +61,7 @@ def prepare_submit_order(
 
 
 def commit_submit_order(
-    args: SubmitOrderArgs, facts: Mapping[str, Any], state: WriteState, now: datetime, *, order_id: str,
+    args: SubmitOrder, facts: Mapping[str, Any], state: WriteState, now: datetime, *, order_id: str,
     stock_check: StockCheck = "exact",
 ) -> CommitPlan:
     """Re-check every fact the preview showed, then place order ``order_id`` and take its stock."""
@@ -97,7 +106,7 @@ def commit_submit_order(
     )
 
 
-def _submittable(args: SubmitOrderArgs, state: WriteState) -> DraftRevision:
+def _submittable(args: SubmitOrder, state: WriteState) -> DraftRevision:
     latest = state.latest_draft
     if latest is None or latest.session_id != state.session_id:
         raise not_found("draft", args.draft_id)

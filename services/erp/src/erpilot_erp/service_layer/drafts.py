@@ -12,10 +12,10 @@ from typing import Any
 
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
-from erpilot_contracts.tools.v1 import CreateOrderDraftArgs
-from erpilot_erp.domain.drafts import DRAFT_EDIT_TOOLS, create_draft, edit_draft
+from erpilot_erp.domain.drafts import DRAFT_EDIT_TOOLS, CreateDraft, create_draft, edit_draft
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.model import DraftRevision
+from erpilot_erp.service_layer import to_domain
 from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork
 from erpilot_erp.service_layer.replies import once, rejected_tool
 from erpilot_platform.failpoints import failpoint
@@ -49,7 +49,7 @@ class DraftService:
         now = datetime.now(UTC)
         try:
             if cmd.tool == "create_order_draft":
-                revision = await self._create(uow, cmd.session_id, CreateOrderDraftArgs.model_validate(args), now)
+                revision = await self._create(uow, cmd.session_id, to_domain.draft_creation(args), now)
             else:
                 revision = await self._edit(uow, cmd.tool, cmd.session_id, args, now)
         except BusinessError as exc:
@@ -57,10 +57,10 @@ class DraftService:
         await uow.repo.insert_revision(revision, operation_id=cmd.operation_id)
         return ReplyV1.success(ToolResultV1(outcome="succeeded", result=revision.to_result()))
 
-    async def _create(self, uow: LedgerUnitOfWork, session_id: str, args: CreateOrderDraftArgs,
+    async def _create(self, uow: LedgerUnitOfWork, session_id: str, args: CreateDraft,
                       now: datetime) -> DraftRevision:
         customer = await uow.repo.customer(args.customer_id)
-        products = await uow.repo.products_by_sku([line.sku for line in args.lines])
+        products = await uow.repo.products_by_sku([sku for sku, _ in args.lines])
         draft_id = await uow.repo.next_id("draft")
         return create_draft(draft_id, session_id, customer, products, args, now, self.quote_ttl)
 
@@ -72,5 +72,5 @@ class DraftService:
             skus.add(args["sku"])
         customer = await uow.repo.customer(latest.customer_id) if latest else None
         products = await uow.repo.products_by_sku(skus)
-        return edit_draft(tool, args, latest, session_id=session_id, customer=customer, products=products,
-                          now=now, quote_ttl=self.quote_ttl)
+        return edit_draft(to_domain.draft_edit(tool, args), latest, session_id=session_id, customer=customer,
+                          products=products, now=now, quote_ttl=self.quote_ttl)

@@ -32,6 +32,7 @@ from erpilot_contracts.tools.v1 import get_tool
 from erpilot_erp.domain import operations as domain
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.plans import StockCheck
+from erpilot_erp.service_layer import to_domain
 from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork, OperationRecord
 from erpilot_erp.service_layer.replies import (
     business_error,
@@ -106,7 +107,7 @@ class OperationService:
     async def _prepare(self, uow: LedgerUnitOfWork, cmd: PrepareOperationV1) -> ReplyV1:
         state = await write_state(uow.repo, cmd.tool, cmd.arguments, cmd.session_id)
         try:
-            prepared = domain.prepare(cmd.tool, cmd.arguments, state, datetime.now(UTC),
+            prepared = domain.prepare(to_domain.write(cmd.tool, cmd.arguments), state, datetime.now(UTC),
                                       stock_check=cmd.stock_check or self.default_stock_check)
         except BusinessError as exc:
             return business_failure(exc)
@@ -149,7 +150,7 @@ class OperationService:
         kind = domain.NEW_ID_KIND.get(op.tool)
         new_id = await uow.repo.next_id(kind) if kind else None
         try:
-            plan = domain.commit(op.tool, op.arguments, op.facts, state, datetime.now(UTC),
+            plan = domain.commit(to_domain.write(op.tool, op.arguments), op.facts, state, datetime.now(UTC),
                                  stock_check=grant.stock_check or "exact", new_id=new_id)
         except BusinessError as exc:
             log.info("operation %s rejected: %s", op.operation_id, exc)

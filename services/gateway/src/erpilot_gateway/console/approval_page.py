@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.approval.v1 import Actor, ApprovalRecordV1, GetApprovalV1
 from erpilot_contracts.erp.v1 import GetOperationV1, OperationStatusV1
 from erpilot_gateway.auth import User
@@ -38,16 +38,14 @@ async def _operation(request: Request, record: ApprovalRecordV1) -> OperationSta
         return None
     try:
         return await request.app.state.services.call(
-            subjects.ERP_QUERY_OPERATION, GetOperationV1(operation_id=record.operation_id), OperationStatusV1,
-            durable=False)
+            requests.ERP_OPERATION, GetOperationV1(operation_id=record.operation_id))
     except (Problem, ServiceUnavailable):
         return None
 
 
 async def _approval(request: Request, user: User, pending_id: str) -> ApprovalRecordV1:
     return await request.app.state.services.call(
-        subjects.APPROVAL_QUERY_GET, GetApprovalV1(pending_id=pending_id, actor=_actor(user)), ApprovalRecordV1,
-        durable=False)
+        requests.APPROVAL_GET, GetApprovalV1(pending_id=pending_id, actor=_actor(user)))
 
 
 async def _audit_trail(request: Request, user: User, pending_id: str) -> dict[str, Any] | None:

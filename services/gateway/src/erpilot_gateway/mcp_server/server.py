@@ -17,7 +17,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.agent.v1 import CreateSessionV1
 from erpilot_gateway.auth import User
 from erpilot_gateway.mcp_server.catalogue import STATUS_TOOL, mcp_tools
@@ -92,7 +92,7 @@ class ErpilotMcp:
         session_id = derived_session_id(caller.user.sub, caller.connection_key)
         if session_id not in self._created:
             cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session")
-            await self.services.command(subjects.AGENT_CMD_CREATE_SESSION, cmd)
+            await self.services.data(requests.AGENT_CREATE_SESSION, cmd)
             if len(self._created) > 10_000:
                 self._created.clear()
             self._created.add(session_id)

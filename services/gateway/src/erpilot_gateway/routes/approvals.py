@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from erpilot_contracts import json_input, subjects
+from erpilot_contracts import json_input, requests
 from erpilot_contracts.approval.v1 import (
     Actor,
     DecideManyV1,
@@ -87,7 +87,7 @@ async def list_approvals(request: Request, user: CurrentUser, status: Status | N
         raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id, tool=tool,
                             requested_by=requested_by, since=since, cursor=cursor, limit=limit)
-    return await request.app.state.services.query(subjects.APPROVAL_QUERY_LIST, query)
+    return await request.app.state.services.data(requests.APPROVAL_LIST, query)
 
 
 @router.post("/decisions", openapi_extra=_documented(BulkDecisionBody))
@@ -97,14 +97,14 @@ async def decide_many(request: Request, user: CurrentUser,
     first failing item (``pending_id``, ``index``) with its own code."""
     cmd = DecideManyV1(action=body.action, comment=body.comment, actor=actor(user),
                        items=[DecisionItemV1(pending_id=i.pending_id, fingerprint=i.fingerprint) for i in body.items])
-    return await request.app.state.services.command(subjects.APPROVAL_CMD_DECIDE_MANY, cmd)
+    return await request.app.state.services.data(requests.APPROVAL_DECIDE_MANY, cmd)
 
 
 @router.get("/{pending_id}")
 async def get_approval(request: Request, pending_id: str, user: CurrentUser) -> dict:
     """One approval with its decision, for those who may decide it, the requester, and admins."""
     query = GetApprovalV1(pending_id=pending_id, actor=actor(user))
-    return await request.app.state.services.query(subjects.APPROVAL_QUERY_GET, query)
+    return await request.app.state.services.data(requests.APPROVAL_GET, query)
 
 
 @router.post("/{pending_id}/decision", openapi_extra=_documented(DecisionBody))
@@ -113,7 +113,7 @@ async def decide(request: Request, pending_id: str, user: CurrentUser,
     """Approve, reject or cancel exactly the operation whose fingerprint you were shown."""
     cmd = DecideV1(pending_id=pending_id, action=body.action, fingerprint=body.fingerprint,
                    comment=body.comment, actor=actor(user))
-    return await request.app.state.services.command(subjects.APPROVAL_CMD_DECIDE, cmd)
+    return await request.app.state.services.data(requests.APPROVAL_DECIDE, cmd)
 
 
 @router.post("/{pending_id}/edit", status_code=201, openapi_extra=_documented(EditBody))
@@ -122,4 +122,4 @@ async def edit(request: Request, pending_id: str, user: CurrentUser,
     """Replace the arguments: a new pending version with a new fingerprint supersedes this one."""
     cmd = EditApprovalV1(pending_id=pending_id, fingerprint=body.fingerprint, arguments=body.arguments,
                          actor=actor(user))
-    return await request.app.state.services.command(subjects.APPROVAL_CMD_EDIT, cmd)
+    return await request.app.state.services.data(requests.APPROVAL_EDIT, cmd)

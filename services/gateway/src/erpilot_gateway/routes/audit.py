@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.approval.v1 import Actor, AuditQueryV1
 from erpilot_gateway.auth import CurrentUser, User, require_roles
 from erpilot_gateway.problems import Problem
@@ -36,4 +36,4 @@ async def audit_rows(services, user: User, *, pending_id: str | None = None, ope
     what ``GET /v1/audit`` answers and the approval page's audit trail shows."""
     query = AuditQueryV1(actor=Actor(sub=user.sub, roles=list(user.roles)), pending_id=pending_id,
                          operation_id=operation_id, since=since, limit=limit)
-    return await services.query(subjects.APPROVAL_QUERY_AUDIT, query)
+    return await services.data(requests.APPROVAL_AUDIT, query)

@@ -6,7 +6,7 @@ import uuid
 
 from fastapi import APIRouter, Request
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, UpdateProductV1
 from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.bodies import ProductPatchBody
@@ -17,14 +17,14 @@ Requester = require_roles("requester")
 
 
 def _query(request: Request, view: ErpViewV1):
-    return request.app.state.services.query(subjects.ERP_QUERY_VIEW, view)
+    return request.app.state.services.data(requests.ERP_VIEW, view)
 
 
 @router.get("/v1/operations/{operation_id}")
 async def get_operation(request: Request, operation_id: str, user: CurrentUser) -> dict:
     """Status of an operation: prepared, committed or rejected (owner or admin)."""
     query = GetOperationV1(operation_id=operation_id)
-    data = await request.app.state.services.query(subjects.ERP_QUERY_OPERATION, query)
+    data = await request.app.state.services.data(requests.ERP_OPERATION, query)
     if data.get("requested_by") != user.sub and not user.has_any("admin"):
         raise Problem(404, "not_found", f"operation {operation_id} not found")
     keys = ("operation_id", "tool", "status", "result", "error", "committed_at")
@@ -49,7 +49,7 @@ async def patch_product(request: Request, sku: str, body: ProductPatchBody, user
         raise Problem(422, "invalid_body", "give price_minor, status or both")
     cmd = UpdateProductV1(sku=sku, price_minor=body.price_minor, status=body.status, updated_by=user.sub,
                           request_id=f"http-{uuid.uuid4().hex}")
-    return await request.app.state.services.command(subjects.ERP_CMD_UPDATE_PRODUCT, cmd)
+    return await request.app.state.services.data(requests.ERP_UPDATE_PRODUCT, cmd)
 
 
 @router.get("/v1/erp/customers", dependencies=[Requester])

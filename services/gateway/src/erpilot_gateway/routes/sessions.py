@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.agent.v1 import (
     CancelRunV1,
     CreateSessionV1,
@@ -38,7 +38,7 @@ async def create_session(request: Request, user: CurrentUser, body: CreateSessio
     """Start a session owned by the caller."""
     title = body.title if body else None
     cmd = CreateSessionV1(session_id=f"ses_{uuid.uuid4().hex[:20]}", owner=user.sub, title=title)
-    data = await _services(request).command(subjects.AGENT_CMD_CREATE_SESSION, cmd)
+    data = await _services(request).data(requests.AGENT_CREATE_SESSION, cmd)
     return {"session_id": data["session_id"]}
 
 
@@ -50,7 +50,7 @@ async def list_sessions(request: Request, user: CurrentUser,
     """Your sessions, newest first: ``{"items": [...], "next_cursor"}``; pass ``next_cursor`` as ``cursor``
     for the next page. ``q`` keeps sessions whose title contains it (case-insensitive)."""
     query = ListSessionsV1(owner=user.sub, q=q or None, cursor=cursor, limit=limit)
-    return await _services(request).query(subjects.AGENT_QUERY_SESSIONS, query)
+    return await _services(request).data(requests.AGENT_SESSIONS, query)
 
 
 @router.get("/{session_id}")
@@ -61,7 +61,7 @@ async def get_session(request: Request, session_id: str, user: CurrentUser) -> d
     ``{"omitted": true, "reason": "result_too_large", "size_bytes", "limit_bytes", "href"}``; ``href`` is
     the call's ``GET /v1/sessions/{sid}/tool-calls/{call_id}``, which has it in full."""
     query = GetSessionV1(session_id=session_id, owner=user.sub)
-    return await _services(request).query(subjects.AGENT_QUERY_SESSION, query)
+    return await _services(request).data(requests.AGENT_SESSION, query)
 
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
@@ -86,7 +86,7 @@ async def post_message(request: Request, session_id: str, body: PostMessageBody,
     """
     message_id = _checked_key(idempotency_key) or f"msg_{uuid.uuid4().hex}"  # fixed before the first publish
     cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id)
-    data = await _services(request).command(subjects.AGENT_CMD_POST_MESSAGE, cmd)
+    data = await _services(request).data(requests.AGENT_POST_MESSAGE, cmd)
     return {"run_id": data["run_id"]}
 
 
@@ -99,13 +99,13 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
     run's approvals as it ended (``approved`` when a decision came first; that call goes on).
     409 ``run_in_progress`` while the run is working, ``run_not_waiting`` once it is over."""
     services = _services(request)
-    cancelled = await services.command(subjects.AGENT_CMD_CANCEL_RUN,
+    cancelled = await services.data(requests.AGENT_CANCEL_RUN,
                                        CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id))
     approvals: list[dict] = []
     if cancelled["pending_ids"]:  # the approval service withdraws only the owner's, of this session
         withdraw = WithdrawApprovalsV1(session_id=session_id, pending_ids=cancelled["pending_ids"],
                                        actor=Actor(sub=user.sub, roles=list(user.roles)))
-        approvals = (await services.command(subjects.APPROVAL_CMD_WITHDRAW, withdraw))["items"]
+        approvals = (await services.data(requests.APPROVAL_WITHDRAW, withdraw))["items"]
     return {"run_id": run_id, "status": "cancelled", "approvals": approvals}
 
 
@@ -131,7 +131,7 @@ async def start_tool_call(request: Request, session_id: str, body: ToolCallBody,
 async def get_tool_call(request: Request, session_id: str, call_id: str, user: CurrentUser) -> dict:
     """Status, outcome, result or error code of one tool call."""
     query = GetToolCallV1(session_id=session_id, owner=user.sub, call_id=call_id)
-    return await _services(request).query(subjects.AGENT_QUERY_TOOL_CALL, query)
+    return await _services(request).data(requests.AGENT_TOOL_CALL_VIEW, query)
 
 
 @router.get("/{session_id}/events")
@@ -139,7 +139,7 @@ async def session_events(request: Request, session_id: str):
     """Server-sent events of the session; ``Last-Event-ID`` resumes after that seq with no gap."""
     user = _user_for_stream(request)
     # The owner check only: the summary has no tool calls, so a long session answers as fast as a new one.
-    await _services(request).query(subjects.AGENT_QUERY_SESSION,
+    await _services(request).data(requests.AGENT_SESSION,
                                    GetSessionV1(session_id=session_id, owner=user.sub, summary_only=True))
     last_id = request.headers.get("last-event-id") or request.query_params.get("last_event_id") or "0"
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import PolicyQueryV1, PolicyViewV1, ToolPolicyV1
+from erpilot_contracts import requests
+from erpilot_contracts.approval.v1 import PolicyQueryV1, ToolPolicyV1
 from erpilot_contracts.tools.v1 import TOOLS
 from erpilot_gateway.auth import require_roles
 from erpilot_gateway.services import Services
@@ -29,7 +29,7 @@ async def list_tools(request: Request) -> dict:
 
 async def tool_catalogue(services: Services) -> dict:
     """The catalogue without the tools the policy denies, with the policy in force (also what MCP lists)."""
-    policy = await services.call(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1(), PolicyViewV1, durable=False)
+    policy = await services.call(requests.APPROVAL_POLICY, PolicyQueryV1())
     by_tool = {p.tool: p for p in policy.tools}
     items = []
     for spec in TOOLS.values():

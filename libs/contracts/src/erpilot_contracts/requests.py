@@ -1,0 +1,117 @@
+"""Every request/reply subject declared once: what is sent, what comes back, and how it travels.
+
+An ``Endpoint`` names a subject of ``erpilot_contracts.subjects`` with its request model, the model of
+its ok reply's ``data`` and whether it is a durable command (through the JetStream command stream,
+``cmd.*``) or a core NATS query (``query.*``). Callers send with ``erpilot_platform.broker.call(broker,
+endpoint, request)``, so no call site names a reply model or a durability of its own.
+
+Replies that are a plain JSON object the gateway passes on unchanged (``{session_id}``, ``{items}``,
+views) are declared as ``Data``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, RootModel
+
+from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import (
+    CancelRunV1,
+    CreateSessionV1,
+    GetSessionV1,
+    GetToolCallV1,
+    ListSessionsV1,
+    PostMessageV1,
+    StartToolCallV1,
+    ToolCallViewV1,
+)
+from erpilot_contracts.approval.v1 import (
+    ApprovalRecordV1,
+    AuditQueryV1,
+    DecideManyV1,
+    DecideV1,
+    EditApprovalV1,
+    GetApprovalV1,
+    ListApprovalsV1,
+    PolicyQueryV1,
+    PolicyViewV1,
+    RequestApprovalV1,
+    WithdrawApprovalsV1,
+)
+from erpilot_contracts.base import Message
+from erpilot_contracts.erp.v1 import (
+    CommitOperationV1,
+    ErpViewV1,
+    ExecuteToolV1,
+    GetOperationV1,
+    GetPreparedOperationV1,
+    OperationStatusV1,
+    PreparedOperationV1,
+    PreparedRecordV1,
+    PrepareOperationV1,
+    ToolResultV1,
+    UpdateProductV1,
+)
+
+Req = TypeVar("Req", bound=Message)
+Rep = TypeVar("Rep", bound=BaseModel)
+
+
+class Data(RootModel[dict[str, Any]]):
+    """A reply's ``data`` as the service sent it (a JSON object without a contract model of its own)."""
+
+
+@dataclass(frozen=True)
+class Endpoint(Generic[Req, Rep]):
+    subject: str
+    request: type[Req]
+    reply: type[Rep]
+    durable: bool  # True: a command through the JetStream command stream; False: a core NATS query
+
+    def __post_init__(self) -> None:
+        kind = ".cmd." if self.durable else ".query."
+        if kind not in self.subject:  # the subject's naming says how it travels: the two must agree
+            raise ValueError(f"{self.subject} is not a {'command' if self.durable else 'query'} subject")
+
+
+def command(subject: str, request: type[Req], reply: type[Rep]) -> Endpoint[Req, Rep]:
+    return Endpoint(subject, request, reply, durable=True)
+
+
+def query(subject: str, request: type[Req], reply: type[Rep]) -> Endpoint[Req, Rep]:
+    return Endpoint(subject, request, reply, durable=False)
+
+
+# --- ERP ---------------------------------------------------------------------------------------
+ERP_DRAFT = command(subjects.ERP_CMD_DRAFT, ExecuteToolV1, ToolResultV1)
+ERP_PREPARE = command(subjects.ERP_CMD_PREPARE, PrepareOperationV1, PreparedOperationV1)
+ERP_COMMIT = command(subjects.ERP_CMD_COMMIT, CommitOperationV1, OperationStatusV1)
+ERP_UPDATE_PRODUCT = command(subjects.ERP_CMD_UPDATE_PRODUCT, UpdateProductV1, Data)
+ERP_READ = query(subjects.ERP_QUERY_READ, ExecuteToolV1, ToolResultV1)
+ERP_OPERATION = query(subjects.ERP_QUERY_OPERATION, GetOperationV1, OperationStatusV1)
+ERP_VIEW = query(subjects.ERP_QUERY_VIEW, ErpViewV1, Data)
+ERP_PREPARED = query(subjects.ERP_QUERY_PREPARED, GetPreparedOperationV1, PreparedRecordV1)
+
+# --- Approval ----------------------------------------------------------------------------------
+APPROVAL_REQUEST = command(subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1, ApprovalRecordV1)
+APPROVAL_DECIDE = command(subjects.APPROVAL_CMD_DECIDE, DecideV1, ApprovalRecordV1)
+APPROVAL_EDIT = command(subjects.APPROVAL_CMD_EDIT, EditApprovalV1, ApprovalRecordV1)
+APPROVAL_DECIDE_MANY = command(subjects.APPROVAL_CMD_DECIDE_MANY, DecideManyV1, Data)
+APPROVAL_WITHDRAW = command(subjects.APPROVAL_CMD_WITHDRAW, WithdrawApprovalsV1, Data)
+APPROVAL_POLICY = query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, PolicyViewV1)
+APPROVAL_GET = query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, ApprovalRecordV1)
+APPROVAL_LIST = query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, Data)
+APPROVAL_AUDIT = query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, Data)
+
+# --- Agent -------------------------------------------------------------------------------------
+AGENT_CREATE_SESSION = command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, Data)
+AGENT_TOOL_CALL = command(subjects.AGENT_CMD_TOOL_CALL, StartToolCallV1, ToolCallViewV1)
+AGENT_POST_MESSAGE = command(subjects.AGENT_CMD_POST_MESSAGE, PostMessageV1, Data)
+AGENT_CANCEL_RUN = command(subjects.AGENT_CMD_CANCEL_RUN, CancelRunV1, Data)
+AGENT_SESSIONS = query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, Data)
+AGENT_SESSION = query(subjects.AGENT_QUERY_SESSION, GetSessionV1, Data)
+AGENT_TOOL_CALL_VIEW = query(subjects.AGENT_QUERY_TOOL_CALL, GetToolCallV1, ToolCallViewV1)
+
+ALL: tuple[Endpoint[Any, Any], ...] = tuple(value for value in dict(globals()).values() if isinstance(value, Endpoint))

@@ -1,0 +1,52 @@
+"""Every command and query a service subscribes to is declared once in ``erpilot_contracts.requests``, with
+the request model its handler parses, so a caller's ``call(broker, endpoint, request)`` sends what the
+handler reads. (That the handler answers the declared reply model needs a running service: the services'
+integration tests and the end-to-end tests parse those replies through the same declarations.)
+"""
+
+from __future__ import annotations
+
+import typing
+from collections import Counter
+
+import pytest
+
+from erpilot import asyncapi
+from erpilot_contracts import requests
+from erpilot_contracts.subjects import ping_subject
+
+pytestmark = pytest.mark.unit
+
+
+def _handled() -> dict[str, type]:
+    """Each command and query subject the services subscribe to, with the model its entry parses."""
+    handled: dict[str, type] = {}
+    for app in asyncapi.services():
+        for subscriber in app.broker.subscribers:
+            subject = subscriber._resolved_subject_string
+            if (".cmd." not in subject and ".query." not in subject) or subject == ping_subject(app.name):
+                continue  # events have no reply; readiness pings are answered on a subject per service
+            # The ServiceBus documents the model on its entry's ``body`` (erpilot_platform.endpoints._documented).
+            entry = subscriber.calls[0].handler._original_call
+            handled[subject] = typing.get_args(entry.__annotations__["body"])[0]
+    return handled
+
+
+def test_each_request_subject_is_declared_exactly_once():
+    counts = Counter(endpoint.subject for endpoint in requests.ALL)
+    assert [subject for subject, count in counts.items() if count > 1] == []
+
+
+def test_every_subscribed_command_and_query_has_a_declaration_and_nothing_else_does():
+    assert {endpoint.subject for endpoint in requests.ALL} == set(_handled())
+
+
+def test_each_declaration_names_the_model_its_handler_parses():
+    handled = _handled()
+    mismatched = {e.subject: (e.request.__name__, handled[e.subject].__name__)
+                  for e in requests.ALL if e.request is not handled[e.subject]}
+    assert mismatched == {}
+
+
+def test_a_declarations_durability_is_its_subjects_kind():
+    assert all((".cmd." in e.subject) == e.durable for e in requests.ALL)
