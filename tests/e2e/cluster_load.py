@@ -50,6 +50,7 @@ class Cycle:
     call_id: str | None = None
     request_status: int | None = None  # None: no gateway answered the request
     outcome: str = "pending"  # committed | failed (a clear error) | lost (2xx, then never finished)
+    finished: bool = False  # the call was seen `finished` (so its `tool_finished` event must be stored)
     error: str = ""
 
 
@@ -226,22 +227,21 @@ def run_cycle(cycle: Cycle, requester: Client, manager: Client, sku: str, finish
     cycle.call_id = pending["call_id"]
     decision = {"action": "approve", "fingerprint": pending["fingerprint"]}
     decided = False
-    for _ in range(5):  # a decision is idempotent: the same approval again is answered, never applied twice
-        answer = manager.send("POST", f"/v1/approvals/{pending['pending_id']}/decision", decision)
-        if answer is not None and answer.status_code < 500:
-            decided = True
-            break
-        time.sleep(0.5)
     deadline = time.monotonic() + finish_timeout
     while time.monotonic() < deadline:
+        if not decided:  # as a person would, until some gateway answers: a decision is never applied twice
+            answer = manager.send("POST", f"/v1/approvals/{pending['pending_id']}/decision", decision)
+            decided = answer is not None and answer.status_code < 500
         view = requester.send("GET", f"/v1/sessions/{sid}/tool-calls/{cycle.call_id}")
         if view is not None and view.status_code == 200 and view.json()["status"] == "finished":
             body = view.json()
+            cycle.finished = True
             cycle.outcome = "committed" if body["outcome"] == "succeeded" else "failed"
             cycle.error = "" if cycle.outcome == "committed" else str(body.get("error"))[:200]
             return
         time.sleep(0.2)
-    # Never finished: lost, unless the decision itself was refused (a clear failure; nothing may commit).
+    # Never finished: lost, unless no gateway accepted the decision in all that time (a clear failure; the call
+    # still awaits its decision, so nothing may commit).
     cycle.outcome, cycle.error = ("lost", "") if decided else ("failed", "the decision was not accepted")
 
 

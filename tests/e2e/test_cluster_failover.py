@@ -97,13 +97,19 @@ def test_a_node_and_a_replica_of_each_service_die_under_load_and_nothing_is_lost
 
     # Every session's events: stored gap-free in JetStream, up to each accepted call's end; the stream kept
     # open through every failure delivered each of them once, in order; a fresh stream replays them all.
-    gaps, live_gaps, replay_gaps = {}, {}, {}
+    gaps, live_gaps, replay_gaps, unfinished_events = {}, {}, {}, {}
     requester = Api(running.base_url, "cluster-req", "requester")
     for session_id, watcher in zip(load.sessions, watchers, strict=True):
-        finished_calls = {c.call_id for c in accepted if c.session_id == session_id and c.outcome != "lost"}
-        stored = wait_for(lambda sid=session_id, calls=finished_calls: (evs := stored_events(running.nats_url, sid))
-                          and calls <= {e["data"].get("call_id") for e in evs if e["type"] == "tool_finished"}
-                          and evs, timeout=60)
+        finished_calls = {c.call_id for c in accepted if c.session_id == session_id and c.finished}
+        stored: list[dict] = []
+
+        def all_finished_stored(sid=session_id, calls=finished_calls, stored=stored) -> bool:
+            stored[:] = stored_events(running.nats_url, sid)
+            return calls <= {e["data"].get("call_id") for e in stored if e["type"] == "tool_finished"}
+
+        if not until_true(all_finished_stored, timeout=60):  # seen finished, yet its event is not in the stream
+            unfinished_events[session_id] = sorted(
+                finished_calls - {e["data"].get("call_id") for e in stored if e["type"] == "tool_finished"})
         seqs = [e["seq"] for e in stored]
         if seqs != list(range(1, len(seqs) + 1)):
             gaps[session_id] = seqs
@@ -127,6 +133,8 @@ def test_a_node_and_a_replica_of_each_service_die_under_load_and_nothing_is_lost
         "reads ok": sum(ok for _, ok in load.reads), "committed operations": sum(committed_per_call.values()),
         "stock change": stock_change, "doubled": doubled, "ledger mismatches": len(wrong), "stray": len(stray),
         "event gaps": gaps, "live stream gaps": live_gaps, "replay gaps": replay_gaps,
+        "finished calls without a stored tool_finished": unfinished_events,
+        "accepted, never finished": [(c.call_id, c.outcome, c.error[:80]) for c in accepted if not c.finished],
         "live streams (connections each)": [w.connections for w in watchers],
         "nats re-election seconds": {k: None if v is None else round(v, 2) for k, v in elections.items()},
         "recovery seconds": {k: None if v is None else round(v, 2) for k, v in recoveries.items()},
@@ -140,6 +148,6 @@ def test_a_node_and_a_replica_of_each_service_die_under_load_and_nothing_is_lost
     assert not doubled and not wrong, figures  # exactly one effect per committed cycle, none per failure
     assert len(stray) <= len(unanswered), figures
     assert stock_change == sum(committed_per_call.values()), figures  # no effect applied twice
-    assert not gaps and not live_gaps and not replay_gaps, figures
+    assert not gaps and not live_gaps and not replay_gaps and not unfinished_events, figures
     assert all(v is not None and v < RECOVERY_LIMIT_SECONDS for v in recoveries.values()), figures
     assert outcomes["committed"] > len(recoveries), figures
