@@ -49,13 +49,14 @@ def browser(chromium_path):
 
 
 @pytest.fixture
-def new_page(browser):
-    """``new_page(base_url, token=None)``: a fresh browser context (own cookies and storage), signed in
-    through the console's ``/?token=`` link when a token is given. Console errors fail the test."""
+def browser_page(browser):
+    """``browser_page(base_url, **context_options)``: a page in a fresh browser context (own cookies and
+    storage; options such as locale, time zone, viewport or javascript off). Script errors and Content
+    Security Policy refusals fail the test."""
     contexts = []
 
-    def open_page(base_url: str, token: str | None = None):
-        context = browser.new_context(base_url=base_url, viewport={"width": 1360, "height": 900})
+    def open_page(base_url: str, **options):
+        context = browser.new_context(base_url=base_url, **{"viewport": {"width": 1360, "height": 900}, **options})
         context.set_default_timeout(15_000)
         contexts.append(context)
         page = context.new_page()
@@ -63,8 +64,6 @@ def new_page(browser):
         page.on("pageerror", lambda exc: page.errors.append(str(exc)))
         page.on("console", lambda msg: page.errors.append(msg.text)
                 if msg.type == "error" and "Content Security Policy" in msg.text else None)
-        if token is not None:
-            page.goto(f"/?token={token}")
         return page
 
     yield open_page
@@ -72,6 +71,31 @@ def new_page(browser):
         for page in context.pages:
             assert not page.errors, f"JavaScript errors on {page.url}: {page.errors}"
         context.close()
+
+
+@pytest.fixture
+def new_page(browser_page):
+    """``new_page(base_url, token=None)``: a fresh page, signed in through the console's ``/?token=`` link
+    when a token is given."""
+    def open_page(base_url: str, token: str | None = None):
+        page = browser_page(base_url)
+        if token is not None:
+            page.goto(f"/?token={token}")
+        return page
+
+    return open_page
+
+
+@pytest.fixture
+def open_page(browser_page):
+    """``open_page(console, token, **context_options)``: a page signed in by the token's cookie, nothing
+    opened yet (locale, time zone, javascript on or off as the options say)."""
+    def open_(console, token: str, **options):
+        page = browser_page(console.base_url, viewport={"width": 1360, "height": 1000}, **options)
+        page.context.add_cookies([{"name": "erpilot_token", "value": token, "url": console.base_url}])
+        return page
+
+    return open_
 
 
 @pytest.fixture(scope="session")

@@ -19,30 +19,6 @@ pytestmark = pytest.mark.browser
 TOKYO = timezone(timedelta(hours=9))
 
 
-@pytest.fixture
-def open_page(browser):
-    """``open_page(console, token, **context_options)``: a signed-in page in its own context (locale,
-    time zone, javascript on or off); script errors fail the test."""
-    contexts = []
-
-    def open_(console, token: str, **options):
-        context = browser.new_context(base_url=console.base_url, viewport={"width": 1360, "height": 1000},
-                                      **options)
-        context.set_default_timeout(15_000)
-        context.add_cookies([{"name": "erpilot_token", "value": token, "url": console.base_url}])
-        contexts.append(context)
-        page = context.new_page()
-        page.errors = []
-        page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-        return page
-
-    yield open_
-    for context in contexts:
-        for page in context.pages:
-            assert not page.errors, f"JavaScript errors on {page.url}: {page.errors}"
-        context.close()
-
-
 def refund_approval(*, requested_by: str, amount_minor: int = 2500, currency: str = "EUR", **overrides):
     """A refund_payment record shaped like the ERP's preview: money effects carry the currency as unit."""
     arguments = {"order_id": "O-1007", "amount_minor": amount_minor, "currency": currency, "channel": "original"}

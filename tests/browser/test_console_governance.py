@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.harness import now, submit_order_approval
-from tests.browser.test_console_approval_reasons import open_page, refund_approval, tok  # noqa: F401 (fixture)
+from tests.browser.test_console_approval_reasons import refund_approval, tok
 
 pytestmark = pytest.mark.browser
 
@@ -18,7 +18,7 @@ def row(page, record):
     return page.locator(f"tr[data-pending-id='{record['pending_id']}']")
 
 
-def test_the_inbox_approves_the_selection_together_and_shows_its_total(console, open_page, artifacts):  # noqa: F811
+def test_the_inbox_approves_the_selection_together_and_shows_its_total(console, open_page, artifacts):
     order = console.fake.add_approval(submit_order_approval(requested_by="req-a"))  # 1,234.50 EUR
     refund = console.fake.add_approval(refund_approval(requested_by="req-b", amount_minor=2500))  # 25.00 EUR
     left = console.fake.add_approval(refund_approval(requested_by="req-c", amount_minor=700))
@@ -44,7 +44,7 @@ def test_the_inbox_approves_the_selection_together_and_shows_its_total(console, 
     expect(page.locator("#bulk-summary")).to_have_text("Select approvals to approve them together.")
 
 
-def test_one_changed_approval_in_the_selection_approves_none_and_is_named(console, open_page):  # noqa: F811
+def test_one_changed_approval_in_the_selection_approves_none_and_is_named(console, open_page):
     first = console.fake.add_approval(submit_order_approval(requested_by="req-d"))
     changed = console.fake.add_approval(refund_approval(requested_by="req-e", amount_minor=900))
     page = open_page(console, tok("mgr-stale", "manager"))
@@ -62,7 +62,7 @@ def test_one_changed_approval_in_the_selection_approves_none_and_is_named(consol
     expect(row(page, first)).to_be_visible()
 
 
-def test_the_approval_page_shows_the_votes_of_a_quorum_approval(console, open_page, artifacts):  # noqa: F811
+def test_the_approval_page_shows_the_votes_of_a_quorum_approval(console, open_page, artifacts):
     voted_at = (now() - timedelta(minutes=2)).isoformat()
     record = console.fake.add_approval(refund_approval(
         requested_by="req-q", amount_minor=150_000, approvals_required=2, approvals_received=1,
@@ -88,7 +88,7 @@ def test_the_approval_page_shows_the_votes_of_a_quorum_approval(console, open_pa
     expect(first.locator("#approve")).to_have_count(0)
 
 
-def test_the_approval_page_shows_new_votes_without_a_reload(console, open_page):  # noqa: F811
+def test_the_approval_page_shows_new_votes_without_a_reload(console, open_page):
     record = console.fake.add_approval(refund_approval(
         requested_by="req-live", amount_minor=150_000, approvals_required=3, approvals_received=0, votes=[]))
     page = open_page(console, tok("mgr-live", "manager"))

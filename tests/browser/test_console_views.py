@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from erpilot_contracts.approval.v1 import ApprovalRecordV1
+from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_gateway.console import views
+
+
+def _record(**fields: Any) -> ApprovalRecordV1:
+    """An approval record as the approval service answers it, with ``fields`` over plain defaults."""
+    return ApprovalRecordV1.model_validate({
+        "pending_id": "P-1", "call_id": "c-1", "session_id": "s-1", "tool": "submit_order", "arguments": {},
+        "fingerprint": "f", "operation_id": "op-1", "risk": "high", "preview": {}, "required_roles": ["manager"],
+        "requested_by": "alice", "created_at": "2026-10-19T11:00:00Z", "expires_at": "2026-10-19T12:15:00Z",
+        "status": "pending", "policy_version": "v1", **fields})
+
+
+def _operation(**fields: Any) -> OperationStatusV1:
+    return OperationStatusV1.model_validate({"operation_id": "op-1", "tool": "submit_order", **fields})
 
 
 @pytest.mark.parametrize(("minor", "currency", "shown"), [
@@ -48,25 +65,35 @@ def test_the_reason_a_person_cannot_decide_is_said_in_words():
 
 
 def test_the_decision_time_is_kept_as_iso_for_the_viewers_time_zone():
-    decided = views.decision_view({"status": "approved", "decided_by": "bob", "decided_at": "2026-10-19T12:00:00Z"})
+    decided = views.decision_view(_record(status="approved", decided_by="bob", decided_at="2026-10-19T12:00:00Z"))
     assert (decided["headline"], decided["at"], decided["at_text"]) == (
         "Approved by bob", "2026-10-19T12:00:00.000+00:00", "2026-10-19 12:00:00 UTC")
-    expired = views.decision_view({"status": "expired", "expires_at": "2026-10-19T12:15:00+00:00"})
+    expired = views.decision_view(_record(status="expired", expires_at="2026-10-19T12:15:00+00:00"))
     assert (expired["headline"], expired["at_text"]) == ("Expired without a decision", "2026-10-19 12:15:00 UTC")
-    assert views.decision_view({"status": "pending"})["at"] == ""
+    assert views.decision_view(_record(status="pending"))["at"] == ""
 
 
 def test_the_outcome_tells_approved_from_done_and_business_rejected_from_not_executed():
-    approved = {"status": "approved", "tool": "submit_order"}
-    assert views.outcome_view({"status": "pending"}, None) is None
-    assert views.outcome_view(approved, {"status": "prepared"})["state"] == "waiting"
-    done = views.outcome_view(approved, {"status": "committed", "result": {
-        "order_id": "O-1", "status": "placed", "total_amount_minor": 1098, "currency": "EUR"}})
+    approved = _record(status="approved", tool="submit_order")
+    assert views.outcome_view(_record(status="pending"), None) is None
+    assert views.outcome_view(approved, _operation(status="prepared"))["state"] == "waiting"
+    done = views.outcome_view(approved, _operation(status="committed", result={
+        "order_id": "O-1", "status": "placed", "total_amount_minor": 1098, "currency": "EUR"}))
     assert done["state"] == "done" and done["detail"] == "Order O-1 · placed · total 10.98 EUR"
-    assert views.outcome_view(approved, {"status": "rejected", "error": {"code": "stock_changed", "message": "m"}}
-                              )["state"] == "business_rejected"
-    assert views.outcome_view({"status": "rejected"}, None)["state"] == "not_executed"
-    assert views.outcome_view({"status": "expired"}, None)["state"] == "not_executed"
+    rejected = views.outcome_view(approved, _operation(status="rejected", error={"code": "stock_changed",
+                                                                                  "message": "m"}))
+    assert (rejected["state"], rejected["detail"]) == ("business_rejected", "stock_changed: m")
+    assert views.outcome_view(approved, _operation(status="rejected"))["detail"] == "rejected"
+    assert views.outcome_view(_record(status="rejected"), None)["state"] == "not_executed"
+    assert views.outcome_view(_record(status="expired"), None)["state"] == "not_executed"
+
+
+def test_a_quorum_is_shown_with_its_votes_in_iso_and_utc():
+    record = _record(approvals_required=2, approvals_received=1, votes=[
+        {"sub": "bob", "role": "manager", "action": "approve", "at": "2026-10-19T12:00:00Z"}])
+    assert views.quorum_view(record) == {"approvals_required": 2, "approvals_received": 1, "votes": [
+        {"sub": "bob", "role": "manager", "action": "approve", "at": "2026-10-19T12:00:00.000+00:00",
+         "at_text": "2026-10-19 12:00:00 UTC", "comment": ""}]}
 
 
 def test_minor_unit_details_are_shown_as_money_in_the_previews_currency():

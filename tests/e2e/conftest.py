@@ -34,25 +34,25 @@ def stack(database_url, tmp_path_factory):
     services, so it gets servers of its own. Tests isolate themselves with fresh sessions and ids.
     """
     data_dir = tmp_path_factory.mktemp("stack")
-    with isolated_stack(database_url, data_dir, {"ERPILOT_POLICY": str(_write_policy(data_dir))}) as running:
+    # A short deadline to watch expiry happen.
+    with isolated_stack(database_url, data_dir, {}, policy='[tools.adjust_stock]\nttl = "3s"\n') as running:
         yield running
-
-
-def _write_policy(data_dir) -> Any:
-    path = data_dir / "policy.toml"
-    path.write_text('[tools.adjust_stock]\nttl = "3s"\n')  # a short deadline to watch expiry happen
-    return path
 
 
 @contextmanager
 def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
-                   replicas: dict[str, int] | None = None, *, cluster: int = 0) -> Iterator[Stack]:
+                   replicas: dict[str, int] | None = None, *, cluster: int = 0,
+                   policy: str | None = None) -> Iterator[Stack]:
     """A whole stack with its own NATS server (``cluster``: a cluster of that many nodes, streams with as
     many replicas) and database (on the session's PostgreSQL server); ``stack.nats`` is the server.
+    ``policy``: the text of the approval policy it runs under (``ERPILOT_POLICY``), else the default.
 
     As deployed: migrated by the owner (database and JetStream), then every service connects as its own
     role (src/erpilot/db_roles.py).
     """
+    if policy is not None:
+        (data_dir / "policy.toml").write_text(policy)
+        env = {**env, "ERPILOT_POLICY": str(data_dir / "policy.toml")}
     # Always embedded: only this stack may consume from it.
     nats = EmbeddedNatsCluster(data_dir / "nats-cluster", cluster) if cluster else EmbeddedNats(data_dir / "nats-home")
     name = f"erpilot_iso_{secrets.token_hex(4)}"

@@ -25,10 +25,8 @@ DENIED = "set_draft_note"
 
 @pytest.fixture(scope="module")
 def mcp_stack(database_url, tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("mcp-stack")
-    policy = data_dir / "policy.toml"
-    policy.write_text(f'[tools.{DENIED}]\naction = "deny"\n')
-    with isolated_stack(database_url, data_dir, {"ERPILOT_POLICY": str(policy)}) as running:
+    with isolated_stack(database_url, tmp_path_factory.mktemp("mcp-stack"), {},
+                        policy=f'[tools.{DENIED}]\naction = "deny"\n') as running:
         yield running
 
 

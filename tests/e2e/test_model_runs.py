@@ -303,11 +303,8 @@ def llm_stack(database_url, tmp_path_factory, fake_llm) -> Iterator[Stack]:
            "ERPILOT_RESUME_RUNS_AFTER_SECONDS": "1",
            # small enough to see projection and overflow, large enough for the other scenarios
            "ERPILOT_CONTEXT_TOOL_BYTES": "600", "ERPILOT_CONTEXT_BUDGET_TOKENS": "2500"}
-    data_dir = tmp_path_factory.mktemp("llm-stack")
-    policy = data_dir / "policy.toml"
-    policy.write_text('[tools.adjust_stock]\naction = "deny"\n')  # not offered to the model (SPEC §9)
-    env["ERPILOT_POLICY"] = str(policy)
-    with isolated_stack(database_url, data_dir, env) as stack:
+    deny = '[tools.adjust_stock]\naction = "deny"\n'  # not offered to the model (SPEC §9)
+    with isolated_stack(database_url, tmp_path_factory.mktemp("llm-stack"), env, policy=deny) as stack:
         yield stack
 
 

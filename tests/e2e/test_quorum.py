@@ -18,9 +18,7 @@ POLICY = '[tools.adjust_stock]\napprovals_required = 2\n'
 
 @pytest.fixture(scope="module")
 def quorum_stack(database_url, tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("quorum")
-    (data_dir / "policy.toml").write_text(POLICY)
-    with isolated_stack(database_url, data_dir, {"ERPILOT_POLICY": str(data_dir / "policy.toml")}) as running:
+    with isolated_stack(database_url, tmp_path_factory.mktemp("quorum"), {}, policy=POLICY) as running:
         yield running
 
 

@@ -67,13 +67,10 @@ def receiver():
 
 @pytest.fixture(scope="module")
 def hook_stack(database_url, tmp_path_factory, receiver):
-    data_dir = tmp_path_factory.mktemp("webhook-stack")
-    policy = data_dir / "policy.toml"
-    policy.write_text('[tools.adjust_stock]\nttl = "60s"\nwarn_before = "52s"\n')
     hooks = [{"url": f"http://127.0.0.1:{receiver.server_address[1]}/hook", "secret": SECRET}]
-    env = {"ERPILOT_POLICY": str(policy), "ERPILOT_WEBHOOKS": json.dumps(hooks),
-           "ERPILOT_WEBHOOK_RETRY_BASE_SECONDS": "0.2"}
-    with isolated_stack(database_url, data_dir, env) as running:
+    env = {"ERPILOT_WEBHOOKS": json.dumps(hooks), "ERPILOT_WEBHOOK_RETRY_BASE_SECONDS": "0.2"}
+    with isolated_stack(database_url, tmp_path_factory.mktemp("webhook-stack"), env,
+                        policy='[tools.adjust_stock]\nttl = "60s"\nwarn_before = "52s"\n') as running:
         yield running
 
 

@@ -194,11 +194,7 @@ def test_refund_needs_a_manager_who_is_not_the_requester(stack, approver):
 
 def test_cancel_order_returns_stock_and_refunds_nothing(requester, approver):
     session_id = requester.new_session()
-    revision = draft(requester, session_id, [("SKU-MOUSE-ERGO", 2)])
-    submit = request_write(requester, session_id, "submit_order",
-                           {"draft_id": revision["draft_id"], "revision": revision["revision"]})
-    decide(approver, submit, "approve")
-    order = finished(requester, session_id, submit["call_id"])["result"]
+    order = place_order(requester, approver, session_id, [("SKU-MOUSE-ERGO", 2)])
     after_order = stock(requester, "SKU-MOUSE-ERGO")
 
     cancel = request_write(requester, session_id, "cancel_order", {"order_id": order["order_id"]})
@@ -211,11 +207,7 @@ def test_cancel_order_returns_stock_and_refunds_nothing(requester, approver):
 
 def test_an_edit_supersedes_the_pending_approval_and_the_new_version_commits(requester, approver):
     session_id = requester.new_session()
-    revision = draft(requester, session_id, [("SKU-PAPER-A4", 1)])
-    submit = request_write(requester, session_id, "submit_order",
-                           {"draft_id": revision["draft_id"], "revision": revision["revision"]})
-    decide(approver, submit, "approve")
-    order = finished(requester, session_id, submit["call_id"])["result"]
+    order = place_order(requester, approver, session_id, [("SKU-PAPER-A4", 1)])
     pending = request_write(requester, session_id, "cancel_order", {"order_id": order["order_id"], "reason": "dup"})
 
     edited = approver.post(f"/v1/approvals/{pending['pending_id']}/edit", {

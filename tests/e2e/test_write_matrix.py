@@ -23,9 +23,8 @@ POLICY = "".join(f'[tools.{tool}]\nttl = "{TTL_SECONDS}s"\n'
 @pytest.fixture(scope="module")
 def replicated(database_url, tmp_path_factory) -> Iterator[Stack]:
     data_dir = tmp_path_factory.mktemp("matrix")
-    (data_dir / "policy.toml").write_text(POLICY)
-    with isolated_stack(database_url, data_dir, {"ERPILOT_POLICY": str(data_dir / "policy.toml")},
-                        replicas={"erp": 2, "approval": 2, "agent": 2}) as running:
+    with isolated_stack(database_url, data_dir, {}, replicas={"erp": 2, "approval": 2, "agent": 2},
+                        policy=POLICY) as running:
         yield running
 
 

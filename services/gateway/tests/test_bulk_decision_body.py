@@ -10,6 +10,7 @@ import pytest
 from erpilot_contracts import subjects
 from erpilot_gateway.problems import Problem
 
+from .fake_services import sending
 from .test_decision_body import CLIENT, FAKE, FINGERPRINT, HEADERS
 
 pytestmark = pytest.mark.unit
@@ -17,9 +18,7 @@ PATH = "/v1/approvals/decisions"
 
 
 def send(body) -> tuple:
-    before = len(FAKE.sent)
-    response = CLIENT.post(PATH, content=json.dumps(body).encode(), headers=HEADERS)
-    return response, FAKE.sent[before:]
+    return sending(FAKE, lambda: CLIENT.post(PATH, content=json.dumps(body).encode(), headers=HEADERS))
 
 
 def item(pending_id: str = "pa_1", fingerprint: str = FINGERPRINT) -> dict:
@@ -44,13 +43,12 @@ def test_a_malformed_bulk_body_is_422_and_sends_nothing(body) -> None:
 
 
 def test_a_bulk_decision_goes_to_the_approval_service_as_one_command(monkeypatch) -> None:
-    async def data(endpoint, payload):
-        FAKE.sent.append((endpoint.subject, payload))
+    def answer(subject, payload):
         if any(i.fingerprint != FINGERPRINT for i in payload.items):
             raise Problem(409, "stale_fingerprint", "item 1 (pa_2): stale", pending_id="pa_2", index=1)
         return {"action": payload.action, "items": [{"pending_id": i.pending_id} for i in payload.items]}
 
-    monkeypatch.setattr(FAKE, "data", data)
+    monkeypatch.setattr(FAKE, "answer", answer)
     response, sent = send({"action": "approve", "items": [item("pa_1"), item("pa_2")], "comment": "ok"})
     assert response.status_code == 200
     assert response.json()["items"] == [{"pending_id": "pa_1"}, {"pending_id": "pa_2"}]

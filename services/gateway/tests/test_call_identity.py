@@ -13,12 +13,10 @@ from typing import Any
 
 import jwt
 import pytest
-from fastapi.testclient import TestClient
 
 from erpilot_contracts import subjects
-from erpilot_contracts.requests import Endpoint
-from erpilot_gateway.app import create_app
-from erpilot_gateway.settings import GatewaySettings
+
+from .fake_services import RecordingServices, gateway_client, sending
 
 pytestmark = pytest.mark.unit
 
@@ -26,31 +24,20 @@ SECRET = "gateway-test-secret-" + "y" * 32
 CALL = {"tool": "get_product", "arguments": {"sku": "SKU-PEN-BLUE"}}
 
 
-class FakeAgent:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, Any]] = []
-
-    async def data(self, endpoint: Endpoint, payload: Any) -> dict:
-        assert endpoint.durable, "no query expected"
-        subject = endpoint.subject
-        self.sent.append((subject, payload))
-        if subject == subjects.AGENT_CMD_POST_MESSAGE:
-            return {"run_id": "run_1"}
-        return {"call_id": payload.call_id, "session_id": payload.session_id, "status": "finished",
-                "outcome": "succeeded", "result": {"sku": "SKU-PEN-BLUE"}}
+def answer(subject: str, payload: Any) -> dict:
+    if subject == subjects.AGENT_CMD_POST_MESSAGE:
+        return {"run_id": "run_1"}
+    return {"call_id": payload.call_id, "session_id": payload.session_id, "status": "finished",
+            "outcome": "succeeded", "result": {"sku": "SKU-PEN-BLUE"}}
 
 
-AGENT = FakeAgent()
-APP = create_app(GatewaySettings(auth_secret=SECRET), broker=object())
-APP.state.services = AGENT
-CLIENT = TestClient(APP)  # no lifespan: nothing connects to NATS
+AGENT = RecordingServices(answer)
+CLIENT = gateway_client(AGENT, SECRET)
 TOKEN = jwt.encode({"sub": "alice", "roles": ["requester"], "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256")
 
 
 def post(path: str, body: dict, **headers: str) -> tuple[Any, list[tuple[str, Any]]]:
-    before = len(AGENT.sent)
-    response = CLIENT.post(path, json=body, headers={"Authorization": f"Bearer {TOKEN}", **headers})
-    return response, AGENT.sent[before:]
+    return sending(AGENT, lambda: CLIENT.post(path, json=body, headers={"Authorization": f"Bearer {TOKEN}", **headers}))
 
 
 def test_a_tool_call_without_an_id_gets_one_before_it_is_published():

@@ -13,15 +13,13 @@ from typing import Any
 
 import jwt
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from erpilot_contracts import subjects
-from erpilot_contracts.requests import Endpoint
-from erpilot_gateway.app import create_app
 from erpilot_gateway.problems import Problem
-from erpilot_gateway.settings import GatewaySettings
+
+from .fake_services import RecordingServices, gateway_client, sending
 
 pytestmark = pytest.mark.unit
 
@@ -32,38 +30,28 @@ STATUS = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
 PATH = "/v1/approvals/pa_1/decision"
 
 
-class FakeApprovalService:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, Any]] = []
-
-    async def data(self, endpoint: Endpoint, payload: Any) -> dict:
-        assert endpoint.durable, "no query expected"
-        subject = endpoint.subject
-        self.sent.append((subject, payload))
-        if payload.fingerprint != FINGERPRINT:
-            raise Problem(409, "stale_fingerprint", "the fingerprint differs from the approval's")
-        if payload.actor.sub == "requester-manager":
-            raise Problem(403, "separation_of_duties", "the requester may not approve their own request")
-        if subject == subjects.APPROVAL_CMD_EDIT:
-            return {"pending_id": "pa_2", "supersedes": payload.pending_id, "arguments": payload.arguments}
-        return {"pending_id": payload.pending_id, "status": STATUS[payload.action], "comment": payload.comment}
+def answer(subject: str, payload: Any) -> dict:
+    """Like the real approval service: 409 ``stale_fingerprint`` to any fingerprint but the one it holds."""
+    if payload.fingerprint != FINGERPRINT:
+        raise Problem(409, "stale_fingerprint", "the fingerprint differs from the approval's")
+    if payload.actor.sub == "requester-manager":
+        raise Problem(403, "separation_of_duties", "the requester may not approve their own request")
+    if subject == subjects.APPROVAL_CMD_EDIT:
+        return {"pending_id": "pa_2", "supersedes": payload.pending_id, "arguments": payload.arguments}
+    return {"pending_id": payload.pending_id, "status": STATUS[payload.action], "comment": payload.comment}
 
 
 def token(sub: str = "bob", roles: tuple[str, ...] = ("approver",)) -> str:
     return jwt.encode({"sub": sub, "roles": list(roles), "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256")
 
 
-FAKE = FakeApprovalService()
-APP = create_app(GatewaySettings(auth_secret=SECRET), broker=object())
-APP.state.services = FAKE
-CLIENT = TestClient(APP)  # no lifespan: nothing connects to NATS
+FAKE = RecordingServices(answer)
+CLIENT = gateway_client(FAKE, SECRET)
 HEADERS = {"Authorization": f"Bearer {token()}", "Content-Type": "application/json"}
 
 
 def post(raw: bytes, headers: dict[str, str] | None = None, path: str = PATH):
-    before = len(FAKE.sent)
-    response = CLIENT.post(path, content=raw, headers=headers or HEADERS)
-    return response, FAKE.sent[before:]
+    return sending(FAKE, lambda: CLIENT.post(path, content=raw, headers=headers or HEADERS))
 
 
 def well_formed(body: Any) -> bool:

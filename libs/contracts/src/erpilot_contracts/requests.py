@@ -29,6 +29,7 @@ from erpilot_contracts.agent.v1 import (
 )
 from erpilot_contracts.approval.v1 import (
     ApprovalRecordV1,
+    AuditPageV1,
     AuditQueryV1,
     DecideManyV1,
     DecideV1,
@@ -103,7 +104,7 @@ APPROVAL_WITHDRAW = command(subjects.APPROVAL_CMD_WITHDRAW, WithdrawApprovalsV1,
 APPROVAL_POLICY = query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, PolicyViewV1)
 APPROVAL_GET = query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, ApprovalRecordV1)
 APPROVAL_LIST = query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, Data)
-APPROVAL_AUDIT = query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, Data)
+APPROVAL_AUDIT = query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, AuditPageV1)
 
 # --- Agent -------------------------------------------------------------------------------------
 AGENT_CREATE_SESSION = command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, Data)

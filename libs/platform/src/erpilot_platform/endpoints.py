@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError, WrapValidator
 
 from erpilot_contracts import json_input
 from erpilot_contracts.base import Message, ReplyV1
+from erpilot_contracts.requests import Endpoint
 from erpilot_contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, dead_letter_subject
 from erpilot_platform.broker import ServiceUnavailable, TransientError
 from erpilot_platform.db import is_transient
@@ -171,6 +172,13 @@ class ServiceBus:
             heartbeat.cancel()
             unbind(token)
         return _as_reply(result)
+
+    def serve(self, endpoint: Endpoint[M, Any], *, description: str = ""):
+        """The handler of ``endpoint`` as ``erpilot_contracts.requests`` declares it: a durable command or a
+        query, on its subject, parsing its request model (so what callers send is what the handler reads)."""
+        if endpoint.durable:
+            return self.command(endpoint.subject, endpoint.request, description=description)
+        return self.query(endpoint.subject, endpoint.request, description=description)
 
     def command(self, subject: str, model: type[M], *, max_workers: int = 8, description: str = ""):
         """A durable command consumer shared by every replica; the handler's ``ReplyV1`` is the answer."""

@@ -15,9 +15,8 @@ import pytest
 from erpilot_approval.app import build
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import DecideV1
-from erpilot_contracts.subjects import ping_subject
 from erpilot_platform.broker import ServiceUnavailable, request
-from erpilot_platform.runtime import PingV1
+from erpilot_platform.testing.readiness import wait_answering
 
 from .conftest import actor, later_marker
 
@@ -39,18 +38,6 @@ async def redelivered_and_acknowledged(broker, timeout: float = 90.0) -> None:
 pytestmark = pytest.mark.integration
 
 
-async def wait_until_answering(broker, proc: asyncio.subprocess.Process, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.returncode is None, f"the service exited with {proc.returncode}"
-        try:
-            if (await request(broker, ping_subject("approval"), PingV1(), durable=False, timeout=1)).ok:
-                return
-        except ServiceUnavailable:
-            await asyncio.sleep(0.2)
-    raise AssertionError("the approval service did not start")
-
-
 async def test_a_crash_after_the_decision_commit_loses_nothing(settings_for, broker, approvals, events,
                                                              tmp_path) -> None:
     settings = settings_for()
@@ -61,7 +48,10 @@ async def test_a_crash_after_the_decision_commit_loses_nothing(settings_for, bro
         sys.executable, "-c", "from erpilot_approval.app import main; main()", env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     try:
-        await wait_until_answering(broker, proc)
+        def check_alive() -> None:
+            assert proc.returncode is None, f"the service exited with {proc.returncode}"
+
+        await wait_answering(broker, "approval", check_alive)
         record = await approvals.create("submit_order")
         bob = actor("bob", "approver")
         with pytest.raises(ServiceUnavailable):  # no answer: the replica died after its commit

@@ -12,23 +12,18 @@ import pytest
 
 from erpilot.supervisor import Supervisor
 from erpilot_contracts.erp.v1 import CommitOperationV1
-from erpilot_contracts.subjects import ping_subject
 from erpilot_platform.broker import ServiceUnavailable, request
-from erpilot_platform.runtime import PingV1
+from erpilot_platform.testing.readiness import wait_answering
 
 pytestmark = pytest.mark.integration
 
 
-async def wait_ready(broker, supervisor, name, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert supervisor.children[name].running(), supervisor.check()
-        try:
-            if (await request(broker, ping_subject("erp"), PingV1(), durable=False, timeout=1)).ok:
-                return
-        except ServiceUnavailable:
-            await asyncio.sleep(0.2)
-    raise AssertionError("the ERP process did not become ready")
+async def wait_ready(broker, supervisor, name):
+    await wait_answering(broker, "erp", lambda: _check_running(supervisor, name))
+
+
+def _check_running(supervisor, name) -> None:
+    assert supervisor.children[name].running(), supervisor.check()
 
 
 async def wait_exit(supervisor, name, timeout=30.0) -> int:

@@ -175,6 +175,27 @@ class AuditQueryV1(Message):
     limit: int = Field(1000, ge=1, le=5000)
 
 
+class AuditRowV1(Message):
+    """One row of the audit log as ``query.approval.audit`` answers it (``erpilot audit export``'s line)."""
+
+    seq: int
+    at: datetime
+    kind: str
+    pending_id: str | None = None
+    operation_id: str | None = None
+    actor: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    prev_hash: str
+    hash: str
+    signature: str
+
+
+class AuditPageV1(Message):
+    """The answer to an ``AuditQueryV1``: its rows, oldest first."""
+
+    items: list[AuditRowV1]
+
+
 class PolicyQueryV1(Message):
     """Ask the policy in force about tools: all of them, or one."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from erpilot_agent.service_layer import expiry_warnings, sessions, votes
 from erpilot_agent.service_layer.runs import RunService
 from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
-from erpilot_contracts import subjects
+from erpilot_contracts import requests, subjects
 from erpilot_contracts.agent.v1 import (
     CancelRunV1,
     CreateSessionV1,
@@ -28,12 +28,11 @@ from erpilot_platform.endpoints import ServiceBus
 def register(bus: ServiceBus, tool_calls: ToolCallService, runs: RunService) -> None:
     uow = tool_calls.uow  # the sessions' use cases share the tool calls' unit of work
 
-    @bus.command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, description="Create a session for its owner.")
+    @bus.serve(requests.AGENT_CREATE_SESSION, description="Create a session for its owner.")
     async def create_session(cmd: CreateSessionV1) -> ReplyV1:
         return await sessions.create_session(uow, cmd.session_id, cmd.owner, cmd.title)
 
-    @bus.command(subjects.AGENT_CMD_TOOL_CALL, StartToolCallV1,
-                 description="Run a tool call (idempotent by session and call_id).")
+    @bus.serve(requests.AGENT_TOOL_CALL, description="Run a tool call (idempotent by session and call_id).")
     async def start_tool_call(cmd: StartToolCallV1) -> ReplyV1:
         try:
             view = await tool_calls.start(session_id=cmd.session_id, owner=cmd.owner, tool=cmd.tool,
@@ -42,14 +41,14 @@ def register(bus: ServiceBus, tool_calls: ToolCallService, runs: RunService) -> 
             return rejected.reply
         return ReplyV1.success(view)
 
-    @bus.command(subjects.AGENT_CMD_POST_MESSAGE, PostMessageV1,
-                 description="A user message: starts a run of the model (idempotent by message_id).")
+    @bus.serve(requests.AGENT_POST_MESSAGE,
+               description="A user message: starts a run of the model (idempotent by message_id).")
     async def post_message(cmd: PostMessageV1) -> ReplyV1:
         return await runs.post_message(session_id=cmd.session_id, owner=cmd.owner, text=cmd.text,
                                        message_id=cmd.message_id)
 
-    @bus.command(subjects.AGENT_CMD_CANCEL_RUN, CancelRunV1,
-                 description="The owner cancels a waiting run; answers the pending ids to withdraw.")
+    @bus.serve(requests.AGENT_CANCEL_RUN,
+               description="The owner cancels a waiting run; answers the pending ids to withdraw.")
     async def cancel_run(cmd: CancelRunV1) -> ReplyV1:
         return await runs.cancel(session_id=cmd.session_id, owner=cmd.owner, run_id=cmd.run_id)
 
@@ -74,14 +73,14 @@ def register(bus: ServiceBus, tool_calls: ToolCallService, runs: RunService) -> 
     async def approval_voted(evt: ApprovalVotedV1) -> None:
         await votes.on_approval_voted(uow, evt)
 
-    @bus.query(subjects.AGENT_QUERY_SESSION, GetSessionV1, description="The owner's view of a session.")
+    @bus.serve(requests.AGENT_SESSION, description="The owner's view of a session.")
     async def get_session(query: GetSessionV1) -> ReplyV1:
         return await sessions.session_view(uow, query)
 
-    @bus.query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, description="The owner's sessions, newest first.")
+    @bus.serve(requests.AGENT_SESSIONS, description="The owner's sessions, newest first.")
     async def list_sessions(query: ListSessionsV1) -> ReplyV1:
         return await sessions.list_sessions(uow, query)
 
-    @bus.query(subjects.AGENT_QUERY_TOOL_CALL, GetToolCallV1, description="One tool call of a session.")
+    @bus.serve(requests.AGENT_TOOL_CALL_VIEW, description="One tool call of a session.")
     async def get_tool_call(query: GetToolCallV1) -> ReplyV1:
         return await sessions.tool_call_view(uow, query.session_id, query.owner, query.call_id)

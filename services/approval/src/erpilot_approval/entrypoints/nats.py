@@ -15,6 +15,7 @@ from erpilot_approval.service_layer import (
     withdrawals,
 )
 from erpilot_approval.service_layer.ports import Ports
+from erpilot_contracts import requests as endpoints
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import (
@@ -36,32 +37,31 @@ def register(bus: ServiceBus, ports: Ports, engine: AsyncEngine) -> None:
     """The commands run on ``ports``; the queries read the database (``engine``) directly."""
     policy = ports.policy
 
-    @bus.query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, description="The policy in force, per tool.")
+    @bus.serve(endpoints.APPROVAL_POLICY, description="The policy in force, per tool.")
     async def policy_view(query: PolicyQueryV1) -> ReplyV1:
         return ReplyV1.success(mapping.policy_view(policy, query.tool))
 
-    @bus.command(subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1,
-                 description="Store a pending approval under the policy in force (idempotent by operation_id).")
+    @bus.serve(endpoints.APPROVAL_REQUEST,
+               description="Store a pending approval under the policy in force (idempotent by operation_id).")
     async def request_approval(cmd: RequestApprovalV1) -> ReplyV1:
         return await requests.request_approval(cmd, ports)
 
-    @bus.command(subjects.APPROVAL_CMD_DECIDE, DecideV1,
-                 description="Approve, reject or cancel; exactly one decision wins; signs the grant.")
+    @bus.serve(endpoints.APPROVAL_DECIDE,
+               description="Approve, reject or cancel; exactly one decision wins; signs the grant.")
     async def decide(cmd: DecideV1) -> ReplyV1:
         return await decisions.decide(cmd, ports)
 
-    @bus.command(subjects.APPROVAL_CMD_DECIDE_MANY, DecideManyV1,
-                 description="One action on several approvals: all decided in one transaction, or none.")
+    @bus.serve(endpoints.APPROVAL_DECIDE_MANY,
+               description="One action on several approvals: all decided in one transaction, or none.")
     async def decide_many(cmd: DecideManyV1) -> ReplyV1:
         return await bulk_decisions.decide_many(cmd, ports)
 
-    @bus.command(subjects.APPROVAL_CMD_EDIT, EditApprovalV1,
-                 description="Replace the arguments: a new pending version supersedes this one.")
+    @bus.serve(endpoints.APPROVAL_EDIT, description="Replace the arguments: a new pending version supersedes this one.")
     async def edit(cmd: EditApprovalV1) -> ReplyV1:
         return await edits.edit(cmd, ports)
 
-    @bus.command(subjects.APPROVAL_CMD_WITHDRAW, WithdrawApprovalsV1,
-                 description="The owner cancelled a waiting run: withdraw its pending approvals.")
+    @bus.serve(endpoints.APPROVAL_WITHDRAW,
+               description="The owner cancelled a waiting run: withdraw its pending approvals.")
     async def withdraw(cmd: WithdrawApprovalsV1) -> ReplyV1:
         return await withdrawals.withdraw_approvals(cmd, ports)
 
@@ -70,14 +70,14 @@ def register(bus: ServiceBus, ports: Ports, engine: AsyncEngine) -> None:
     async def run_cancelled(event: RunCancelledV1) -> None:
         await withdrawals.withdraw_cancelled_run(event, ports)
 
-    @bus.query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, description="One approval with its decision.")
+    @bus.serve(endpoints.APPROVAL_GET, description="One approval with its decision.")
     async def get_approval(query: GetApprovalV1) -> ReplyV1:
         return await queries.get_approval(engine, query)
 
-    @bus.query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, description="Audit log rows (admins).")
+    @bus.serve(endpoints.APPROVAL_AUDIT, description="Audit log rows (admins).")
     async def audit(query: AuditQueryV1) -> ReplyV1:
         return await audit_queries.audit_rows(engine, query)
 
-    @bus.query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, description="Approvals this person may decide.")
+    @bus.serve(endpoints.APPROVAL_LIST, description="Approvals this person may decide.")
     async def list_approvals(query: ListApprovalsV1) -> ReplyV1:
         return await queries.list_approvals(engine, query)

@@ -15,8 +15,15 @@ DraftStatus = Literal["open", "submitted"]
 OrderStatus = Literal["placed", "cancelled"]
 
 
+class FlatRecord:
+    """A record whose result is every one of its fields as it is (``dataclasses.asdict``)."""
+
+    def to_result(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
+
+
 @dataclass(frozen=True)
-class Product:
+class Product(FlatRecord):
     """A catalog item with its current list price and on-hand stock."""
 
     sku: str
@@ -34,26 +41,18 @@ class Product:
         """The same product with another stock level."""
         return replace(self, on_hand=on_hand)
 
-    def to_result(self) -> dict[str, Any]:
-        """``{sku, name, status, price_minor, currency, on_hand}``."""
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Customer:
+class Customer(FlatRecord):
     """A customer; ``discount_pct`` is its tier, applied to every line it orders."""
 
     customer_id: str
     name: str
     discount_pct: int
 
-    def to_result(self) -> dict[str, Any]:
-        """``{customer_id, name, discount_pct}``."""
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class DraftLine:
+class DraftLine(FlatRecord):
     """One priced line of a draft revision, with the stock seen when the revision was made."""
 
     item_number: int
@@ -64,10 +63,6 @@ class DraftLine:
     discount_pct: int
     line_total_minor: int
     stock_before: int
-
-    def to_result(self) -> dict[str, Any]:
-        """Every field of the line."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -128,7 +123,7 @@ class DraftRevision:
 
 
 @dataclass(frozen=True)
-class OrderLine:
+class OrderLine(FlatRecord):
     """An ordered line at the price that was approved."""
 
     sku: str
@@ -136,10 +131,6 @@ class OrderLine:
     qty: int
     unit_price_minor: int
     line_total_minor: int
-
-    def to_result(self) -> dict[str, Any]:
-        """``{sku, name, qty, unit_price_minor, line_total_minor}``."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (
 
 from __future__ import annotations
 
-from erpilot_contracts import subjects
+from erpilot_contracts import requests
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import (
     CommitOperationV1,
@@ -34,7 +34,7 @@ from erpilot_platform.tool_arguments import normalised_or_refusal
 
 def register(bus: ServiceBus, reads: LedgerReads, *, drafts: DraftService, operations: OperationService,
              products: ProductService) -> None:
-    @bus.query(subjects.ERP_QUERY_READ, ExecuteToolV1, description="Run a read tool against the ledger.")
+    @bus.serve(requests.ERP_READ, description="Run a read tool against the ledger.")
     async def read_tool(cmd: ExecuteToolV1) -> ReplyV1:
         args = normalised_or_refusal(cmd.tool, cmd.arguments)
         if isinstance(args, ReplyV1):
@@ -43,31 +43,31 @@ def register(bus: ServiceBus, reads: LedgerReads, *, drafts: DraftService, opera
             return ReplyV1.failure("not_a_read_tool", f"{cmd.tool} is not a read tool", 422)
         return ReplyV1.success(await run_read_tool(reads, cmd.model_copy(update={"arguments": args})))
 
-    @bus.command(subjects.ERP_CMD_DRAFT, ExecuteToolV1, description="Run a draft tool (one new revision).")
+    @bus.serve(requests.ERP_DRAFT, description="Run a draft tool (one new revision).")
     async def draft_tool(cmd: ExecuteToolV1) -> ReplyV1:
         return await drafts.handle(cmd)
 
-    @bus.command(subjects.ERP_CMD_PREPARE, PrepareOperationV1, description="Store a write and preview it.")
+    @bus.serve(requests.ERP_PREPARE, description="Store a write and preview it.")
     async def prepare(cmd: PrepareOperationV1) -> ReplyV1:
         return await operations.prepare(cmd)
 
-    @bus.command(subjects.ERP_CMD_COMMIT, CommitOperationV1, description="Commit a prepared write under a grant.")
+    @bus.serve(requests.ERP_COMMIT, description="Commit a prepared write under a grant.")
     async def commit(cmd: CommitOperationV1) -> ReplyV1:
         return await operations.commit(cmd)
 
-    @bus.command(subjects.ERP_CMD_UPDATE_PRODUCT, UpdateProductV1, description="Change a product's price/status.")
+    @bus.serve(requests.ERP_UPDATE_PRODUCT, description="Change a product's price/status.")
     async def update_product(cmd: UpdateProductV1) -> ReplyV1:
         return await products.update(cmd)
 
-    @bus.query(subjects.ERP_QUERY_OPERATION, GetOperationV1, description="Status of one operation.")
+    @bus.serve(requests.ERP_OPERATION, description="Status of one operation.")
     async def operation(query: GetOperationV1) -> ReplyV1:
         return await backoffice.get_operation(reads, query)
 
-    @bus.query(subjects.ERP_QUERY_PREPARED, GetPreparedOperationV1,
+    @bus.serve(requests.ERP_PREPARED,
                description="The ledger's own record of a prepared operation (preview, arguments, fingerprint).")
     async def prepared(query: GetPreparedOperationV1) -> ReplyV1:
         return await backoffice.get_prepared(reads, query)
 
-    @bus.query(subjects.ERP_QUERY_VIEW, ErpViewV1, description="Back-office read views.")
+    @bus.serve(requests.ERP_VIEW, description="Back-office read views.")
     async def view(query: ErpViewV1) -> ReplyV1:
         return await backoffice.view(reads, query)

@@ -17,7 +17,7 @@ from erpilot_gateway.auth import User
 from erpilot_gateway.console import views
 from erpilot_gateway.console.pages import page, signin, viewer
 from erpilot_gateway.problems import Problem, problem_response
-from erpilot_gateway.routes.audit import audit_rows
+from erpilot_gateway.routes.audit import audit_query
 from erpilot_platform.broker import ServiceUnavailable
 
 router = APIRouter(include_in_schema=False)
@@ -54,12 +54,11 @@ async def _audit_trail(request: Request, user: User, pending_id: str) -> dict[st
     if not user.has_any("admin"):
         return None
     try:
-        found = await audit_rows(request.app.state.services, user, pending_id=pending_id)
+        found = await request.app.state.services.call(requests.APPROVAL_AUDIT, audit_query(user, pending_id=pending_id))
     except (Problem, ServiceUnavailable) as exc:
         return {"rows": [], "error": getattr(exc, "detail", None) or str(exc)}
-    return {"rows": [{"seq": row.get("seq"), "at": row.get("at"), "kind": row.get("kind"),
-                      "actor": row.get("actor") or "—", "hash": str(row.get("hash") or "")[:12]}
-                     for row in found.get("items") or []], "error": None}
+    return {"rows": [{"seq": row.seq, "at": row.at, "kind": row.kind, "actor": row.actor or "—",
+                      "hash": row.hash[:12]} for row in found.items], "error": None}
 
 
 def _verdict(record: ApprovalRecordV1, user: User) -> tuple[bool, str | None]:
@@ -80,15 +79,13 @@ def _verdict(record: ApprovalRecordV1, user: User) -> tuple[bool, str | None]:
 
 
 def _views(record: ApprovalRecordV1, operation: OperationStatusV1 | None) -> dict[str, Any]:
-    """The decision and the outcome as the page and its script show them (``views`` works on JSON)."""
-    shown = record.model_dump(mode="json")
-    return {"decision": views.decision_view(shown),
-            "outcome": views.outcome_view(shown, operation.model_dump(mode="json") if operation else None)}
+    """The decision and the outcome as the page and its script show them."""
+    return {"decision": views.decision_view(record), "outcome": views.outcome_view(record, operation)}
 
 
 def _state(record: ApprovalRecordV1, operation: OperationStatusV1 | None) -> dict[str, Any]:
     return {"pending_id": record.pending_id, "status": record.status, "expires_at": views.iso(record.expires_at),
-            **_views(record, operation), **views.quorum_view(record.model_dump(mode="json"))}
+            **_views(record, operation), **views.quorum_view(record)}
 
 
 @router.get("/resume/{pending_id}")

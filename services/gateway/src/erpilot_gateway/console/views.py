@@ -1,5 +1,9 @@
 """What the approval page shows, as plain data: the templates and the page's script render the same views.
 
+The decision, quorum and outcome are read from the contracts' reply models (``ApprovalRecordV1``,
+``OperationStatusV1``); the preview and its ``details`` are the ERP's free-form JSON (``dict``) and are
+read defensively, since each tool puts its own keys there.
+
 Everything here returns strings and lists for display; escaping is the renderer's job (Jinja2 autoescape
 on the server, ``textContent`` in the browser).
 """
@@ -10,6 +14,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from erpilot_contracts.approval.v1 import ApprovalRecordV1
+from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_contracts.money import format_minor
 
 STATUS_LABELS = {
@@ -188,12 +194,11 @@ def result_summary(tool: str, result: dict[str, Any] | None) -> str:
     return plain(result)
 
 
-def decision_view(record: dict[str, Any]) -> dict[str, str]:
+def decision_view(record: ApprovalRecordV1) -> dict[str, str]:
     """The decision as recorded by the approval service; ``at`` (ISO, UTC) is when it ended, which the
     page shows in the viewer's time zone (``at_text`` is the UTC fallback without script)."""
-    status = record.get("status", "")
-    by, comment = record.get("decided_by"), record.get("comment") or ""
-    at = record.get("expires_at") if status == "expired" else record.get("decided_at")
+    status, by, comment = record.status, record.decided_by, record.comment or ""
+    at = record.expires_at if status == "expired" else record.decided_at
     if status == "pending":
         headline, at = "Waiting for a decision", None
     elif status == "expired":
@@ -204,23 +209,23 @@ def decision_view(record: dict[str, Any]) -> dict[str, str]:
         headline = f"{STATUS_LABELS.get(status, status)}" + (f" by {by}" if by else "")
     return {"status": status, "label": STATUS_LABELS.get(status, status), "headline": headline,
             "at": iso(at), "at_text": when(at),
-            "comment": comment, "superseded_by": record.get("superseded_by") or ""}
+            "comment": comment, "superseded_by": record.superseded_by or ""}
 
 
-def quorum_view(record: dict[str, Any]) -> dict[str, Any]:
+def quorum_view(record: ApprovalRecordV1) -> dict[str, Any]:
     """A quorum approval's count and votes as the approval page polls them (``at`` ISO, ``at_text`` UTC)."""
-    votes = [{"sub": v.get("sub", ""), "role": v.get("role", ""), "action": v.get("action", ""),
-              "at": iso(v.get("at")), "at_text": when(v.get("at")), "comment": v.get("comment") or ""}
-             for v in record.get("votes") or []]
-    return {"approvals_required": record.get("approvals_required") or 1,
-            "approvals_received": record.get("approvals_received") or 0, "votes": votes}
+    votes = [{"sub": v.sub, "role": v.role, "action": v.action,
+              "at": iso(v.at), "at_text": when(v.at), "comment": v.comment or ""}
+             for v in record.votes]
+    return {"approvals_required": record.approvals_required or 1,
+            "approvals_received": record.approvals_received or 0, "votes": votes}
 
 
-def outcome_view(record: dict[str, Any], operation: dict[str, Any] | None) -> dict[str, str] | None:
+def outcome_view(record: ApprovalRecordV1, operation: OperationStatusV1 | None) -> dict[str, str] | None:
     """The business outcome: was the operation executed? ``state`` is one of waiting, done,
     business_rejected, not_executed, unknown; None while the approval is still pending or superseded.
     """
-    status = record.get("status")
+    status = record.status
     if status in ("rejected", "cancelled", "expired"):
         return {"state": "not_executed", "title": "Not executed",
                 "detail": f"The approval was {status}; the operation was not carried out and changed nothing."}
@@ -229,13 +234,12 @@ def outcome_view(record: dict[str, Any], operation: dict[str, Any] | None) -> di
     if operation is None:
         return {"state": "unknown", "title": "Approved — business outcome not available",
                 "detail": "The ERP did not answer about this operation; the requester's session shows the result."}
-    op_status = operation.get("status")
-    if op_status == "committed":
+    if operation.status == "committed":
         return {"state": "done", "title": "Done — executed",
-                "detail": result_summary(str(record.get("tool", "")), operation.get("result"))}
-    if op_status == "rejected":
-        error = operation.get("error") or {}
+                "detail": result_summary(record.tool, operation.result)}
+    if operation.status == "rejected":
+        error = operation.error
         return {"state": "business_rejected", "title": "Business rejected — not executed",
-                "detail": f"{error.get('code', 'rejected')}: {error.get('message', '')}".rstrip(": ")}
+                "detail": f"{error.code}: {error.message}".rstrip(": ") if error else "rejected"}
     return {"state": "waiting", "title": "Approved — not executed yet",
             "detail": "Waiting for the agent to commit the operation to the ERP."}

@@ -26,14 +26,14 @@ async def audit(request: Request, user: CurrentUser,
         raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     if pending_id is None and operation_id is None and since is None:
         raise Problem(422, "invalid_query", "give pending_id, operation_id or since")
-    return await audit_rows(request.app.state.services, user, pending_id=pending_id, operation_id=operation_id,
-                            since=since, limit=limit)
+    query = audit_query(user, pending_id=pending_id, operation_id=operation_id, since=since, limit=limit)
+    # Passed on as the service sent it: parsing the rows into ``AuditPageV1`` and back could change them.
+    return await request.app.state.services.data(requests.APPROVAL_AUDIT, query)
 
 
-async def audit_rows(services, user: User, *, pending_id: str | None = None, operation_id: str | None = None,
-                     since: datetime | None = None, limit: int = 1000) -> dict:
-    """``{"items": [...]}`` from the approval service's audit query, as this person (it refuses non-admins);
-    what ``GET /v1/audit`` answers and the approval page's audit trail shows."""
-    query = AuditQueryV1(actor=Actor(sub=user.sub, roles=list(user.roles)), pending_id=pending_id,
-                         operation_id=operation_id, since=since, limit=limit)
-    return await services.data(requests.APPROVAL_AUDIT, query)
+def audit_query(user: User, *, pending_id: str | None = None, operation_id: str | None = None,
+                since: datetime | None = None, limit: int = 1000) -> AuditQueryV1:
+    """The approval service's audit query as this person (it refuses non-admins); what ``GET /v1/audit``
+    sends and the approval page's audit trail reads (``requests.APPROVAL_AUDIT``)."""
+    return AuditQueryV1(actor=Actor(sub=user.sub, roles=list(user.roles)), pending_id=pending_id,
+                        operation_id=operation_id, since=since, limit=limit)

@@ -24,8 +24,9 @@ def _query(request: Request, view: ErpViewV1):
 async def get_operation(request: Request, operation_id: str, user: CurrentUser) -> dict:
     """Status of an operation: prepared, committed or rejected (owner or admin)."""
     query = GetOperationV1(operation_id=operation_id)
+    # The answer is the service's own JSON (no re-encoding of result or times); who may see it, its model's.
     data = await request.app.state.services.data(requests.ERP_OPERATION, query)
-    if data.get("requested_by") != user.sub and not user.has_any("admin"):
+    if requests.ERP_OPERATION.reply.model_validate(data).requested_by != user.sub and not user.has_any("admin"):
         raise Problem(404, "not_found", f"operation {operation_id} not found")
     keys = ("operation_id", "tool", "status", "result", "error", "committed_at")
     return {k: data[k] for k in keys if data.get(k) is not None or k in ("operation_id", "tool", "status")}
