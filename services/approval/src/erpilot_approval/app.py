@@ -31,32 +31,34 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 OUTBOX_LOCK_KEY = 7_311_990_201
 
 
-def build(settings: ApprovalSettings, *, store: ApprovalStore | None = None, erp: ErpPort | None = None) -> ServiceApp:
+def build(settings: ApprovalSettings, *, uow_factory: ApprovalStore | None = None, bus: ErpPort | None = None
+          ) -> ServiceApp:
     """Compose the approval service. Nothing connects yet; a malformed policy or grant key stops here.
 
-    ``store`` and ``erp`` replace the PostgreSQL approvals and the NATS ERP client the use cases work on (tests).
+    ``uow_factory`` replaces the PostgreSQL store every use case, query and background job runs its units of
+    work on, ``bus`` the NATS client of the ERP it asks (tests: ``adapters.memory_store`` and a fake ERP).
     """
     policy = settings.load_policy()
     signing_key = settings.signing_key()
     engine = create_engine(settings.database_url, application_name="erpilot-approval")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
-    bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
+    service_bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
-    store = store or SqlApprovalStore(engine, outbox, signing_key)
-    sweeper = ExpirySweeper(engine, store, poll_seconds=settings.expiry_poll_seconds)
-    ports = Ports(store=store, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
+    store = uow_factory or SqlApprovalStore(engine, outbox, signing_key)
+    sweeper = ExpirySweeper(store, poll_seconds=settings.expiry_poll_seconds)
+    ports = Ports(store=store, erp=bus or ErpClient(broker), policy=policy, signing_key=signing_key,
                   new_deadline=sweeper.wake)
-    register_ping(bus, engine)
-    nats_entry.register(bus, ports, engine)
-    signer = CheckpointSigner(engine, signing_key, settings.audit_checkpoint_seconds)
+    register_ping(service_bus, engine)
+    nats_entry.register(service_bus, ports)
+    signer = CheckpointSigner(store, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
-    dispatcher = WebhookDispatcher(engine, webhooks, broker=broker,
+    dispatcher = WebhookDispatcher(store, webhooks, broker=broker,
                                    retry_base_seconds=settings.webhook_retry_base_seconds,
                                    give_up_after=settings.give_up_after(),
                                    timeout_seconds=settings.webhook_timeout_seconds)
-    webhook_entry.register(bus, WebhookEvents(engine, webhooks, settings.public_url, wake=dispatcher.wake),
+    webhook_entry.register(service_bus, WebhookEvents(store, webhooks, settings.public_url, wake=dispatcher.wake),
                            lambda status: record_operation_finished(status, store))
-    warnings = WarningSweeper(engine, outbox, policy)
+    warnings = WarningSweeper(store, policy)
 
     async def relay() -> None:
         await outbox.run(engine, broker)
@@ -65,7 +67,7 @@ def build(settings: ApprovalSettings, *, store: ApprovalStore | None = None, erp
         await sweeper.run()
 
     async def pending_gauge() -> None:
-        await refresh_pending_gauge(engine)
+        await refresh_pending_gauge(store)
 
     async def webhook_dispatch() -> None:
         await dispatcher.run()

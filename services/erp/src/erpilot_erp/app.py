@@ -15,6 +15,7 @@ from erpilot_erp.entrypoints import nats as nats_entry
 from erpilot_erp.service_layer.backoffice import ProductService
 from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
+from erpilot_erp.service_layer.ports import Ledger, LedgerReads
 from erpilot_erp.settings import ErpSettings
 from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
@@ -43,16 +44,21 @@ def grant_verify_key(settings: ErpSettings) -> Ed25519PublicKey:
     return ensure_keypair(Path(settings.data_dir))[1]
 
 
-def build(settings: ErpSettings) -> ServiceApp:
-    """Compose the ERP: endpoints on a broker, an engine, the outbox relay. Nothing connects yet."""
+def build(settings: ErpSettings, *, uow_factory: Ledger | None = None, reads: LedgerReads | None = None
+          ) -> ServiceApp:
+    """Compose the ERP: endpoints on a broker, an engine, the outbox relay. Nothing connects yet.
+
+    ``uow_factory`` replaces the PostgreSQL ledger the commands run their units of work on, ``reads`` the
+    read side (tests: ``adapters.memory_ledger``). The ERP asks no other service, so there is no ``bus``.
+    """
     engine = create_engine(settings.database_url, application_name="erpilot-erp")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
-    ledger = SqlLedger(engine, Inbox(tables.inbox), outbox)
+    ledger = uow_factory or SqlLedger(engine, Inbox(tables.inbox), outbox)
     register_ping(bus, engine)
     nats_entry.register(
-        bus, SqlLedgerReads(engine),
+        bus, reads or SqlLedgerReads(engine),
         drafts=DraftService(ledger, quote_ttl=timedelta(seconds=settings.quote_ttl_seconds)),
         operations=OperationService(ledger, grant_verify_key(settings), default_stock_check=settings.stock_check),
         products=ProductService(ledger),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from erpilot_approval.adapters.tables import ROLES, approvals, decisions, role_predicate, votes
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.votes import Vote
+from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_platform.telemetry import trace_carrier
 
@@ -139,17 +140,6 @@ async def seconds_to_next_deadline(conn: AsyncConnection) -> float | None:
     until = func.min(approvals.c.expires_at) - func.clock_timestamp()
     value = await conn.scalar(select(func.extract("epoch", until)).where(approvals.c.status == "pending"))
     return float(value) if value is not None else None
-
-
-@dataclass(frozen=True)
-class ListFilter:
-    """``GET /v1/approvals`` filters beside the status; ``before`` is the decoded cursor (created_at, id)."""
-
-    session_id: str | None = None
-    tool: str | None = None
-    requested_by: str | None = None
-    since: datetime | None = None
-    before: tuple[datetime, str] | None = None
 
 
 def _filtered(branch: Any, where: ListFilter) -> Any:

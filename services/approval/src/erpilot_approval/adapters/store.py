@@ -9,16 +9,18 @@ the audit trail ``adapters.audit_log`` (signed with the service's key), the outb
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from erpilot_approval.adapters import audit_log, repository
+from erpilot_approval.adapters import audit_log, notifications, repository
 from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.audit import AuditRow, Checkpoint
 from erpilot_approval.domain.votes import Vote
+from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_platform.db import run_in_transaction
 from erpilot_platform.outbox import Outbox
@@ -59,6 +61,26 @@ class SqlApprovalRepository:
     async def lock_due(self, now: datetime, limit: int) -> list[PendingApproval]:
         return await repository.lock_due(self.conn, now, limit)
 
+    async def status(self, pending_id: str) -> str | None:
+        return await notifications.approval_status(self.conn, pending_id)
+
+    async def list_decidable(self, roles: list[str], *, status: str, where: ListFilter,
+                             limit: int) -> list[PendingApproval]:
+        return await repository.list_decidable(self.conn, roles, status=status, where=where, limit=limit)
+
+    async def count_pending(self) -> int:
+        return await repository.count_pending(self.conn)
+
+    async def seconds_to_next_deadline(self) -> float | None:
+        return await repository.seconds_to_next_deadline(self.conn)
+
+    async def lock_due_warnings(self, tool: str, warn_before: timedelta, now: datetime,
+                                limit: int) -> list[PendingApproval]:
+        return await notifications.lock_due_warnings(self.conn, tool, warn_before, now, limit)
+
+    async def record_warning(self, pending_id: str, at: datetime) -> bool:
+        return await notifications.record_warning(self.conn, pending_id, at)
+
 
 class SqlAuditLog:
     def __init__(self, conn: AsyncConnection, key: Ed25519PrivateKey):
@@ -69,12 +91,44 @@ class SqlAuditLog:
         return await audit_log.append(self.conn, self.key, kind, pending_id=pending_id, operation_id=operation_id,
                                       actor=actor, data=data, once=once)
 
+    async def checkpoint(self) -> Checkpoint | None:
+        return await audit_log.checkpoint(self.conn, self.key)
+
+    async def rows_of(self, *, pending_id: str | None, operation_id: str | None, since: datetime | None,
+                      limit: int) -> list[AuditRow]:
+        return await audit_log.of(self.conn, pending_id=pending_id, operation_id=operation_id, since=since,
+                                  limit=limit)
+
+
+class SqlWebhookDeliveries:
+    def __init__(self, conn: AsyncConnection):
+        self.conn = conn
+
+    async def add(self, *, event_id: str, event_type: str, pending_id: str | None, body: str,
+                  urls: list[str]) -> int:
+        return await notifications.add_deliveries(self.conn, event_id=event_id, event_type=event_type,
+                                                  pending_id=pending_id, body=body, urls=urls)
+
+    async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Any]:
+        return await notifications.claim_due(self.conn, now, limit, lease)
+
+    async def finish(self, delivery_id: int, *, status: str, attempts: int, at: datetime,
+                     error: str | None = None) -> None:
+        await notifications.finish(self.conn, delivery_id, status=status, attempts=attempts, at=at, error=error)
+
+    async def retry_later(self, delivery_id: int, *, attempts: int, at: datetime, error: str) -> None:
+        await notifications.retry_later(self.conn, delivery_id, attempts=attempts, at=at, error=error)
+
+    async def seconds_to_next(self) -> float | None:
+        return await notifications.seconds_to_next_delivery(self.conn)
+
 
 class SqlApprovalUnitOfWork:
     def __init__(self, conn: AsyncConnection, outbox: Outbox, key: Ed25519PrivateKey):
         self.conn, self.outbox = conn, outbox
         self.approvals = SqlApprovalRepository(conn)
         self.audit = SqlAuditLog(conn, key)
+        self.webhooks = SqlWebhookDeliveries(conn)
 
     async def now(self) -> datetime:
         return await repository.db_now(self.conn)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from erpilot_approval.service_layer import (
     audit_queries,
     bulk_decisions,
@@ -33,8 +31,8 @@ from erpilot_contracts.base import ReplyV1
 from erpilot_platform.endpoints import ServiceBus
 
 
-def register(bus: ServiceBus, ports: Ports, engine: AsyncEngine) -> None:
-    """The commands run on ``ports``; the queries read the database (``engine``) directly."""
+def register(bus: ServiceBus, ports: Ports) -> None:
+    """Commands and queries alike run on ``ports`` (the queries read what ``ports.store`` has committed)."""
     policy = ports.policy
 
     @bus.serve(endpoints.APPROVAL_POLICY, description="The policy in force, per tool.")
@@ -72,12 +70,12 @@ def register(bus: ServiceBus, ports: Ports, engine: AsyncEngine) -> None:
 
     @bus.serve(endpoints.APPROVAL_GET, description="One approval with its decision.")
     async def get_approval(query: GetApprovalV1) -> ReplyV1:
-        return await queries.get_approval(engine, query)
+        return await queries.get_approval(ports.store, query)
 
     @bus.serve(endpoints.APPROVAL_AUDIT, description="Audit log rows (admins).")
     async def audit(query: AuditQueryV1) -> ReplyV1:
-        return await audit_queries.audit_rows(engine, query)
+        return await audit_queries.audit_rows(ports.store, query)
 
     @bus.serve(endpoints.APPROVAL_LIST, description="Approvals this person may decide.")
     async def list_approvals(query: ListApprovalsV1) -> ReplyV1:
-        return await queries.list_approvals(engine, query)
+        return await queries.list_approvals(ports.store, query)

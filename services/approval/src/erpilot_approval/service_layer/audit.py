@@ -6,16 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from erpilot_approval.adapters import audit_log
 from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.audit import Checkpoint
 from erpilot_approval.domain.votes import Vote
-from erpilot_approval.service_layer.ports import AuditLog
+from erpilot_approval.service_layer.ports import ApprovalStore, AuditLog
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
-from erpilot_platform.db import run_in_transaction
 from erpilot_platform.loops import every
 
 log = logging.getLogger(__name__)
@@ -74,11 +70,11 @@ async def operation_finished(trail: AuditLog, status: OperationStatusV1, approva
 class CheckpointSigner:
     """Signs the chain's head every ``interval_seconds`` when it moved (every replica may; one row per head)."""
 
-    def __init__(self, engine: AsyncEngine, key: Ed25519PrivateKey, interval_seconds: float):
-        self.engine, self.key, self.interval_seconds = engine, key, interval_seconds
+    def __init__(self, store: ApprovalStore, interval_seconds: float):
+        self.store, self.interval_seconds = store, interval_seconds
 
-    async def sign_once(self):
-        return await run_in_transaction(self.engine, lambda conn: audit_log.checkpoint(conn, self.key))
+    async def sign_once(self) -> Checkpoint | None:
+        return await self.store.run(lambda uow: uow.audit.checkpoint())
 
     async def run(self) -> None:
         await every(self.interval_seconds, self.sign_once, name="audit checkpoint")

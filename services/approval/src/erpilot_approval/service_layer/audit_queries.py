@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from erpilot_approval.adapters import audit_log
 from erpilot_approval.service_layer import audit
 from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
 from erpilot_contracts.approval.v1 import AuditQueryV1
@@ -25,13 +22,12 @@ async def record_operation_finished(status: OperationStatusV1, store: ApprovalSt
     await store.run(work)
 
 
-async def audit_rows(engine: AsyncEngine, query: AuditQueryV1) -> ReplyV1:
+async def audit_rows(store: ApprovalStore, query: AuditQueryV1) -> ReplyV1:
     """Admins only: the rows of one approval or operation, or since a time, oldest first."""
     if "admin" not in query.actor.roles:
         return ReplyV1.failure("forbidden", "the audit log is for admins", 403)
     if query.pending_id is None and query.operation_id is None and query.since is None:
         return ReplyV1.failure("invalid_query", "give pending_id, operation_id or since", 422)
-    async with engine.connect() as conn:
-        found = await audit_log.of(conn, pending_id=query.pending_id, operation_id=query.operation_id,
-                                   since=query.since, limit=query.limit)
+    found = await store.read(lambda uow: uow.audit.rows_of(
+        pending_id=query.pending_id, operation_id=query.operation_id, since=query.since, limit=query.limit))
     return ReplyV1.success({"items": [row.to_wire() for row in found]})

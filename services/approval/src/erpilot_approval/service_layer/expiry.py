@@ -14,9 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from erpilot_approval.adapters import repository
 from erpilot_approval.service_layer.common import expire_if_due
 from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
 from erpilot_platform.loops import Soon, every
@@ -48,9 +45,8 @@ async def expire_due(store: ApprovalStore, batch: int) -> int:
 
 
 class ExpirySweeper:
-    def __init__(self, engine: AsyncEngine, store: ApprovalStore, *, poll_seconds: float = 1.0, batch: int = 200):
+    def __init__(self, store: ApprovalStore, *, poll_seconds: float = 1.0, batch: int = 200):
         self._wake = asyncio.Event()
-        self.engine = engine
         self.store = store
         self.poll_seconds = poll_seconds
         self.batch = batch
@@ -64,8 +60,7 @@ class ExpirySweeper:
         self._wake.set()
 
     async def seconds_to_next_deadline(self) -> float | None:
-        async with self.engine.connect() as conn:  # read-only: rolled back, nothing committed
-            return await repository.seconds_to_next_deadline(conn)
+        return await self.store.read(lambda uow: uow.approvals.seconds_to_next_deadline())
 
     async def run(self) -> None:
         """Forever; a database outage is logged and retried every second, never fatal."""

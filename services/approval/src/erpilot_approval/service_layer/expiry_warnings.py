@@ -12,24 +12,18 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
-from erpilot_approval.adapters import notifications, repository
 from erpilot_approval.domain.policy import Policy
+from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1
-from erpilot_platform.db import run_in_transaction
 from erpilot_platform.loops import every
-from erpilot_platform.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
 
 class WarningSweeper:
-    def __init__(self, engine: AsyncEngine, outbox: Outbox, policy: Policy, *, poll_seconds: float = 0.5,
-                 batch: int = 200):
-        self.engine = engine
-        self.outbox = outbox
+    def __init__(self, store: ApprovalStore, policy: Policy, *, poll_seconds: float = 0.5, batch: int = 200):
+        self.store = store
         self.policy = policy
         # Per tool, the longest warning any approval of it may get (the tool's or an amount rule's).
         self.windows: dict[str, timedelta] = {
@@ -40,26 +34,26 @@ class WarningSweeper:
     async def sweep_once(self) -> int:
         """Warn every approval that is due now; returns how many."""
 
-        async def work(conn: AsyncConnection) -> int:
-            now = await repository.db_now(conn)
+        async def work(uow: ApprovalUnitOfWork) -> int:
+            now = await uow.now()
             warned = 0
             for tool, window in self.windows.items():
-                for approval in await notifications.lock_due_warnings(conn, tool, window, now, self.batch):
+                for approval in await uow.approvals.lock_due_warnings(tool, window, now, self.batch):
                     amount = approval.preview.get("amount_minor")
                     warn_before = self.policy.for_tool(tool).warn_before_for(amount if type(amount) is int else None)
                     if warn_before is None or approval.expires_at - warn_before > now:
                         continue  # its own warning time (by amount) has not come
-                    if await notifications.record_warning(conn, approval.pending_id, now):
-                        await self.outbox.add(conn, subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1(
+                    if await uow.approvals.record_warning(approval.pending_id, now):
+                        await uow.emit(subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1(
                             pending_id=approval.pending_id, call_id=approval.call_id,
                             session_id=approval.session_id, operation_id=approval.operation_id, tool=approval.tool,
                             expires_at=approval.expires_at, warned_at=now))
                         warned += 1
             return warned
 
-        warned = await run_in_transaction(self.engine, work)
+        warned = await self.store.run(work)
         if warned:
-            self.outbox.wake()
+            self.store.wake()
             log.info("warned %d approval(s) of their deadline", warned)
         return warned
 

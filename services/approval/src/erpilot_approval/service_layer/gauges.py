@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from erpilot_approval.adapters import repository
+from erpilot_approval.service_layer.ports import ApprovalStore
 from erpilot_platform.loops import every
 from erpilot_platform.telemetry import pending_approvals
 
 
-async def refresh_pending_gauge(engine: AsyncEngine, *, every_seconds: float = 5.0) -> None:
+async def refresh_pending_gauge(store: ApprovalStore, *, every_seconds: float = 5.0) -> None:
     """Forever; a failed count keeps the last value (the gauge is a hint, never a reason to stop)."""
     async def count() -> None:
-        async with engine.connect() as conn:
-            pending_approvals.set(await repository.count_pending(conn))
+        pending_approvals.set(await store.read(lambda uow: uow.approvals.count_pending()))
 
     await every(every_seconds, count, name="counting pending approvals", failure_level=logging.DEBUG)

@@ -1,13 +1,16 @@
 """What the approval use cases need from the outside world: a store that runs one unit of work at a time,
 and the ERP.
 
-A unit of work is one transaction over the approvals (``approvals``: rows by key, their votes and their
-decision log), the audit trail (``audit``: rows appended in the same transaction as the change they
-record) and the outbox (``emit``: events published after the commit). ``now()`` is the clock decisions
+A unit of work is one transaction over the approvals (``approvals``: rows by key, their votes, their
+decision log and their once-only expiry warnings), the audit trail (``audit``: rows appended in the same
+transaction as the change they record, and its signed checkpoints), the webhook deliveries
+(``webhooks``) and the outbox (``emit``: events published after the commit). ``now()`` is the clock decisions
 are taken by: the database's, read at the call, so a use case reads it after taking its row locks and a
 wait for a lock counts against a deadline. ``ApprovalStore.run(work)`` commits when ``work`` returns and
 rolls back when it raises; the SQL store runs ``work`` again on a fresh transaction after a
-serialization failure or deadlock, so ``work`` must not act outside its unit of work.
+serialization failure or deadlock, so ``work`` must not act outside its unit of work. The read side
+(queries, the pending gauge, the sweepers' "when next") uses ``ApprovalStore.read``: the same unit of
+work on what is committed, locking and committing nothing.
 
 The SQL implementation is ``adapters.store.SqlApprovalStore`` and the NATS ERP ``adapters.erp.ErpClient``;
 the unit tests use ``adapters.memory_store.MemoryApprovalStore`` (a settable clock) and a fake ERP.
@@ -17,19 +20,31 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
 from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.audit import AuditRow, Checkpoint
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import PreparedOperationV1, PreparedRecordV1, PrepareOperationV1
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """``GET /v1/approvals`` filters beside the status; ``before`` is the decoded cursor (created_at, id)."""
+
+    session_id: str | None = None
+    tool: str | None = None
+    requested_by: str | None = None
+    since: datetime | None = None
+    before: tuple[datetime, str] | None = None
 
 
 class ApprovalRepository(Protocol):
@@ -72,6 +87,31 @@ class ApprovalRepository(Protocol):
         """Pending approvals due at ``now``, locked, earliest deadline first; rows others hold are skipped."""
         ...
 
+    async def status(self, pending_id: str) -> str | None:
+        """The approval's status alone (None: no such approval)."""
+        ...
+
+    async def list_decidable(self, roles: list[str], *, status: str, where: ListFilter,
+                             limit: int) -> list[PendingApproval]:
+        """Approvals in ``status`` that one of ``roles`` may decide, newest first (created_at, pending_id)."""
+        ...
+
+    async def count_pending(self) -> int: ...
+
+    async def seconds_to_next_deadline(self) -> float | None:
+        """Seconds from now to the earliest pending deadline (negative when overdue), or None."""
+        ...
+
+    async def lock_due_warnings(self, tool: str, warn_before: timedelta, now: datetime,
+                                limit: int) -> list[PendingApproval]:
+        """Pending approvals of ``tool`` within ``warn_before`` of their deadline and not yet warned, locked;
+        rows others hold are skipped."""
+        ...
+
+    async def record_warning(self, pending_id: str, at: datetime) -> bool:
+        """The approval's one expiry warning; False if it was warned already."""
+        ...
+
 
 class AuditLog(Protocol):
     async def append(self, kind: str, *, pending_id: str | None, operation_id: str | None, actor: str | None,
@@ -80,10 +120,45 @@ class AuditLog(Protocol):
         False when skipped."""
         ...
 
+    async def checkpoint(self) -> Checkpoint | None:
+        """Sign the chain's head unless it is signed already (or the log is empty)."""
+        ...
+
+    async def rows_of(self, *, pending_id: str | None, operation_id: str | None, since: datetime | None,
+                      limit: int) -> list[AuditRow]:
+        """The rows about one approval or operation (and/or since a time), oldest first."""
+        ...
+
+
+class WebhookDeliveries(Protocol):
+    """Rows of ``webhook_deliveries``: one per event and endpoint (``event_id``, ``event_type``, ``pending_id``,
+    ``url``, ``body``, ``attempts``, ``created_at``, ``delivery_id``)."""
+
+    async def add(self, *, event_id: str, event_type: str, pending_id: str | None, body: str,
+                  urls: list[str]) -> int:
+        """One delivery per endpoint; an event seen again adds nothing. Returns how many were new."""
+        ...
+
+    async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Any]:
+        """Due deliveries, leased for ``lease`` (another replica skips them meanwhile; a crash frees them)."""
+        ...
+
+    async def finish(self, delivery_id: int, *, status: str, attempts: int, at: datetime,
+                     error: str | None = None) -> None:
+        """A delivery ends: ``delivered``, ``dead`` (gave up) or ``skipped``."""
+        ...
+
+    async def retry_later(self, delivery_id: int, *, attempts: int, at: datetime, error: str) -> None: ...
+
+    async def seconds_to_next(self) -> float | None:
+        """Seconds from now to the earliest pending delivery's next attempt, or None."""
+        ...
+
 
 class ApprovalUnitOfWork(Protocol):
     approvals: ApprovalRepository
     audit: AuditLog
+    webhooks: WebhookDeliveries
 
     async def now(self) -> datetime:
         """The database's clock now (not the transaction's start): every replica shares it."""

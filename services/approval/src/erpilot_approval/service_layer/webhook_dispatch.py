@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 from faststream.nats import NatsBroker
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from erpilot_approval.adapters import notifications, repository
 from erpilot_approval.domain.webhooks import Webhook, backoff, sign
+from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
 from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
 from erpilot_platform.loops import Soon, every
 
@@ -30,10 +29,10 @@ LEASE = timedelta(seconds=60)
 
 
 class WebhookDispatcher:
-    def __init__(self, engine: AsyncEngine, webhooks: tuple[Webhook, ...], *, broker: NatsBroker | None = None,
+    def __init__(self, store: ApprovalStore, webhooks: tuple[Webhook, ...], *, broker: NatsBroker | None = None,
                  retry_base_seconds: float = 1.0, give_up_after: timedelta = timedelta(hours=24),
                  timeout_seconds: float = 10.0, poll_seconds: float = 1.0, batch: int = 50):
-        self.engine = engine
+        self.store = store
         self.by_url = {hook.url: hook for hook in webhooks}
         self.broker = broker
         self.retry_base_seconds = retry_base_seconds
@@ -48,39 +47,49 @@ class WebhookDispatcher:
 
     async def dispatch_once(self, client: httpx.AsyncClient) -> int:
         """Attempt every due delivery once; returns how many were attempted."""
-        async with self.engine.begin() as conn:
-            now = await repository.db_now(conn)
-            rows = await notifications.claim_due(conn, now, self.batch, LEASE)
+        async def claim(uow: ApprovalUnitOfWork) -> list[Any]:
+            return await uow.webhooks.claim_due(await uow.now(), self.batch, LEASE)
+
+        rows = await self.store.run(claim)
         await asyncio.gather(*(self._attempt(client, row) for row in rows))
         return len(rows)
 
     async def _attempt(self, client: httpx.AsyncClient, row: Any) -> None:
         hook = self.by_url.get(row.url)
-        async with self.engine.begin() as conn:
-            now = await repository.db_now(conn)
+
+        async def before(uow: ApprovalUnitOfWork) -> tuple[datetime, bool]:
+            """The time of the attempt, and whether to post at all (else the row is finished here)."""
+            now = await uow.now()
             if hook is None:
-                await notifications.finish(conn, row.delivery_id, status="dead", attempts=row.attempts, at=now,
-                                           error="the endpoint is no longer configured")
-                return
-            if row.event_type == "approval.expiring" and await notifications.approval_status(
-                    conn, row.pending_id) != "pending":
-                await notifications.finish(conn, row.delivery_id, status="skipped", attempts=row.attempts, at=now,
-                                           error="the approval ended before the warning went out")
-                return
+                await uow.webhooks.finish(row.delivery_id, status="dead", attempts=row.attempts, at=now,
+                                          error="the endpoint is no longer configured")
+                return now, False
+            if row.event_type == "approval.expiring" and await uow.approvals.status(row.pending_id) != "pending":
+                await uow.webhooks.finish(row.delivery_id, status="skipped", attempts=row.attempts, at=now,
+                                          error="the approval ended before the warning went out")
+                return now, False
+            return now, True
+
+        now, post = await self.store.run(before)
+        if not post:
+            return
         error = await self._post(client, hook, row, int(now.timestamp()))
         attempts = row.attempts + 1
-        async with self.engine.begin() as conn:
-            now = await repository.db_now(conn)
+
+        async def after(uow: ApprovalUnitOfWork) -> bool:
+            """Record the attempt; True when the delivery gave up (a dead letter)."""
+            now = await uow.now()
             if error is None:
-                await notifications.finish(conn, row.delivery_id, status="delivered", attempts=attempts, at=now)
+                await uow.webhooks.finish(row.delivery_id, status="delivered", attempts=attempts, at=now)
             elif now - row.created_at >= self.give_up_after:
-                await notifications.finish(conn, row.delivery_id, status="dead", attempts=attempts, at=now,
-                                           error=error)
+                await uow.webhooks.finish(row.delivery_id, status="dead", attempts=attempts, at=now, error=error)
+                return True
             else:
-                await notifications.retry_later(conn, row.delivery_id, attempts=attempts, error=error,
-                                                at=now + backoff(attempts, self.retry_base_seconds))
-                return
-        if error is not None:
+                await uow.webhooks.retry_later(row.delivery_id, attempts=attempts, error=error,
+                                               at=now + backoff(attempts, self.retry_base_seconds))
+            return False
+
+        if await self.store.run(after):
             log.error("webhook %s to %s gave up after %d attempts: %s", row.event_id, row.url, attempts, error)
             await self._dead_letter(row, error)
 
@@ -108,8 +117,7 @@ class WebhookDispatcher:
             log.exception("could not copy dead webhook %s to the dead-letter stream", row.event_id)
 
     async def next_wait(self) -> float:
-        async with self.engine.connect() as conn:
-            seconds = await notifications.seconds_to_next_delivery(conn)
+        seconds = await self.store.read(lambda uow: uow.webhooks.seconds_to_next())
         return self.poll_seconds if seconds is None else min(max(seconds, 0.0), self.poll_seconds)
 
     async def run(self) -> None:

@@ -13,12 +13,10 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from erpilot_approval.adapters import notifications, repository
 from erpilot_approval.domain import notices
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.webhooks import Webhook, body_of, event_id
+from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalResolvedV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 
@@ -26,9 +24,9 @@ log = logging.getLogger(__name__)
 
 
 class WebhookEvents:
-    def __init__(self, engine: AsyncEngine, webhooks: tuple[Webhook, ...], public_url: str,
+    def __init__(self, store: ApprovalStore, webhooks: tuple[Webhook, ...], public_url: str,
                  wake=lambda: None):
-        self.engine = engine
+        self.store = store
         self.webhooks = webhooks
         self.public_url = public_url.rstrip("/")
         self.wake = wake
@@ -66,9 +64,10 @@ class WebhookEvents:
     async def on_operation_finished(self, status: OperationStatusV1) -> None:
         if status.status == "prepared" or not self.wants("operation.finished"):
             return
-        async with self.engine.connect() as conn:
-            approval = await repository.get_by_operation(conn, status.operation_id)
-            now = await repository.db_now(conn)
+        async def look(uow: ApprovalUnitOfWork) -> tuple[PendingApproval | None, datetime]:
+            return await uow.approvals.get_by_operation(status.operation_id), await uow.now()
+
+        approval, now = await self.store.read(look)
         what = self._what(approval) if approval else notices.escape(status.tool)
         data = {"operation_id": status.operation_id, "tool": status.tool, "status": status.status,
                 "session_id": status.session_id, "result": status.result,
@@ -83,8 +82,7 @@ class WebhookEvents:
     async def _record(self, event_type: str, key: str, pending_id: str, build) -> None:
         if not self.wants(event_type):
             return
-        async with self.engine.connect() as conn:
-            approval = await repository.get(conn, pending_id)
+        approval = await self.store.read(lambda uow: uow.approvals.get(pending_id))
         if approval is None:
             log.warning("%s for unknown approval %s ignored", event_type, pending_id)
             return
@@ -95,10 +93,9 @@ class WebhookEvents:
         await self._store(event_type, key, pending_id, body_of(event_type, occurred_at, data, text))
 
     async def _store(self, event_type: str, key: str, pending_id: str | None, body: bytes) -> None:
-        async with self.engine.begin() as conn:
-            added = await notifications.add_deliveries(
-                conn, event_id=event_id(event_type, key), event_type=event_type, pending_id=pending_id,
-                body=body.decode(), urls=self.wants(event_type))
+        added = await self.store.run(lambda uow: uow.webhooks.add(
+            event_id=event_id(event_type, key), event_type=event_type, pending_id=pending_id, body=body.decode(),
+            urls=self.wants(event_type)))
         if added:
             self.wake()
 
