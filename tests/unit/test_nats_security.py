@@ -19,7 +19,7 @@ from erpilot_contracts.subjects import ALL_STREAMS, PREFIX, SESSIONS_STREAM
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 USERS = ns.build_users()
 ISOLATED = {service: f"_INBOX.{service}" for service in ns.SERVICES}
 
