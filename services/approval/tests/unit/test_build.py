@@ -1,0 +1,70 @@
+"""The approval service as ``build`` composes it, on the in-memory store, a fake ERP and faststream's
+in-memory broker: a request, a decision and a read go through the registered endpoints (parsing, error
+policy, reply) without PostgreSQL or NATS. Delivery (acks, redelivery) is not what this tests:
+``TestNatsBroker`` skips it (PITFALLS); the background loops (relay, sweepers) start only with ``serve``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+from faststream.nats import TestNatsBroker
+
+from erpilot_approval.adapters.memory_store import MemoryApprovalStore
+from erpilot_approval.app import build
+from erpilot_approval.settings import ApprovalSettings
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import Actor, DecideV1, GetApprovalV1, RequestApprovalV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.subjects import COMMANDS_STREAM
+from erpilot_platform.grants import encode_signing_key, verify_grant
+
+from .conftest import NOW, SIGNING_KEY, FakeErp, build_request
+
+pytestmark = pytest.mark.unit
+
+
+async def ask(broker, subject: str, message, *, durable: bool) -> ReplyV1:
+    response = await broker.request(message.model_dump(mode="json"), subject,
+                                    stream=COMMANDS_STREAM.name if durable else None, timeout=5)
+    return ReplyV1.model_validate_json(response.body)
+
+
+def settings() -> ApprovalSettings:
+    return ApprovalSettings(database_url="postgresql://unused/approval",
+                            grant_signing_key=encode_signing_key(SIGNING_KEY))
+
+
+async def test_a_request_and_its_decision_run_through_the_built_endpoints():
+    store, erp = MemoryApprovalStore(clock=NOW), FakeErp()
+    app = build(settings(), uow_factory=store, bus=erp)
+    cmd = RequestApprovalV1(**asdict(build_request("submit_order")))
+    erp.record(cmd)
+
+    async with TestNatsBroker(app.broker) as broker:
+        requested = await ask(broker, subjects.APPROVAL_CMD_REQUEST, cmd, durable=True)
+        pending_id = requested.data["pending_id"]
+        decided = await ask(broker, subjects.APPROVAL_CMD_DECIDE, DecideV1(
+            pending_id=pending_id, action="approve", actor=Actor(sub="bob", roles=["approver"]),
+            fingerprint=cmd.fingerprint), durable=True)
+        read = await ask(broker, subjects.APPROVAL_QUERY_GET, GetApprovalV1(
+            pending_id=pending_id, actor=Actor(sub="alice", roles=["requester"])), durable=False)
+
+    assert requested.ok and requested.data["status"] == "pending"
+    assert decided.ok and (decided.data["status"], decided.data["decided_by"]) == ("approved", "bob")
+    assert read.ok and read.data["status"] == "approved"
+    assert verify_grant(store.state.grants[pending_id], SIGNING_KEY.public_key())  # signed with the settings' key
+    assert [e["status"] for e in store.events(subjects.APPROVAL_EVT_RESOLVED)] == ["approved"]
+
+
+async def test_a_malformed_command_is_answered_by_the_error_policy():
+    store = MemoryApprovalStore(clock=NOW)
+    app = build(settings(), uow_factory=store, bus=FakeErp())
+
+    async with TestNatsBroker(app.broker) as broker:
+        response = await broker.request({"schema_version": 1, "tool": 3}, subjects.APPROVAL_CMD_REQUEST,
+                                        stream=COMMANDS_STREAM.name, timeout=5)
+
+    reply = ReplyV1.model_validate_json(response.body)
+    assert not reply.ok and reply.error.code == "invalid_message"
+    assert store.commits == 0

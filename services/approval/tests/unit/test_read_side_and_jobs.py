@@ -1,0 +1,257 @@
+"""The read side and the background jobs on the in-memory store: the queries (filters, newest first,
+cursor), the audit rows and checkpoints, the pending gauge, the sweepers' "when next", the expiry warnings,
+and webhook deliveries from event to receiver (an ``httpx.MockTransport`` plays the receiver)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from erpilot_approval.domain.audit import verify
+from erpilot_approval.domain.policy import load_policy
+from erpilot_approval.domain.webhooks import Webhook
+from erpilot_approval.service_layer.audit import CheckpointSigner
+from erpilot_approval.service_layer.audit_queries import audit_rows, record_operation_finished
+from erpilot_approval.service_layer.expiry import ExpirySweeper
+from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
+from erpilot_approval.service_layer.gauges import refresh_pending_gauge
+from erpilot_approval.service_layer.queries import get_approval, list_approvals
+from erpilot_approval.service_layer.webhook_dispatch import WebhookDispatcher
+from erpilot_approval.service_layer.webhook_events import WebhookEvents
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import (
+    Actor,
+    ApprovalExpiringV1,
+    ApprovalResolvedV1,
+    AuditQueryV1,
+    GetApprovalV1,
+    ListApprovalsV1,
+)
+from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_platform.telemetry import pending_approvals
+
+from .conftest import NOW, Desk
+
+pytestmark = pytest.mark.unit
+
+BOB = Actor(sub="bob", roles=["approver"])
+ADMIN = Actor(sub="root", roles=["admin"])
+HOOK = Webhook(url="https://hooks.example/a", events=("approval.requested", "approval.resolved",
+                                                      "approval.expiring", "operation.finished"),
+               secret="0123456789abcdef")
+
+
+async def three_requests(desk: Desk) -> list[dict]:
+    """Three pending approvals a second apart: two of session s-1 (one a cancellation), one of s-2."""
+    records = []
+    for tool, session in (("submit_order", "s-1"), ("cancel_order", "s-1"), ("submit_order", "s-2")):
+        records.append(await desk.request(tool, session_id=session))
+        desk.store.advance(seconds=1)
+    return records
+
+
+# --- queries ---------------------------------------------------------------------------------------------
+
+async def test_the_list_is_newest_first_filtered_and_paged_by_cursor(desk):
+    first, second, third = await three_requests(desk)
+
+    page = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, limit=2))
+    assert [i["pending_id"] for i in page.data["items"]] == [third["pending_id"], second["pending_id"]]
+    rest = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, limit=2, cursor=page.data["next_cursor"]))
+    assert [i["pending_id"] for i in rest.data["items"]] == [first["pending_id"]]
+    assert rest.data["next_cursor"] is None
+
+    by_session = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, session_id="s-1", tool="submit_order"))
+    assert [i["pending_id"] for i in by_session.data["items"]] == [first["pending_id"]]
+    since = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, since=NOW + timedelta(seconds=1)))
+    assert [i["pending_id"] for i in since.data["items"]] == [third["pending_id"], second["pending_id"]]
+    nobody = await list_approvals(desk.store, ListApprovalsV1(actor=Actor(sub="eve", roles=["requester"])))
+    assert nobody.data["items"] == []
+
+
+async def test_the_list_takes_a_status_and_refuses_a_bad_cursor(desk):
+    first, _, _ = await three_requests(desk)
+    assert (await desk.decide(first, "reject", "bob", "approver")).ok
+
+    rejected = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, status="rejected"))
+    assert [i["pending_id"] for i in rejected.data["items"]] == [first["pending_id"]]
+    bad = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, cursor="not-a-cursor"))
+    assert not bad.ok and bad.error.status == 422
+
+
+async def test_one_approval_is_shown_to_its_deciders_and_requester_only(desk):
+    record = await desk.request("submit_order")
+
+    shown = await get_approval(desk.store, GetApprovalV1(pending_id=record["pending_id"], actor=BOB))
+    assert shown.ok and shown.data["pending_id"] == record["pending_id"]
+    mine = await get_approval(desk.store, GetApprovalV1(pending_id=record["pending_id"],
+                                                        actor=Actor(sub="alice", roles=["requester"])))
+    assert mine.ok
+    other = await get_approval(desk.store, GetApprovalV1(pending_id=record["pending_id"],
+                                                         actor=Actor(sub="eve", roles=["requester"])))
+    unknown = await get_approval(desk.store, GetApprovalV1(pending_id="pa-nope", actor=BOB))
+    assert (other.error.code, other.error.status) == (unknown.error.code, unknown.error.status) == (
+        "not_found", 404)  # "not yours" looks like "unknown" (SPEC §5)
+
+
+# --- audit -----------------------------------------------------------------------------------------------
+
+async def test_the_audit_rows_of_an_approval_verify_and_are_for_admins(desk):
+    record = await desk.request("submit_order")
+    await desk.request("cancel_order")
+    assert (await desk.decide(record, "approve", "bob", "approver")).ok
+    status = OperationStatusV1(operation_id=record["operation_id"], tool="submit_order", session_id="sess-1",
+                               status="committed", committed_at=NOW)
+    await record_operation_finished(status, desk.store)
+    await record_operation_finished(status, desk.store)  # a redelivery records nothing more
+
+    reply = await audit_rows(desk.store, AuditQueryV1(actor=ADMIN, pending_id=record["pending_id"]))
+    assert [row["kind"] for row in reply.data["items"]] == [
+        "request", "vote", "decision", "grant_issued", "commit_outcome", "grant_consumed"]
+    by_operation = await audit_rows(desk.store, AuditQueryV1(actor=ADMIN, operation_id=record["operation_id"],
+                                                             limit=2))
+    assert [row["kind"] for row in by_operation.data["items"]] == ["request", "vote"]
+    assert (await audit_rows(desk.store, AuditQueryV1(actor=BOB, pending_id=record["pending_id"]))).error.status == 403
+    assert (await audit_rows(desk.store, AuditQueryV1(actor=ADMIN))).error.status == 422
+
+    signer = CheckpointSigner(desk.store, 60)
+    mark = await signer.sign_once()
+    assert mark is not None and mark.seq == len(desk.state.audit)
+    assert await signer.sign_once() is None  # the head is signed already
+    assert verify(desk.state.audit, desk.store.key.public_key(), desk.state.checkpoints) == (
+        None, len(desk.state.audit))
+
+
+# --- gauge and sweepers ----------------------------------------------------------------------------------
+
+async def test_the_gauge_counts_pending_approvals(desk, monkeypatch):
+    first, _, _ = await three_requests(desk)
+    assert (await desk.decide(first, "reject", "bob", "approver")).ok
+    counted = asyncio.Event()
+    real_set = pending_approvals.set
+
+    def set_and_tell(value: float) -> None:
+        real_set(value)
+        counted.set()
+
+    monkeypatch.setattr(pending_approvals, "set", set_and_tell)
+    task = asyncio.create_task(refresh_pending_gauge(desk.store, every_seconds=60))
+    try:
+        await counted.wait()  # the first count runs at once
+    finally:
+        task.cancel()
+    assert pending_approvals.value == 2
+
+
+async def test_the_expiry_sweeper_knows_the_next_deadline(desk):
+    sweeper = ExpirySweeper(desk.store)
+    assert await sweeper.seconds_to_next_deadline() is None
+    await desk.request("submit_order")
+
+    assert await sweeper.seconds_to_next_deadline() == 15 * 60
+    desk.store.advance(minutes=16)
+    assert await sweeper.seconds_to_next_deadline() == -60  # overdue
+    assert await sweeper.sweep_once() == 1
+    assert await sweeper.seconds_to_next_deadline() is None
+
+
+async def test_an_approval_is_warned_once_within_its_window_and_never_after_it_ended():
+    desk = Desk(load_policy('[tools.submit_order]\nwarn_before = "5m"\n'))
+    sweeper = WarningSweeper(desk.store, desk.ports.policy)
+    warned, decided = await desk.request("submit_order"), await desk.request("submit_order")
+    assert (await desk.decide(decided, "approve", "bob", "approver")).ok
+
+    desk.store.advance(minutes=9)
+    assert await sweeper.sweep_once() == 0  # six minutes left: not yet
+    desk.store.advance(minutes=1)
+    assert await sweeper.sweep_once() == 1
+    assert await sweeper.sweep_once() == 0  # once
+    [event] = desk.events(subjects.APPROVAL_EVT_EXPIRING)
+    assert event["pending_id"] == warned["pending_id"]
+    assert desk.state.warnings == {warned["pending_id"]: NOW + timedelta(minutes=10)}
+
+
+# --- webhooks --------------------------------------------------------------------------------------------
+
+class Receiver:
+    """The webhook endpoint: answers with ``statuses`` in turn (then 200) and keeps what it got."""
+
+    def __init__(self, *statuses: int):
+        self.statuses = list(statuses)
+        self.got: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.got.append(request)
+        return httpx.Response(self.statuses.pop(0) if self.statuses else 200)
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.MockTransport(self))
+
+
+async def test_events_become_deliveries_once_and_the_dispatcher_retries_until_delivered(desk):
+    record = await desk.request("submit_order")
+    wakes = []
+    events = WebhookEvents(desk.store, (HOOK,), "https://erpilot.example/", wake=lambda: wakes.append(1))
+    await events.on_requested(record["pending_id"])
+    await events.on_requested(record["pending_id"])  # a redelivered event adds nothing
+    assert [(row.event_type, row.url) for row in desk.state.webhooks] == [("approval.requested", HOOK.url)]
+    assert wakes == [1]
+
+    dispatcher = WebhookDispatcher(desk.store, (HOOK,), retry_base_seconds=1.0)
+    receiver = Receiver(503)
+    async with receiver.client() as client:
+        assert await dispatcher.dispatch_once(client) == 1
+        [row] = desk.state.webhooks
+        assert (row.status, row.attempts, row.last_error) == ("pending", 1, "HTTP 503")
+        assert await dispatcher.dispatch_once(client) == 0  # not due before its backoff
+        assert await desk.store.read(lambda uow: uow.webhooks.seconds_to_next()) == 1.0
+        desk.store.advance(seconds=1)
+        assert await dispatcher.dispatch_once(client) == 1
+
+    [row] = desk.state.webhooks
+    assert (row.status, row.attempts, row.finished_at) == ("delivered", 2, NOW + timedelta(seconds=1))
+    first, second = receiver.got
+    assert first.content == second.content and json.loads(first.content)["type"] == "approval.requested"
+    assert first.headers["webhook-id"] == second.headers["webhook-id"]
+    assert first.headers["webhook-timestamp"] != second.headers["webhook-timestamp"]
+    assert await dispatcher.next_wait() == dispatcher.poll_seconds  # nothing pending
+
+
+async def test_a_delivery_gives_up_after_its_time_and_a_stale_warning_is_skipped(desk):
+    record = await desk.request("submit_order")
+    events = WebhookEvents(desk.store, (HOOK,), "https://erpilot.example")
+    await events.on_requested(record["pending_id"])
+    await events.on_expiring(ApprovalExpiringV1(
+        pending_id=record["pending_id"], call_id=record["call_id"], session_id=record["session_id"],
+        operation_id=record["operation_id"], tool="submit_order", expires_at=NOW + timedelta(minutes=15),
+        warned_at=NOW))
+    assert (await desk.decide(record, "reject", "bob", "approver")).ok  # the warning is now false
+    [resolved] = desk.events(subjects.APPROVAL_EVT_RESOLVED)
+    await events.on_resolved(ApprovalResolvedV1.model_validate(resolved))
+    desk.store.advance(hours=2)
+
+    dispatcher = WebhookDispatcher(desk.store, (HOOK,), give_up_after=timedelta(hours=1))
+    receiver = Receiver(500, 500)
+    async with receiver.client() as client:
+        assert await dispatcher.dispatch_once(client) == 3
+
+    assert {row.event_type: (row.status, row.attempts) for row in desk.state.webhooks} == {
+        "approval.requested": ("dead", 1), "approval.expiring": ("skipped", 0), "approval.resolved": ("dead", 1)}
+    assert len(receiver.got) == 2  # the skipped warning never went out
+
+
+async def test_a_delivery_to_an_endpoint_no_longer_configured_is_dead(desk):
+    record = await desk.request("submit_order")
+    await WebhookEvents(desk.store, (HOOK,), "https://erpilot.example").on_requested(record["pending_id"])
+
+    receiver = Receiver()
+    async with receiver.client() as client:
+        assert await WebhookDispatcher(desk.store, ()).dispatch_once(client) == 1
+
+    [row] = desk.state.webhooks
+    assert (row.status, row.last_error) == ("dead", "the endpoint is no longer configured")
+    assert receiver.got == []
