@@ -99,9 +99,11 @@ def _invalid_reply(exc: Exception) -> ReplyV1:
 # ``max_workers`` at a time: faststream queues each message to its workers and pulls the next at once.
 PULL_BATCH = 1
 # How long one pull request waits on the server when nothing comes. Not the latency of a message (it is
-# delivered as it arrives), but the idle cost (one request per consumer per wait) and how soon a pull that
-# NATS lost (a restart) is renewed.
-PULL_WAIT_SECONDS = 5.0
+# delivered as it arrives) but how soon a pull that NATS lost is renewed: a restarted server has forgotten
+# every waiting pull, and nats-py only asks again when its own wait ends, so commands sent meanwhile wait
+# for it (with 5 s, a tool call right after a NATS restart timed out: test_foundation_faults). Each wait
+# costs one request per consumer when idle (about 20 per second for the stack, a few ms of CPU).
+PULL_WAIT_SECONDS = 1.0
 
 
 class ServiceBus:
