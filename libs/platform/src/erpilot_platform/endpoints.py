@@ -91,11 +91,19 @@ def _invalid_reply(exc: Exception) -> ReplyV1:
     return ReplyV1.failure("invalid_message", f"message could not be parsed: {exc}", 422)
 
 
-# How long one pull request waits on the server. Kept at 1 s: with 5 s the benchmark's slowest approval
-# requests took 2.5-4 s (against at most 1.4 s with 1 s, same machine, runs alternated), all of it inside
-# the command path (the POST's own answer, no outbox involved), while the idle stack saved only 1-3 ms
-# of CPU per second. A message that lands on a batch pull nats-py is still waiting on seems to be held
-# until the batch fills or the pull expires; until that is understood the expiry bounds the delay.
+# Each durable consumer pulls ONE message per request (issue 13). nats-py's ``fetch(batch > 1)`` first asks
+# with ``no_wait``; when that request is answered by a status alone (typically the 408 of the previous pull,
+# which expired as the client gave up on it) it sends a lingering pull for the whole batch and waits until
+# the batch is full or the pull expires: a message that lands then is held up to the whole pull wait (seen
+# as 0.6-1 s of queueing on ``cmd.approval.request`` and ``cmd.erp.commit``, aligned on the 1 s pulls; with
+# 5 s pulls, approvals of 2.5-4 s). ``fetch(1)`` returns with the first message. The handlers still run
+# ``max_workers`` at a time: faststream queues each message to its workers and pulls the next at once.
+PULL_BATCH = 1
+# How long one pull request waits on the server when nothing comes. Not the latency of a message (it is
+# delivered as it arrives) but how soon a pull that NATS lost is renewed: a restarted server has forgotten
+# every waiting pull, and nats-py only asks again when its own wait ends, so commands sent meanwhile wait
+# for it (with 5 s, a tool call right after a NATS restart timed out: test_foundation_faults). Each wait
+# costs one request per consumer when idle (about 20 per second for the stack, a few ms of CPU).
 PULL_WAIT_SECONDS = 1.0
 
 
@@ -193,7 +201,7 @@ class ServiceBus:
             @self.broker.subscriber(
                 subject, stream=JStream(stream, declare=False),
                 durable=self._durable_name(subject),
-                pull_sub=PullSub(batch_size=max_workers, timeout=PULL_WAIT_SECONDS),
+                pull_sub=PullSub(batch_size=PULL_BATCH, timeout=PULL_WAIT_SECONDS),
                 inbox_prefix=f"_INBOX.{self.service}.".encode(),
                 # The settings table `erpilot migrate` declares (with this deployment's ack wait and retry
                 # budget); this only binds to the consumer.

@@ -15,9 +15,10 @@ from alembic.config import Config
 from sqlalchemy import MetaData, pool, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from erpilot_platform import advisory_locks
 from erpilot_platform.db import sqlalchemy_url
 
-MIGRATION_LOCK_KEY = 7_311_990_001
+MIGRATION_LOCK_KEY = advisory_locks.MIGRATIONS
 
 
 def alembic_config(script_location: Path, database_url: str, schema: str) -> Config:

@@ -19,6 +19,7 @@ from erpilot_approval.service_layer.ports import ApprovalStore, ErpPort, Ports
 from erpilot_approval.service_layer.webhook_dispatch import WebhookDispatcher
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_approval.settings import ApprovalSettings
+from erpilot_platform import advisory_locks
 from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
 from erpilot_platform.endpoints import ServiceBus
@@ -28,7 +29,6 @@ from erpilot_platform.runtime import ServiceApp, register_ping, serve
 
 SERVICE = "approval"
 MIGRATIONS = Path(__file__).parent / "migrations"
-OUTBOX_LOCK_KEY = 7_311_990_201
 
 
 def build(settings: ApprovalSettings, *, uow_factory: ApprovalStore | None = None, bus: ErpPort | None = None
@@ -43,7 +43,7 @@ def build(settings: ApprovalSettings, *, uow_factory: ApprovalStore | None = Non
     engine = create_engine(settings.database_url, application_name="erpilot-approval")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     service_bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
-    outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
+    outbox = Outbox(tables.outbox, lock_key=advisory_locks.APPROVAL_OUTBOX)
     store = uow_factory or SqlApprovalStore(engine, outbox, signing_key)
     sweeper = ExpirySweeper(store, poll_seconds=settings.expiry_poll_seconds)
     ports = Ports(store=store, erp=bus or ErpClient(broker), policy=policy, signing_key=signing_key,

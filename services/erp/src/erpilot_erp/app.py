@@ -17,6 +17,7 @@ from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
 from erpilot_erp.service_layer.ports import Ledger, LedgerReads
 from erpilot_erp.settings import ErpSettings
+from erpilot_platform import advisory_locks
 from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
 from erpilot_platform.endpoints import ServiceBus
@@ -29,7 +30,6 @@ from erpilot_platform.settings import ConfigurationError
 
 SERVICE = "erp"
 MIGRATIONS = Path(__file__).parent / "migrations"
-OUTBOX_LOCK_KEY = 7_311_990_101
 
 
 def grant_verify_key(settings: ErpSettings) -> Ed25519PublicKey:
@@ -54,7 +54,7 @@ def build(settings: ErpSettings, *, uow_factory: Ledger | None = None, reads: Le
     engine = create_engine(settings.database_url, application_name="erpilot-erp")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
-    outbox = Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY)
+    outbox = Outbox(tables.outbox, lock_key=advisory_locks.ERP_OUTBOX)
     ledger = uow_factory or SqlLedger(engine, Inbox(tables.inbox), outbox)
     register_ping(bus, engine)
     nats_entry.register(

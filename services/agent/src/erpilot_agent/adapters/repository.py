@@ -13,10 +13,10 @@ from erpilot_agent.adapters.tables import outbox as outbox_table
 from erpilot_agent.adapters.tables import runs, session_events, sessions, tool_calls
 from erpilot_contracts.sessions.v1 import SessionEventV1
 from erpilot_contracts.subjects import session_events_subject
+from erpilot_platform import advisory_locks
 from erpilot_platform.outbox import Outbox
 
-OUTBOX_LOCK_KEY = 7_311_990_301
-outbox = Outbox(outbox_table, lock_key=OUTBOX_LOCK_KEY)
+outbox = Outbox(outbox_table, lock_key=advisory_locks.AGENT_OUTBOX)
 
 
 def now() -> datetime:

@@ -35,8 +35,9 @@ from erpilot_agent.service_layer.run_ports import ACTIVE, RunRecord, RunRejected
 from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.subjects import AGENT_EVT_RUN_CANCELLED
+from erpilot_platform import advisory_locks
 
-LOCK_NAMESPACE = 7_311_002  # first key of pg_advisory_lock(int, int); the second is hashtext(session_id)
+LOCK_NAMESPACE = advisory_locks.AGENT_RUNS  # first key of pg_advisory_lock(int, int); the second: hashtext(session_id)
 RETRY_DELAY_MAX_SECONDS = 60.0  # the longest wait between two attempts of a failing run
 CANCELLED = "cancelled"  # a run its owner cancelled while it waited; it takes no further step
 

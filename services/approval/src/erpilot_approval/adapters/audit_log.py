@@ -23,10 +23,12 @@ from erpilot_approval.domain.audit import (
     sign_checkpoint,
     verify,
 )
+from erpilot_platform import advisory_locks
 
 # Held from the first append to the end of the transaction: one writer extends the chain at a time, and
-# it is taken after the approval rows a use case locks, so it never waits for one while holding it.
-AUDIT_LOCK_KEY = 7_311_990_301
+# it is taken after the approval rows a use case locks, so it never waits for one while holding it. Its key
+# is its own: a key another service takes would stall that service's transactions (see advisory_locks).
+AUDIT_LOCK_KEY = advisory_locks.APPROVAL_AUDIT
 PAGE = 1000
 
 
