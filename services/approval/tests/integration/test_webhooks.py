@@ -31,11 +31,12 @@ from starlette.routing import Route
 
 from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.store import SqlApprovalStore
-from erpilot_approval.app import OUTBOX_LOCK_KEY, build
+from erpilot_approval.app import build
 from erpilot_approval.domain.webhooks import event_id
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_contracts import subjects
 from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_platform import advisory_locks
 from erpilot_platform.db import create_engine
 from erpilot_platform.outbox import Outbox
 
@@ -177,7 +178,8 @@ async def test_a_request_is_signed_retried_after_two_500s_and_reaches_a_receiver
         settings = webhook_settings()
         engine = create_engine(settings.database_url, pool_size=1)
         try:
-            store = SqlApprovalStore(engine, Outbox(tables.outbox, lock_key=OUTBOX_LOCK_KEY), settings.signing_key())
+            outbox = Outbox(tables.outbox, lock_key=advisory_locks.APPROVAL_OUTBOX)
+            store = SqlApprovalStore(engine, outbox, settings.signing_key())
             await WebhookEvents(store, settings.load_webhooks(settings.load_policy()),
                                 settings.public_url).on_requested(pending_id)
         finally:
