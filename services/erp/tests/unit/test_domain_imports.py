@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
 import erpilot_erp.domain
+from erpilot_platform.testing.imports import imports_of
 
 pytestmark = pytest.mark.unit
 
@@ -16,12 +14,6 @@ ALLOWED = {"erpilot_contracts.money"}  # format_minor: a pure helper, the one re
 
 
 def test_the_domain_imports_nothing_from_the_contracts_but_the_money_formatter():
-    found = {}
-    for source in Path(erpilot_erp.domain.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(source.read_text())):
-            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
-                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            for module in modules:
-                if module.startswith(("erpilot_contracts", "pydantic")) and module not in ALLOWED:
-                    found.setdefault(source.name, []).append(module)
+    found = {name: bad for name, modules in imports_of(erpilot_erp.domain).items()
+             if (bad := [m for m in modules if m.startswith(("erpilot_contracts", "pydantic")) and m not in ALLOWED])}
     assert found == {}
