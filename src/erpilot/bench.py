@@ -80,7 +80,9 @@ async def measure_level(meter_args: dict, idle: dict, clients: load.Clients, wat
                        "per_s": reads_figures["per_second"],
                        "tool_call": summary_ms(read_samples.stages["read_tool_call"]),
                        "cpu_ms": reads_figures["cpu_ms"], "commits": reads_figures["commits"],
-                       "write_xacts": reads_figures["write_xacts"], "net_of_idle": net_of_idle(reads_figures, idle)}
+                       "write_xacts": reads_figures["write_xacts"],
+                       "jetstream_messages": reads_figures["jetstream_messages"],
+                       "net_of_idle": net_of_idle(reads_figures, idle)}
     if level == 1:
         result["reads"]["direct_get"] = summary_ms(await load.direct_reads(clients, skus, max(reads, 20)))
     return result
@@ -96,11 +98,12 @@ async def run_levels(running: stack.Stack, roles: dict[str, list[int]], nats_url
     clients = load.Clients(running.gateway_urls, tokens.make_token(secret, "bench-requester", ["requester"]),
                            tokens.make_token(secret, "bench-approver", ["approver"]), max(levels))
     try:
-        async with Meter(roles, counters, database) as idle:
+        jetstream = connection.jetstream()
+        async with Meter(roles, counters, database, jetstream=jetstream) as idle:
             await asyncio.sleep(IDLE_SECONDS)
         idle_figures = idle.result(round(IDLE_SECONDS))
         meter_args = {"roles": roles, "connection": counters, "database": database,
-                      "idle_commits_per_second": idle_figures["commits"]}
+                      "idle_commits_per_second": idle_figures["commits"], "jetstream": jetstream}
         out = {"idle_per_second": idle_figures, "levels": []}
         for level in levels:
             out["levels"].append(await measure_level(meter_args, idle_figures, clients, watch, level, cycles, reads,

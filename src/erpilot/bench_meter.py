@@ -23,13 +23,15 @@ class Meter:
     """Brackets a phase; ``roles`` maps a name (agent, postgres, ...) to the root pids of its processes."""
 
     def __init__(self, roles: Mapping[str, list[int]], connection, database: str, *,
-                 idle_commits_per_second: float = 0.0, settle: float = SETTLE_SECONDS) -> None:
+                 idle_commits_per_second: float = 0.0, settle: float = SETTLE_SECONDS, jetstream=None) -> None:
         self.roles, self.connection, self.database = roles, connection, database
+        self.jetstream = jetstream  # a nats-py JetStreamContext: count the messages every stream stored
         self.idle_commits_per_second, self.settle = idle_commits_per_second, settle
         self.sampler = PssSampler(roles)
 
     async def __aenter__(self) -> Meter:
         self.db_before: DbCounters = await read_counters(self.connection, self.database)
+        self.streams_before = await stream_sequences(self.jetstream)
         self.sampler.__enter__()
         self.cpu_before, self.sys_before = cpu_snapshot(self.roles), system_cpu()
         self.client_before, self.started = time.process_time(), time.perf_counter()
@@ -40,6 +42,7 @@ class Meter:
         self.client_after = time.process_time()
         self.cpu_after, self.sys_after = cpu_snapshot(self.roles), system_cpu()
         self.next_xid_after = (await read_counters(self.connection, self.database)).next_xid
+        self.streams_after = await stream_sequences(self.jetstream)
         self.sampler.__exit__()
         await asyncio.sleep(self.settle)  # let every backend flush its transaction statistics
         self.db_after: DbCounters = await read_counters(self.connection, self.database)
@@ -64,5 +67,14 @@ class Meter:
             "commits": per_unit(self.db_before.commits, self.db_after.commits, units, idle=idle),
             "rollbacks": per_unit(self.db_before.rollbacks, self.db_after.rollbacks, units),
             "write_xacts": per_unit(self.db_before.next_xid, self.next_xid_after, units),
+            "jetstream_messages": {name: per_unit(self.streams_before.get(name, 0), last, units)
+                                   for name, last in self.streams_after.items()},
             "memory": self.sampler.report(),
         }
+
+
+async def stream_sequences(jetstream) -> dict[str, int]:
+    """Each stream's last sequence: the messages it stored since, whatever its retention removed."""
+    if jetstream is None:
+        return {}
+    return {info.config.name: info.state.last_seq for info in await jetstream.streams_info()}

@@ -41,6 +41,14 @@ def _pct(stage: dict | None) -> str:
     return f"{fmt(stage.get('p50_ms'))} / {fmt(stage.get('p90_ms'))} / {fmt(stage.get('p99_ms'))}"
 
 
+def _streams(per_stream: dict | None) -> str:
+    """"12.0: ERPILOT_COMMANDS 5.0, ERPILOT_EVENTS 3.0, …" (streams that stored nothing left out)."""
+    if not per_stream:
+        return "–"
+    parts = ", ".join(f"{name} {fmt(n)}" for name, n in sorted(per_stream.items()) if n)
+    return f"{fmt(float(sum(per_stream.values())))}: {parts}"
+
+
 LEVEL_ROWS: list[tuple[str, Callable[[dict], object]]] = [
     ("cycles/s (draft included)", lambda r: r["cycles_per_s"]),
     ("cycles measured / failed", lambda r: f"{r['cycles']} / {r['failures']}"),
@@ -62,6 +70,8 @@ LEVEL_ROWS: list[tuple[str, Callable[[dict], object]]] = [
     ("database rollbacks per cycle (pool pre-ping included)", lambda r: r.get("rollbacks")),
     ("commits / write transactions per read", lambda r: f"{fmt(get(r, 'reads', 'commits'))} / "
                                                         f"{fmt(get(r, 'reads', 'write_xacts'))}"),
+    ("JetStream messages stored per cycle, by stream", lambda r: _streams(r.get("jetstream_messages"))),
+    ("JetStream messages stored per read", lambda r: _streams(get(r, "reads", "jetstream_messages"))),
     ("peak RSS MB, sum of VmHWM", lambda r: get(r, "memory", "total", "rss_peak_mb")),
     ("peak PSS MB, sampled", lambda r: get(r, "memory", "total", "pss_peak_mb")),
 ]
