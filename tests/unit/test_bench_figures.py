@@ -110,6 +110,16 @@ def test_level_table_has_a_column_per_level_and_dashes_for_missing_figures():
     assert "|   … nats | – | – |" in lines
     assert "| database rollbacks per cycle (pool pre-ping included) | 80.0 | 80.0 |" in lines
     assert "| read tool call get_product ms p50/p90/p99 | – | – |" in lines
+    assert "| JetStream messages stored per read | – | – |" in lines
+
+
+def test_jetstream_messages_are_summed_and_listed_by_stream_without_the_empty_ones():
+    figures = {**level(1, 9.0, 120.0),
+               "jetstream_messages": {"ERPILOT_SESSIONS": 7.0, "ERPILOT_COMMANDS": 7.0, "ERPILOT_DLQ": 0.0,
+                                      "ERPILOT_EVENTS": 3.0}}
+    lines = level_table({"levels": [figures]})
+    assert ("| JetStream messages stored per cycle, by stream | 17.0: ERPILOT_COMMANDS 7.00, ERPILOT_EVENTS 3.00, "
+            "ERPILOT_SESSIONS 7.00 |") in lines
 
 
 def test_peer_table_gives_erpilot_over_peer_per_level():
