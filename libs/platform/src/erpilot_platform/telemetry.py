@@ -2,7 +2,10 @@
 
 - ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set: spans and metrics go to
   that collector over OTLP/HTTP. Unset: a provider still exists (so trace ids reach the logs and
-  propagate across services in message headers) but nothing is exported.
+  propagate across services in message headers) but nothing is exported, and so no span is recorded
+  (sampler ``always_off``: a span nobody exports costs CPU on every hop for nothing; issue 13).
+- ``OTEL_TRACES_SAMPLER`` (and ``OTEL_TRACES_SAMPLER_ARG``) choose the sampler, as the SDK defines them;
+  unset, every trace is sampled when there is a collector (``parentbased_always_on``).
 - ``OTEL_SDK_DISABLED=true``: nothing at all.
 - ``OTEL_SERVICE_NAME`` overrides the default ``erpilot-<service>``.
 
@@ -30,6 +33,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import Link, Span
 
 from erpilot_platform.logs import bind, unbind
@@ -51,8 +55,12 @@ def configure_telemetry(service: str) -> None:
     _configured = True
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", f"erpilot-{service}"),
                                 "service.namespace": "erpilot"})
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # shutdown_telemetry instead
-    if _endpoint("TRACES"):
+    exporting = _endpoint("TRACES") is not None
+    # sampler=None: the SDK's own reading of OTEL_TRACES_SAMPLER, else parentbased_always_on
+    sampler = None if exporting or os.environ.get("OTEL_TRACES_SAMPLER") else ALWAYS_OFF
+    tracer_provider = TracerProvider(resource=resource, sampler=sampler,
+                                     shutdown_on_exit=False)  # shutdown_telemetry instead
+    if exporting:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
