@@ -4,7 +4,8 @@ built on, with no Erpilot code in the way, measured on this machine beside each 
     uv run python benchmarks/hop_floor.py [--count 2000] [--json floor.json]
 
 Three hops, each driven one at a time from this process against a separate server process, as the
-services do it, on embedded NATS (``sync_interval: always``) and embedded PostgreSQL (synchronous commit):
+services do it (on the services' event loop: uvloop, or asyncio with ``ERPILOT_EVENT_LOOP=asyncio``), on
+embedded NATS (``sync_interval: always``) and embedded PostgreSQL (synchronous commit):
 
 - ``core request``: a faststream core request/reply (queue group, a pydantic model in, a dict out), as
   a query (``ServiceBus.query``);
@@ -42,6 +43,8 @@ def serve(nats_url: str) -> None:
     from faststream.nats import JStream, NatsBroker, PullSub
     from pydantic import BaseModel
 
+    from erpilot_platform.runtime import run_service
+
     class Ping(BaseModel):
         operation_id: str
         arguments: dict
@@ -58,7 +61,7 @@ def serve(nats_url: str) -> None:
     async def command(body: Ping) -> dict:
         return {"ok": True, "data": {"operation_id": body.operation_id}}
 
-    asyncio.run(FastStream(broker).run())
+    run_service(FastStream(broker).run())
 
 
 def process_cpu_ticks(pid: int) -> int:
@@ -117,6 +120,10 @@ async def measure(count: int, nats_url: str, database_url: str, pids: dict[str, 
     return results
 
 
+async def measure_into(results: dict, *args) -> None:
+    results.update(await measure(*args))
+
+
 async def until_answered(*hops) -> None:
     """Until the server process answers both kinds (it declares the stream and its durable consumer)."""
     import nats.errors
@@ -144,6 +151,7 @@ def main() -> None:
         return serve(args.serve)
 
     from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
+    from erpilot_platform.runtime import run_service
     work = Path(tempfile.mkdtemp(prefix="erpilot-floor-"))
     nats_server, postgres = EmbeddedNats(work), EmbeddedPostgres(work)
     server = None
@@ -151,7 +159,8 @@ def main() -> None:
         nats_url, database_url = nats_server.start(), postgres.start()
         server = subprocess.Popen([sys.executable, __file__, "--serve", nats_url])
         pids = {"server": server.pid, "nats": nats_server.process.pid, "postgres": postgres.process.pid}
-        results = asyncio.run(measure(args.count, nats_url, database_url, pids))
+        results = {}
+        run_service(measure_into(results, args.count, nats_url, database_url, pids))
     finally:
         if server is not None:
             server.terminate()

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from faststream.nats import NatsBroker
 from sqlalchemy import text
@@ -21,6 +23,25 @@ from erpilot_platform.endpoints import ServiceBus
 
 log = logging.getLogger(__name__)
 STOP_SECONDS = 10.0
+EVENT_LOOP_VARIABLE = "ERPILOT_EVENT_LOOP"  # "uvloop" (the default where it is installed) or "asyncio"
+
+
+def run_service(main: Coroutine[Any, Any, None]) -> None:
+    """Run a service's main coroutine to the end on uvloop (issue 13: a cycle is I/O bound in the event loop,
+    the socket writes and wake-ups of asyncpg and nats-py; uvloop's libuv loop does them for a fraction of the
+    CPU of asyncio's selector loop). ``ERPILOT_EVENT_LOOP=asyncio`` keeps the standard loop, e.g. to compare."""
+    choice = os.environ.get(EVENT_LOOP_VARIABLE, "uvloop").strip().lower()
+    if choice not in ("uvloop", "asyncio"):
+        raise SystemExit(f"{EVENT_LOOP_VARIABLE} must be uvloop or asyncio, not {choice!r}")
+    factory = None
+    if choice == "uvloop":
+        try:
+            import uvloop
+        except ImportError:  # a platform uvloop does not build on (Windows): the standard loop
+            uvloop = None
+        factory = uvloop.new_event_loop if uvloop is not None else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
 Background = Callable[[], Awaitable[None]]
 
 

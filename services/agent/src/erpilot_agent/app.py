@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -25,7 +24,7 @@ from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
 from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.logs import configure_logging
-from erpilot_platform.runtime import ServiceApp, register_ping, serve
+from erpilot_platform.runtime import ServiceApp, register_ping, run_service, serve
 
 SERVICE = "agent"
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -69,4 +68,4 @@ def build(settings: AgentSettings, *, uow_factory: UnitOfWorkFactory | None = No
 def main() -> None:
     settings = AgentSettings()
     configure_logging(SERVICE, settings.log_level)
-    asyncio.run(serve(build(settings)))
+    run_service(serve(build(settings)))

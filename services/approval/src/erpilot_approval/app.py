@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from erpilot_approval.adapters import tables
@@ -25,7 +24,7 @@ from erpilot_platform.db import create_engine
 from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.outbox import Outbox
-from erpilot_platform.runtime import ServiceApp, register_ping, serve
+from erpilot_platform.runtime import ServiceApp, register_ping, run_service, serve
 
 SERVICE = "approval"
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -87,4 +86,4 @@ def build(settings: ApprovalSettings, *, uow_factory: ApprovalStore | None = Non
 def main() -> None:
     settings = ApprovalSettings()
     configure_logging(SERVICE, settings.log_level)
-    asyncio.run(serve(build(settings)))
+    run_service(serve(build(settings)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_verify
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.logs import configure_logging
 from erpilot_platform.outbox import Outbox
-from erpilot_platform.runtime import ServiceApp, register_ping, serve
+from erpilot_platform.runtime import ServiceApp, register_ping, run_service, serve
 from erpilot_platform.settings import ConfigurationError
 
 SERVICE = "erp"
@@ -73,4 +72,4 @@ def build(settings: ErpSettings, *, uow_factory: Ledger | None = None, reads: Le
 def main() -> None:
     settings = ErpSettings()
     configure_logging(SERVICE, settings.log_level)
-    asyncio.run(serve(build(settings)))
+    run_service(serve(build(settings)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -17,7 +16,7 @@ from erpilot_gateway.services import Services
 from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.broker import create_broker
 from erpilot_platform.logs import configure_logging, redact_secrets
-from erpilot_platform.runtime import connect_with_retry
+from erpilot_platform.runtime import connect_with_retry, run_service
 from erpilot_platform.telemetry import shutdown_telemetry
 
 SERVICE = "gateway"
@@ -76,4 +75,4 @@ def main() -> None:
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.http_host, port=settings.http_port, log_config=None,
                             proxy_headers=True, timeout_graceful_shutdown=5)
-    asyncio.run(uvicorn.Server(config).serve())
+    run_service(uvicorn.Server(config).serve())
