@@ -35,8 +35,8 @@ class SqlApprovalRepository:
     async def get(self, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
         return await repository.get(self.conn, pending_id, lock=lock)
 
-    async def get_by_operation(self, operation_id: str) -> PendingApproval | None:
-        return await repository.get_by_operation(self.conn, operation_id)
+    async def get_by_operation(self, operation_id: str, *, votes: bool = True) -> PendingApproval | None:
+        return await repository.get_by_operation(self.conn, operation_id, votes=votes)
 
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
         return await repository.insert_new(self.conn, approval, trace_context=trace_context)
@@ -84,15 +84,16 @@ class SqlApprovalRepository:
 
 class SqlAuditLog:
     def __init__(self, conn: AsyncConnection, key: Ed25519PrivateKey):
-        self.conn, self.key = conn, key
+        self.conn = conn
+        self.chain = audit_log.Chain(conn, key)  # this transaction's: it carries the head once locked
 
     async def append(self, kind: str, *, pending_id: str | None, operation_id: str | None, actor: str | None,
                      data: dict[str, Any], once: bool = False) -> bool:
-        return await audit_log.append(self.conn, self.key, kind, pending_id=pending_id, operation_id=operation_id,
-                                      actor=actor, data=data, once=once)
+        return await self.chain.append(kind, pending_id=pending_id, operation_id=operation_id, actor=actor,
+                                       data=data, once=once)
 
     async def checkpoint(self) -> Checkpoint | None:
-        return await audit_log.checkpoint(self.conn, self.key)
+        return await self.chain.checkpoint()
 
     async def rows_of(self, *, pending_id: str | None, operation_id: str | None, since: datetime | None,
                       limit: int) -> list[AuditRow]:

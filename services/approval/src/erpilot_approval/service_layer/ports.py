@@ -55,7 +55,10 @@ class ApprovalRepository(Protocol):
         """One approval with its votes."""
         ...
 
-    async def get_by_operation(self, operation_id: str) -> PendingApproval | None: ...
+    async def get_by_operation(self, operation_id: str, *, votes: bool = True) -> PendingApproval | None:
+        """The approval of an operation; ``votes=False``: without its votes (one read less), for who needs
+        only the approval's own fields."""
+        ...
 
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
         """Store a new approval; False if one for its ``operation_id`` exists (a concurrent twin won).
