@@ -294,5 +294,7 @@ class MemoryApprovalStore:
         async with self._one_at_a_time:
             return await work(MemoryApprovalUnitOfWork(copy.deepcopy(self.state), self))
 
+    read_one = read
+
     def wake(self) -> None:
         self.wakes += 1

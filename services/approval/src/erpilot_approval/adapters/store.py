@@ -141,6 +141,8 @@ class SqlApprovalUnitOfWork:
 class SqlApprovalStore:
     def __init__(self, engine: AsyncEngine, outbox: Outbox, key: Ed25519PrivateKey):
         self.engine, self.outbox, self.key = engine, outbox, key
+        # The same pool; a statement on it is its own transaction (no BEGIN, no ROLLBACK).
+        self.autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def run(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
         return await run_in_transaction(
@@ -148,6 +150,10 @@ class SqlApprovalStore:
 
     async def read(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
         async with self.engine.connect() as conn:  # closed without a commit: rolled back
+            return await work(SqlApprovalUnitOfWork(conn, self.outbox, self.key))
+
+    async def read_one(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
+        async with self.autocommit.connect() as conn:
             return await work(SqlApprovalUnitOfWork(conn, self.outbox, self.key))
 
     def wake(self) -> None:

@@ -181,6 +181,11 @@ class ApprovalStore(Protocol):
         """Run ``work`` on what is committed, without a lock or a commit (a look before the transaction)."""
         ...
 
+    async def read_one(self, work: Callable[[ApprovalUnitOfWork], Awaitable[T]]) -> T:
+        """``read`` for a ``work`` of one statement, which is consistent on its own: no transaction is
+        opened around it (two round trips fewer). Never for more than one statement."""
+        ...
+
     def wake(self) -> None:
         """Tell the outbox relay that events were committed."""
         ...
