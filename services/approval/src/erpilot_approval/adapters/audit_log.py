@@ -36,40 +36,72 @@ async def _lock(conn: AsyncConnection) -> None:
     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": AUDIT_LOCK_KEY})
 
 
+def _last(column: Any) -> Any:
+    return select(column).order_by(audit_log.c.seq.desc()).limit(1).scalar_subquery()
+
+
 async def head(conn: AsyncConnection) -> tuple[int, str]:
     row = (await conn.execute(select(audit_log.c.seq, audit_log.c.hash).order_by(audit_log.c.seq.desc())
                               .limit(1))).first()
     return (row.seq, row.hash) if row is not None else (0, GENESIS)
 
 
-async def append(conn: AsyncConnection, key: Ed25519PrivateKey, kind: str, *, pending_id: str | None,
-                 operation_id: str | None, actor: str | None, data: dict[str, Any], once: bool = False) -> bool:
-    """Append one event (``once``: unless an event of this kind for this operation exists); False if skipped."""
-    await _lock(conn)
-    if once and await conn.scalar(select(exists().where(and_(audit_log.c.kind == kind,
-                                                             audit_log.c.operation_id == operation_id)))):
-        return False
-    seq, prev = await head(conn)
-    at = await conn.scalar(select(func.clock_timestamp()))
-    event = event_of(seq + 1, at, kind, pending_id, operation_id, actor, data)
-    digest = chain_hash(prev, event)
-    await conn.execute(audit_log.insert().values(
-        seq=seq + 1, at=at, kind=kind, pending_id=pending_id, operation_id=operation_id, actor=actor, data=data,
-        prev_hash=prev, hash=digest, signature=sign(key, digest)))
-    return True
+class Chain:
+    """The audit chain as one transaction extends it: the lock is taken at the first append or checkpoint,
+    and the head read then is carried on from row to row (nobody else can move it while the lock is held),
+    so an append costs a read of the clock (with the ``once`` check) and the insert. One per transaction:
+    a retried transaction starts a new one (a rolled-back head must not be carried over)."""
+
+    def __init__(self, conn: AsyncConnection, key: Ed25519PrivateKey):
+        self.conn, self.key = conn, key
+        self._head: tuple[int, str] | None = None  # None: the lock is not held yet
+
+    async def _locked(self) -> None:
+        if self._head is None:
+            await _lock(self.conn)
+
+    async def append(self, kind: str, *, pending_id: str | None, operation_id: str | None, actor: str | None,
+                     data: dict[str, Any], once: bool = False) -> bool:
+        """Append one event (``once``: unless an event of this kind for this operation exists); False if skipped."""
+        await self._locked()  # its own statement: the next one's snapshot must see the head it waited for
+        columns = [func.clock_timestamp().label("at")]
+        if self._head is None:
+            columns += [_last(audit_log.c.seq).label("seq"), _last(audit_log.c.hash).label("hash")]
+        if once:
+            columns.append(exists().where(and_(audit_log.c.kind == kind,
+                                               audit_log.c.operation_id == operation_id)).label("done"))
+        row = (await self.conn.execute(select(*columns))).one()
+        if self._head is None:
+            self._head = (row.seq, row.hash) if row.seq is not None else (0, GENESIS)
+        if once and row.done:
+            return False
+        seq, prev = self._head[0] + 1, self._head[1]
+        event = event_of(seq, row.at, kind, pending_id, operation_id, actor, data)
+        digest = chain_hash(prev, event)
+        await self.conn.execute(audit_log.insert().values(
+            seq=seq, at=row.at, kind=kind, pending_id=pending_id, operation_id=operation_id, actor=actor,
+            data=data, prev_hash=prev, hash=digest, signature=sign(self.key, digest)))
+        self._head = (seq, digest)
+        return True
+
+    async def checkpoint(self) -> Checkpoint | None:
+        """Sign the current head unless it is signed already (or the log is empty)."""
+        await self._locked()
+        if self._head is None:
+            self._head = await head(self.conn)
+        seq, digest = self._head
+        if seq == 0 or await self.conn.scalar(select(exists().where(audit_checkpoints.c.seq == seq))):
+            return None
+        now = await self.conn.scalar(select(func.clock_timestamp()))
+        mark = Checkpoint(seq=seq, hash=digest, signed_at=now, signature=sign_checkpoint(self.key, seq, digest))
+        await self.conn.execute(audit_checkpoints.insert().values(seq=seq, hash=digest, signed_at=now,
+                                                                  signature=mark.signature))
+        return mark
 
 
 async def checkpoint(conn: AsyncConnection, key: Ed25519PrivateKey) -> Checkpoint | None:
-    """Sign the current head unless it is signed already (or the log is empty)."""
-    await _lock(conn)
-    seq, digest = await head(conn)
-    if seq == 0 or await conn.scalar(select(exists().where(audit_checkpoints.c.seq == seq))):
-        return None
-    now = await conn.scalar(select(func.clock_timestamp()))
-    mark = Checkpoint(seq=seq, hash=digest, signed_at=now, signature=sign_checkpoint(key, seq, digest))
-    await conn.execute(audit_checkpoints.insert().values(seq=seq, hash=digest, signed_at=now,
-                                                         signature=mark.signature))
-    return mark
+    """Sign the current head unless it is signed already (or the log is empty), in a transaction of its own."""
+    return await Chain(conn, key).checkpoint()
 
 
 def _row(row: Any) -> AuditRow:

@@ -81,7 +81,7 @@ class MemoryApprovalRepository:
     async def get(self, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
         return self.state.approvals.get(pending_id)
 
-    async def get_by_operation(self, operation_id: str) -> PendingApproval | None:
+    async def get_by_operation(self, operation_id: str, *, votes: bool = True) -> PendingApproval | None:
         return next((a for a in self.state.approvals.values() if a.operation_id == operation_id), None)
 
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
@@ -293,6 +293,8 @@ class MemoryApprovalStore:
     async def read(self, work: Callable[[MemoryApprovalUnitOfWork], Awaitable[T]]) -> T:
         async with self._one_at_a_time:
             return await work(MemoryApprovalUnitOfWork(copy.deepcopy(self.state), self))
+
+    read_one = read
 
     def wake(self) -> None:
         self.wakes += 1

@@ -72,9 +72,12 @@ async def pending_of_calls(conn: AsyncConnection, session_id: str, call_ids: lis
     return list(rows)
 
 
-async def get_by_operation(conn: AsyncConnection, operation_id: str) -> PendingApproval | None:
+async def get_by_operation(conn: AsyncConnection, operation_id: str, *,
+                           votes: bool = True) -> PendingApproval | None:
     row = (await conn.execute(select(approvals).where(approvals.c.operation_id == operation_id))).first()
-    return (await _with_votes(conn, [row]))[0] if row is not None else None
+    if row is None or not votes:
+        return to_domain(row) if row is not None else None
+    return (await _with_votes(conn, [row]))[0]
 
 
 async def append_vote(conn: AsyncConnection, pending_id: str, vote: Vote) -> None:

@@ -35,8 +35,8 @@ class SqlApprovalRepository:
     async def get(self, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
         return await repository.get(self.conn, pending_id, lock=lock)
 
-    async def get_by_operation(self, operation_id: str) -> PendingApproval | None:
-        return await repository.get_by_operation(self.conn, operation_id)
+    async def get_by_operation(self, operation_id: str, *, votes: bool = True) -> PendingApproval | None:
+        return await repository.get_by_operation(self.conn, operation_id, votes=votes)
 
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
         return await repository.insert_new(self.conn, approval, trace_context=trace_context)
@@ -84,15 +84,16 @@ class SqlApprovalRepository:
 
 class SqlAuditLog:
     def __init__(self, conn: AsyncConnection, key: Ed25519PrivateKey):
-        self.conn, self.key = conn, key
+        self.conn = conn
+        self.chain = audit_log.Chain(conn, key)  # this transaction's: it carries the head once locked
 
     async def append(self, kind: str, *, pending_id: str | None, operation_id: str | None, actor: str | None,
                      data: dict[str, Any], once: bool = False) -> bool:
-        return await audit_log.append(self.conn, self.key, kind, pending_id=pending_id, operation_id=operation_id,
-                                      actor=actor, data=data, once=once)
+        return await self.chain.append(kind, pending_id=pending_id, operation_id=operation_id, actor=actor,
+                                       data=data, once=once)
 
     async def checkpoint(self) -> Checkpoint | None:
-        return await audit_log.checkpoint(self.conn, self.key)
+        return await self.chain.checkpoint()
 
     async def rows_of(self, *, pending_id: str | None, operation_id: str | None, since: datetime | None,
                       limit: int) -> list[AuditRow]:
@@ -140,6 +141,8 @@ class SqlApprovalUnitOfWork:
 class SqlApprovalStore:
     def __init__(self, engine: AsyncEngine, outbox: Outbox, key: Ed25519PrivateKey):
         self.engine, self.outbox, self.key = engine, outbox, key
+        # The same pool; a statement on it is its own transaction (no BEGIN, no ROLLBACK).
+        self.autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def run(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
         return await run_in_transaction(
@@ -147,6 +150,10 @@ class SqlApprovalStore:
 
     async def read(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
         async with self.engine.connect() as conn:  # closed without a commit: rolled back
+            return await work(SqlApprovalUnitOfWork(conn, self.outbox, self.key))
+
+    async def read_one(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
+        async with self.autocommit.connect() as conn:
             return await work(SqlApprovalUnitOfWork(conn, self.outbox, self.key))
 
     def wake(self) -> None:

@@ -15,7 +15,8 @@ async def record_operation_finished(status: OperationStatusV1, store: ApprovalSt
         return
 
     async def work(uow: ApprovalUnitOfWork) -> None:
-        approval = await uow.approvals.get_by_operation(status.operation_id)
+        # Its own fields are all the audit records of it: its votes are not read.
+        approval = await uow.approvals.get_by_operation(status.operation_id, votes=False)
         if approval is not None:  # operations that needed no approval are not the audit log's business
             await audit.operation_finished(uow.audit, status, approval)
 

@@ -70,7 +70,7 @@ async def decide(cmd: DecideV1, ports: Ports) -> ReplyV1:
             failpoint("approval.decide.before_db_commit")  # grant signed, decision and event written, not committed
         return ReplyV1.success(record_for(outcome.approval, cmd.actor.sub, cmd.actor.roles, now)), change
 
-    origin = await ports.store.read(lambda uow: uow.approvals.trace_context(cmd.pending_id))
+    origin = await ports.store.read_one(lambda uow: uow.approvals.trace_context(cmd.pending_id))
     # In the tool call's trace (stored with the request), linked to this decision's own request.
     with step("approval", "decide", resume=origin, pending_id=cmd.pending_id):
         reply, change = await ports.store.run(work)

@@ -60,7 +60,7 @@ class ExpirySweeper:
         self._wake.set()
 
     async def seconds_to_next_deadline(self) -> float | None:
-        return await self.store.read(lambda uow: uow.approvals.seconds_to_next_deadline())
+        return await self.store.read_one(lambda uow: uow.approvals.seconds_to_next_deadline())
 
     async def run(self) -> None:
         """Forever; a database outage is logged and retried every second, never fatal."""

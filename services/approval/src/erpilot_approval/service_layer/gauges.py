@@ -16,6 +16,6 @@ from erpilot_platform.telemetry import pending_approvals
 async def refresh_pending_gauge(store: ApprovalStore, *, every_seconds: float = 5.0) -> None:
     """Forever; a failed count keeps the last value (the gauge is a hint, never a reason to stop)."""
     async def count() -> None:
-        pending_approvals.set(await store.read(lambda uow: uow.approvals.count_pending()))
+        pending_approvals.set(await store.read_one(lambda uow: uow.approvals.count_pending()))
 
     await every(every_seconds, count, name="counting pending approvals", failure_level=logging.DEBUG)

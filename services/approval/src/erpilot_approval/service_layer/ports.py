@@ -55,7 +55,10 @@ class ApprovalRepository(Protocol):
         """One approval with its votes."""
         ...
 
-    async def get_by_operation(self, operation_id: str) -> PendingApproval | None: ...
+    async def get_by_operation(self, operation_id: str, *, votes: bool = True) -> PendingApproval | None:
+        """The approval of an operation; ``votes=False``: without its votes (one read less), for who needs
+        only the approval's own fields."""
+        ...
 
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
         """Store a new approval; False if one for its ``operation_id`` exists (a concurrent twin won).
@@ -176,6 +179,11 @@ class ApprovalStore(Protocol):
 
     async def read(self, work: Callable[[ApprovalUnitOfWork], Awaitable[T]]) -> T:
         """Run ``work`` on what is committed, without a lock or a commit (a look before the transaction)."""
+        ...
+
+    async def read_one(self, work: Callable[[ApprovalUnitOfWork], Awaitable[T]]) -> T:
+        """``read`` for a ``work`` of one statement, which is consistent on its own: no transaction is
+        opened around it (two round trips fewer). Never for more than one statement."""
         ...
 
     def wake(self) -> None:

@@ -117,7 +117,7 @@ class WebhookDispatcher:
             log.exception("could not copy dead webhook %s to the dead-letter stream", row.event_id)
 
     async def next_wait(self) -> float:
-        seconds = await self.store.read(lambda uow: uow.webhooks.seconds_to_next())
+        seconds = await self.store.read_one(lambda uow: uow.webhooks.seconds_to_next())
         return self.poll_seconds if seconds is None else min(max(seconds, 0.0), self.poll_seconds)
 
     async def run(self) -> None:

@@ -68,8 +68,16 @@ async def order(conn: AsyncConnection, order_id: str, *, lock: bool = False) -> 
 # --- drafts ------------------------------------------------------------------------------------------
 async def latest_draft(conn: AsyncConnection, draft_id: str, *, lock: bool = False) -> DraftRevision | None:
     """The draft's latest revision; ``lock`` holds the draft row until the transaction ends."""
-    stmt = select(drafts).where(drafts.c.draft_id == draft_id)
-    draft = (await conn.execute(stmt.with_for_update() if lock else stmt)).first()
+    if not lock:  # one snapshot sees the draft and its latest revision together: one statement
+        row = (await conn.execute(
+            select(drafts.c.session_id, drafts.c.status, draft_revisions.c.snapshot)
+            .join(draft_revisions, (draft_revisions.c.draft_id == drafts.c.draft_id)
+                  & (draft_revisions.c.revision == drafts.c.latest_revision))
+            .where(drafts.c.draft_id == draft_id))).first()
+        return rows.revision(row.snapshot, session_id=row.session_id, status=row.status) if row else None
+    # Locked: the revision is read after the lock. A join FOR UPDATE would re-check a draft that moved on
+    # while it waited against the revision row of the old snapshot, and find nothing.
+    draft = (await conn.execute(select(drafts).where(drafts.c.draft_id == draft_id).with_for_update())).first()
     if draft is None:
         return None
     snapshot = await conn.scalar(select(draft_revisions.c.snapshot).where(
