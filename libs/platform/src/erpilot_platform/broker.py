@@ -14,10 +14,10 @@ from typing import Any
 import nats.aio.client
 import nats.errors
 import nats.js.errors
-from nats.js.client import JetStreamContext
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.security import SASLPlaintext
+from nats.js.client import JetStreamContext
 from pydantic import ValidationError
 
 from erpilot_contracts.base import Message, ReplyV1

@@ -36,7 +36,9 @@ _TRACE_HEADERS = {"traceparent", "tracestate", "baggage"}
 # relay retries often and waits briefly for each PubAck (a re-publish is de-duplicated by Nats-Msg-Id).
 PUBLISH_TIMEOUT_SECONDS = 2.0
 RETRY_SECONDS = 0.2
-SAFETY_POLL_SECONDS = 5.0
+# Only for rows no wake-up announced: a replica that crashed right after its commit and never came back
+# (one that restarts publishes them at start-up). Each look is a read-only query per relay (issue 13).
+SAFETY_POLL_SECONDS = 30.0
 RELAY_BATCH = 200
 
 
