@@ -25,10 +25,9 @@ from erpilot_agent.service_layer.run_ports import ACTIVE, RunRejected, RunStore,
 from erpilot_agent.service_layer.run_steps import RunSteps
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.logs import bind, unbind
-from erpilot_platform.loops import Soon, every, looking_later
+from erpilot_platform.loops import every
 
 log = logging.getLogger(__name__)
-RESUMER_IDLE_SECONDS = 30.0  # the run resumer's longest sleep (runs another replica left when it died)
 
 
 class RunService:
@@ -187,20 +186,9 @@ def _short(exc: Exception, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-async def run_resumer(service: RunService, *, stale_seconds: float, wake: asyncio.Event | None = None,
-                      interval: float = RESUMER_IDLE_SECONDS) -> None:
-    """Background loop: resume runs that nobody drives (crash, lost hook). Stops their tasks on exit.
-
-    A run needs it only after a commit of this process (``wake``, the outbox relay's: a run or a call
-    changed), so it looks ``stale_seconds`` after one (``loops.looking_later``), again ``stale_seconds`` after
-    a pass that resumed any (a resumed run that fails is retried, with the store's back-off), and otherwise
-    every ``interval`` (runs another replica left when it died; a replica that restarts resumes at once).
-    Issue 13: it used to look every second.
-    """
-    async def resume() -> Soon | None:
-        return Soon(stale_seconds) if await service.resume_stale(stale_seconds=stale_seconds) else None
-
+async def run_resumer(service: RunService, *, stale_seconds: float, interval: float = 1.0) -> None:
+    """Background loop: resume runs that nobody drives (crash, lost hook). Stops their tasks on exit."""
     try:
-        await every(interval, resume, wake=wake, wait=looking_later(stale_seconds), name="run resumer pass")
+        await every(interval, lambda: service.resume_stale(stale_seconds=stale_seconds), name="run resumer pass")
     finally:
         await service.cancel_all()
