@@ -13,7 +13,9 @@ How JetStream maps onto subject permissions:
 - Publishing into a stream is a publish on the subject (the PubAck comes back to the client's inbox).
 - A durable pull consumer (declared by ``erpilot migrate``) needs only
   ``$JS.API.CONSUMER.INFO|MSG.NEXT.<stream>.<durable>``: its service checks it and binds to it. Acks,
-  naks and in-progress go to ``$JS.ACK.<stream>.<durable>.>``.
+  naks and in-progress go to ``$JS.ACK.<stream>.<durable>.>``. It subscribes to the consumer's
+  ``$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.<stream>.<durable>`` to re-arm its pull when a new leader
+  forgot it (``erpilot_platform.broker.watch_consumer_leaders``).
 - A JetStream request carries its reply inbox in a ``reply_to`` header, so the services that answer
   commands publish to the callers' inboxes; core queries are answered through ``allow_responses``.
 - Streams and durable consumers belong to ``admin`` (``erpilot migrate``, the JetStream migration of
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 
 from erpilot_contracts import subjects as s
 from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM, EVENTS_STREAM, PREFIX, SESSIONS_STREAM
+from erpilot_platform.broker import leader_elected_subject
 
 SERVICES = ("gateway", "agent", "approval", "erp")
 ADMIN = "admin"
@@ -221,6 +224,7 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) 
         publish += [f"{api}.INFO.{consumer.stream}.{consumer.durable}",
                     f"{api}.MSG.NEXT.{consumer.stream}.{consumer.durable}",
                     f"$JS.ACK.{consumer.stream}.{consumer.durable}.>"]
+        subscribe.append(leader_elected_subject(consumer.stream, consumer.durable))  # broker.watch_consumer_leaders
     if traffic.reads_session_events:  # nats-py ordered consumer: finds the stream, creates ephemerals only
         publish += ["$JS.API.STREAM.NAMES", f"$JS.API.CONSUMER.CREATE.{SESSIONS_STREAM.name}",
                     f"$JS.FC.{SESSIONS_STREAM.name}.>"]

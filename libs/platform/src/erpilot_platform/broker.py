@@ -17,6 +17,7 @@ import nats.js.errors
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.security import SASLPlaintext
+from nats.js.client import JetStreamContext
 from pydantic import ValidationError
 
 from erpilot_contracts.base import Message, ReplyV1
@@ -74,7 +75,11 @@ def create_broker(nats_url: str, service: str, *, user: str | None = None, passw
     # Telemetry: a span per publish and per processed message, with the trace context carried in
     # message headers, so one tool call is one trace across every service it touches.
     middlewares = (NatsTelemetryMiddleware(), *middlewares)
-    return NatsBroker(
+
+    async def reconnected() -> None:
+        await rearm_pulls(broker)
+
+    broker = NatsBroker(
         [url.strip() for url in nats_url.split(",")],
         # Replies, PubAcks and pull-consumer deliveries come to this service's own inboxes, so NATS
         # permissions can stop any other service from reading (or forging) them.
@@ -89,7 +94,73 @@ def create_broker(nats_url: str, service: str, *, user: str | None = None, passw
         log_level=logging.DEBUG,
         # A plain logger: ``configure_logging`` sends it through the JSON formatter with everything else.
         logger=logging.getLogger("faststream.access.nats"),
+        reconnected_cb=reconnected,
     )
+    return broker
+
+
+# Published by the new leader of a clustered consumer (one subject per stream and durable).
+CONSUMER_LEADER_ELECTED = "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED"
+
+
+def leader_elected_subject(stream: str, durable: str) -> str:
+    return f"{CONSUMER_LEADER_ELECTED}.{stream}.{durable}"
+
+
+def _pulls(broker: NatsBroker) -> list[tuple[Any, JetStreamContext.PullSubscription]]:
+    """(faststream subscriber, nats-py pull subscription) of every durable consumer ``broker`` runs."""
+    found = []
+    for subscriber in broker.subscribers:
+        subscription = getattr(subscriber, "subscription", None)
+        if isinstance(subscription, JetStreamContext.PullSubscription) and getattr(subscriber, "pull_sub", None):
+            found.append((subscriber, subscription))
+    return found
+
+
+async def _rearm(broker: NatsBroker, subscriber: Any, subscription: JetStreamContext.PullSubscription) -> bool:
+    # nats-py keeps the pull subject and the inbox private; the request is the one ``fetch(1)`` sends.
+    request = {"batch": 1, "expires": int(subscriber.pull_sub.timeout * 1_000_000_000) - 100_000}
+    try:
+        await broker.connection.publish(subscription._nms, json.dumps(request).encode(), reply=subscription._deliver)
+    except Exception:  # the connection dropped again: the next reconnect re-arms
+        log.warning("could not re-arm the pull of %s", subscription._consumer, exc_info=True)
+        return False
+    return True
+
+
+async def rearm_pulls(broker: NatsBroker) -> int:
+    """Send every durable consumer of ``broker`` a fresh pull request; returns how many were sent.
+
+    A pull request waits on the server (``endpoints.PULL_WAIT_SECONDS``, long, so an idle stack costs
+    nothing), and a restarted server has forgotten it, while nats-py's ``fetch`` waits out its own timeout
+    before it asks again (``PullSubscription._fetch_one`` reads its inbox until the deadline; an idle
+    heartbeat would not help: a missed one never ends the wait early). So on every reconnect (nats-py
+    replays the inbox subscriptions first, then calls this) each consumer asks again at once, on the same
+    inbox the waiting ``fetch`` reads: the next message reaches it now, not at the end of the old wait.
+    Where the old request survived (a reconnect without a server restart), two are outstanding for a
+    while: a second message waits in the subscription's queue, where the next ``fetch`` takes it before it
+    asks (one message at a time, as ever), and the spare request's expiry (408) only makes faststream's
+    loop fetch again.
+    """
+    sent = sum([await _rearm(broker, subscriber, subscription) for subscriber, subscription in _pulls(broker)])
+    log.info("re-armed %d pull consumer(s) after a reconnect", sent)
+    return sent
+
+
+async def watch_consumer_leaders(broker: NatsBroker) -> None:
+    """Re-arm a consumer's pull when a new leader is elected for it (a cluster node died or stepped down).
+
+    The waiting pull requests live on the consumer's leader only; when it dies, a client connected to
+    another node does not reconnect, so ``rearm_pulls`` is not called: the new leader's advisory is the
+    sign instead (a single server publishes none, and needs none: its restart is a reconnect).
+    """
+    for subscriber, subscription in _pulls(broker):
+        async def rearm(_: Any, subscriber: Any = subscriber, subscription: Any = subscription) -> None:
+            if await _rearm(broker, subscriber, subscription):
+                log.info("re-armed the pull of %s: its consumer has a new leader", subscription._consumer)
+
+        await broker.connection.subscribe(leader_elected_subject(subscription._stream, subscription._consumer),
+                                          cb=rearm)
 
 
 async def request(broker: NatsBroker, subject: str, payload: Message, *, durable: bool, timeout: float = 10.0

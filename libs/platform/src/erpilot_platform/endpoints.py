@@ -100,11 +100,11 @@ def _invalid_reply(exc: Exception) -> ReplyV1:
 # ``max_workers`` at a time: faststream queues each message to its workers and pulls the next at once.
 PULL_BATCH = 1
 # How long one pull request waits on the server when nothing comes. Not the latency of a message (it is
-# delivered as it arrives) but how soon a pull that NATS lost is renewed: a restarted server has forgotten
-# every waiting pull, and nats-py only asks again when its own wait ends, so commands sent meanwhile wait
-# for it (with 5 s, a tool call right after a NATS restart timed out: test_foundation_faults). Each wait
-# costs one request per consumer when idle (about 20 per second for the stack, a few ms of CPU).
-PULL_WAIT_SECONDS = 1.0
+# delivered as it arrives) but the idle cost: each wait is one request per consumer (about 20 consumers in the
+# stack; at 1 s that was most of the idle stack's CPU, NATS and every service, issue 13). A pull the server
+# forgot (a NATS restart) is not left to expire: ``broker.rearm_pulls`` asks again on every reconnect, so the
+# first command after a restart is handled at once (test_foundation_faults).
+PULL_WAIT_SECONDS = 30.0
 
 
 class ServiceBus:

@@ -35,6 +35,24 @@ def retry_wait(failures: int, first: float, most: float) -> float:
     return min(first * 2 ** (failures - 1), most)
 
 
+def looking_later(delay: float) -> Waiter:
+    """A clock for ``every`` on which a wake-up means "look ``delay`` seconds from now", not "look now".
+
+    For a job that acts only on rows once they are ``delay`` old (the agent's reconciler and run resumer):
+    woken by every write that may start such a row, it looks when the row could first be due, and while
+    writes keep coming it looks once per ``delay``, not once per write. A nearer pass (``Soon``) stays.
+    """
+    async def wait(event: asyncio.Event, seconds: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        if not await woken_within(event, seconds):
+            return False
+        await asyncio.sleep(max(0.0, min(deadline - loop.time(), delay)))
+        return True
+
+    return wait
+
+
 async def every(interval: float, job: Callable[[], Awaitable[object]], *, wake: asyncio.Event | None = None,
                 name: str | None = None, retry_after: float | None = None, max_retry_after: float | None = None,
                 failure_level: int = logging.WARNING, wait: Waiter = woken_within) -> NoReturn:

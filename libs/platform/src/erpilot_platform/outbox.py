@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import uuid
+import weakref
 from typing import Any
 
 from opentelemetry import propagate
@@ -36,7 +37,9 @@ _TRACE_HEADERS = {"traceparent", "tracestate", "baggage"}
 # relay retries often and waits briefly for each PubAck (a re-publish is de-duplicated by Nats-Msg-Id).
 PUBLISH_TIMEOUT_SECONDS = 2.0
 RETRY_SECONDS = 0.2
-SAFETY_POLL_SECONDS = 5.0
+# Only for rows no wake-up announced: a replica that crashed right after its commit and never came back
+# (one that restarts publishes them at start-up). Each look is a read-only query per relay (issue 13).
+SAFETY_POLL_SECONDS = 30.0
 RELAY_BATCH = 200
 
 
@@ -60,6 +63,8 @@ class Outbox:
         self.table = table
         self.lock_key = lock_key
         self._wakeup = asyncio.Event()
+        # Set with the relay's wake-up (``watch``); weak, so a stopped loop's event goes with it.
+        self._watchers: weakref.WeakSet[asyncio.Event] = weakref.WeakSet()
         self._publish_now = False  # rows were committed (or a pass failed) since the relay last looked
         self.contended = False  # the last publish_pending found another relay holding the lock
 
@@ -86,6 +91,14 @@ class Outbox:
         """Tell the relay of this process that new rows were committed (saves a poll interval)."""
         self._publish_now = True
         self._wakeup.set()
+        for watcher in self._watchers:
+            watcher.set()
+
+    def watch(self) -> asyncio.Event:
+        """An event set whenever the relay is woken: a commit of this process wrote events. A loop that
+        looks at the rows those commits change waits on it instead of polling (the agent's reconciler)."""
+        self._watchers.add(event := asyncio.Event())
+        return event
 
     async def publish_pending(self, engine: AsyncEngine, broker: Any, *, batch: int = RELAY_BATCH) -> int:
         """Publish one batch in id order; returns how many rows were published."""

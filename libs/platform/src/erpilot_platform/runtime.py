@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import ping_subject
 from erpilot_platform import jetstream
+from erpilot_platform.broker import watch_consumer_leaders
 from erpilot_platform.endpoints import ServiceBus
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class ServiceApp:
         await jetstream.verify(self.broker.config.connection_state.stream, jetstream.subscribed_durables(self.broker),
                                replicas=jetstream.replicas_from_env())
         await self.broker.start()
+        await watch_consumer_leaders(self.broker)  # the pull subscriptions exist once the broker started
         self._tasks = [asyncio.create_task(job(), name=getattr(job, "__name__", "background"))
                        for job in self.background]
         log.info("service %s started", self.name)

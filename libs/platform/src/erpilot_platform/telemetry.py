@@ -47,6 +47,11 @@ def _endpoint(signal: str) -> str | None:
     return os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
+def metrics_exported() -> bool:
+    """Whether this process sends its metrics anywhere (else a loop that only feeds a gauge is idle cost)."""
+    return bool(_endpoint("METRICS")) and os.environ.get("OTEL_SDK_DISABLED", "").lower() != "true"
+
+
 def configure_telemetry(service: str) -> None:
     """Install the global tracer and meter providers for this process (once)."""
     global _configured

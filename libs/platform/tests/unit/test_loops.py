@@ -6,8 +6,10 @@ import asyncio
 import logging
 
 import pytest
+from sqlalchemy import MetaData
 
-from erpilot_platform.loops import Soon, every, retry_wait
+from erpilot_platform.loops import Soon, every, looking_later, retry_wait
+from erpilot_platform.outbox import Outbox, outbox_table
 
 
 class Stop(BaseException):
@@ -146,3 +148,18 @@ async def test_a_loop_woken_all_the_time_still_stops_when_cancelled() -> None:
         loop.cancel()
         done, _ = await asyncio.wait({loop}, timeout=5)
         assert loop in done and loop.cancelled()
+
+
+async def test_looking_later_waits_its_delay_after_a_wake_up_never_past_the_interval() -> None:
+    wake = asyncio.Event()
+    assert not await looking_later(3600.0)(wake, 0.0)  # not woken: the interval ran out
+    wake.set()
+    assert await looking_later(0.0)(wake, 3600.0)  # woken: it looks `delay` later (here at once)
+    assert await looking_later(3600.0)(wake, 0.0)  # never later than the interval it was given
+
+
+def test_every_wake_up_of_an_outbox_sets_its_watchers() -> None:
+    outbox = Outbox(outbox_table(MetaData()), lock_key=1)
+    first, second = outbox.watch(), outbox.watch()
+    outbox.wake()
+    assert first.is_set() and second.is_set()

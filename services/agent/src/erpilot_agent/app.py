@@ -56,8 +56,10 @@ def build(settings: AgentSettings, *, uow_factory: UnitOfWorkFactory | None = No
     async def relay() -> None:
         await repository.outbox.run(engine, broker)
 
+    # Both look at rows only this process's commits (or a dead replica) leave behind: woken with the relay.
     async def reconciler() -> None:
-        await run_reconciler(tool_calls, older_than=timedelta(seconds=settings.reconcile_after_seconds))
+        await run_reconciler(tool_calls, older_than=timedelta(seconds=settings.reconcile_after_seconds),
+                             wake=repository.outbox.watch())
 
     async def resumer() -> None:
         await run_resumer(run_service, stale_seconds=settings.resume_runs_after_seconds)

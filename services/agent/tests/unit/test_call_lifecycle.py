@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from erpilot_agent.domain.call_identity import call_key
-from erpilot_agent.service_layer.reconciler import reconcile_once
+from erpilot_agent.service_layer.reconciler import reconcile_due, reconcile_once
 from erpilot_agent.service_layer.run_tools import PipelineTools
 from erpilot_platform.broker import ServiceUnavailable, TransientError
 
@@ -142,6 +142,17 @@ async def test_the_reconciler_records_a_commit_whose_answer_was_lost_without_sen
     view = await service.view(KEY)
     assert (view["outcome"], view["result"]) == ("succeeded", {"committed": waiting["operation_id"]})
     assert len(downstream.commits) == 1  # asked the ERP, did not commit again
+
+
+async def test_the_reconciler_sleeps_until_a_call_in_flight_could_be_stuck(service, make, downstream, waiting):
+    downstream.lose_answer = True
+    with pytest.raises(ServiceUnavailable):
+        await resolve(service, make, waiting, "approved")
+
+    settled, again = await reconcile_due(service, older_than=timedelta(hours=1))
+
+    assert settled == 0 and 3500 < again.seconds <= 3600.01  # not before it is an hour old, not polling
+    assert len(downstream.commits) == 1
 
 
 async def test_the_reconciler_sends_a_commit_the_erp_never_got(service, make, downstream, waiting):

@@ -11,7 +11,7 @@ from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
 from erpilot_approval.service_layer.audit import CheckpointSigner
 from erpilot_approval.service_layer.audit_queries import record_operation_finished
-from erpilot_approval.service_layer.expiry import ExpirySweeper
+from erpilot_approval.service_layer.expiry import DEADLINES_CHANNEL, ExpirySweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
 from erpilot_approval.service_layer.ports import ApprovalStore, ErpPort, Ports
@@ -23,8 +23,10 @@ from erpilot_platform.broker import create_broker
 from erpilot_platform.db import create_engine
 from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.logs import configure_logging
+from erpilot_platform.notifications import Listener
 from erpilot_platform.outbox import Outbox
 from erpilot_platform.runtime import ServiceApp, register_ping, run_service, serve
+from erpilot_platform.telemetry import metrics_exported
 
 SERVICE = "approval"
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -44,7 +46,11 @@ def build(settings: ApprovalSettings, *, uow_factory: ApprovalStore | None = Non
     service_bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=advisory_locks.APPROVAL_OUTBOX)
     store = uow_factory or SqlApprovalStore(engine, outbox, signing_key)
-    sweeper = ExpirySweeper(store, poll_seconds=settings.expiry_poll_seconds)
+    # The sweeper hears of every replica's new deadlines only from the database: a substitute store has none.
+    deadlines = Listener(settings.database_url, DEADLINES_CHANNEL, lambda: sweeper.wake(),
+                         application_name="erpilot-approval-deadlines") if uow_factory is None else None
+    sweeper = ExpirySweeper(store, poll_seconds=settings.expiry_poll_seconds,
+                            listening=lambda: deadlines is not None and deadlines.listening)
     ports = Ports(store=store, erp=bus or ErpClient(broker), policy=policy, signing_key=signing_key,
                   new_deadline=sweeper.wake)
     register_ping(service_bus, engine)
@@ -77,7 +83,12 @@ def build(settings: ApprovalSettings, *, uow_factory: ApprovalStore | None = Non
     async def audit_checkpoints() -> None:
         await signer.run()
 
-    background = [relay, expiry, pending_gauge, audit_checkpoints]
+    async def deadline_listener() -> None:
+        await deadlines.run()
+
+    background = [relay, expiry, audit_checkpoints]
+    background += [deadline_listener] if deadlines is not None else []
+    background += [pending_gauge] if metrics_exported() else []  # a count every 5 s that nobody reads
     background += [webhook_dispatch] if webhooks else []
     background += [expiry_warnings] if warnings.windows else []  # a loop with nothing to do would end
     return ServiceApp(SERVICE, broker, engine, background=background)

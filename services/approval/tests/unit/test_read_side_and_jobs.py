@@ -16,7 +16,7 @@ from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.domain.webhooks import Webhook
 from erpilot_approval.service_layer.audit import CheckpointSigner
 from erpilot_approval.service_layer.audit_queries import audit_rows, record_operation_finished
-from erpilot_approval.service_layer.expiry import ExpirySweeper
+from erpilot_approval.service_layer.expiry import EPSILON_SECONDS, LISTENING_POLL_SECONDS, ExpirySweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
 from erpilot_approval.service_layer.queries import get_approval, list_approvals
@@ -32,6 +32,7 @@ from erpilot_contracts.approval.v1 import (
     ListApprovalsV1,
 )
 from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_platform.loops import Soon
 from erpilot_platform.telemetry import pending_approvals
 
 from .conftest import NOW, Desk
@@ -157,6 +158,18 @@ async def test_the_expiry_sweeper_knows_the_next_deadline(desk):
     assert await sweeper.seconds_to_next_deadline() == -60  # overdue
     assert await sweeper.sweep_once() == 1
     assert await sweeper.seconds_to_next_deadline() is None
+
+
+async def test_the_expiry_sweeper_sleeps_long_only_while_it_hears_of_every_replica_s_deadlines(desk):
+    heard = False
+    sweeper = ExpirySweeper(desk.store, poll_seconds=1.0, listening=lambda: heard)
+    assert await sweeper.sweep_due() == Soon(1.0)  # nothing pending, and a replica may store one unheard
+    heard = True
+    assert await sweeper.sweep_due() == Soon(LISTENING_POLL_SECONDS)
+    await desk.request("submit_order")
+    assert await sweeper.sweep_due() == Soon(LISTENING_POLL_SECONDS)  # the deadline is 15 minutes away
+    desk.store.advance(minutes=14, seconds=59)
+    assert await sweeper.sweep_due() == Soon(1.0 + EPSILON_SECONDS)
 
 
 async def test_an_approval_is_warned_once_within_its_window_and_never_after_it_ended():
