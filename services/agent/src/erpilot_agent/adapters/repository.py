@@ -40,28 +40,34 @@ async def append_event(conn: AsyncConnection, session_id: str, type_: str, data:
     return seq
 
 
-async def append_events(conn: AsyncConnection, session_id: str,
-                        events: list[tuple[str, dict[str, Any]]]) -> list[int]:
+async def append_events(conn: AsyncConnection, session_id: str, events: list[tuple[str, dict[str, Any]]], *,
+                        last_seq: int | None = None) -> list[int]:
     """Append the events with the next gap-free ``seq`` numbers and queue them for publication; their seqs.
 
-    The ``UPDATE ... RETURNING`` takes the session row lock, so concurrent writers of one session
-    get consecutive numbers in commit order; the outbox relays them in that order. One statement
-    each for the numbers, the events and their outbox rows, however many events there are.
+    The session row lock orders concurrent writers of one session: they get consecutive numbers in
+    commit order, and the outbox relays them in that order. ``last_seq``: the session's as read under
+    that lock in this transaction (``get_tool_call(lock=True)``); then the numbers, the events and their
+    outbox rows are one statement. Without it an ``UPDATE … RETURNING`` takes the lock and the numbers
+    first (two statements), however many events there are.
     """
     if not events:
         return []
-    last = await conn.scalar(
-        update(sessions).where(sessions.c.session_id == session_id)
-        .values(last_seq=sessions.c.last_seq + len(events)).returning(sessions.c.last_seq)
-    )
+    numbers = update(sessions).where(sessions.c.session_id == session_id)
+    if last_seq is None:
+        last_seq = await conn.scalar(
+            numbers.values(last_seq=sessions.c.last_seq + len(events)).returning(sessions.c.last_seq)
+        ) - len(events)
+        extra = []
+    else:
+        extra = [numbers.values(last_seq=last_seq + len(events)).cte("numbered")]
     occurred_at = now()
     stored = [SessionEventV1(seq=seq, type=type_, session_id=session_id, occurred_at=occurred_at, data=data)
-              for seq, (type_, data) in zip(range(last - len(events) + 1, last + 1), events, strict=True)]
-    await conn.execute(session_events.insert(), [
+              for seq, (type_, data) in enumerate(events, start=last_seq + 1)]
+    appended = session_events.insert().values([
         {"session_id": session_id, "seq": e.seq, "type": e.type, "data": e.data, "occurred_at": occurred_at}
-        for e in stored])
-    await outbox.add_all(conn, [(session_events_subject(session_id), e, f"session:{session_id}:{e.seq}")
-                                for e in stored])
+        for e in stored]).cte("appended")
+    await conn.execute(outbox.insert([(session_events_subject(session_id), e, f"session:{session_id}:{e.seq}")
+                                      for e in stored]).add_cte(appended, *extra))
     return [e.seq for e in stored]
 
 
@@ -73,17 +79,26 @@ async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0
 
 
 async def get_tool_call(conn: AsyncConnection, call_key: str, *, lock: bool = False) -> Any:
-    """The call with this ``call_key`` (domain.call_identity: session id and call id together)."""
-    stmt = select(tool_calls).where(tool_calls.c.call_key == call_key)
-    if lock:
-        stmt = stmt.with_for_update()
-    return (await conn.execute(stmt)).first()
+    """The call with this ``call_key`` (domain.call_identity: session id and call id together).
+
+    ``lock``: with its session's ``last_seq``, both rows locked until the transaction ends (the call
+    against other transitions, the session for the events the transition appends: ``append_events``)."""
+    if not lock:
+        return (await conn.execute(select(tool_calls).where(tool_calls.c.call_key == call_key))).first()
+    return (await conn.execute(
+        select(tool_calls, sessions.c.last_seq).join(sessions, sessions.c.session_id == tool_calls.c.session_id)
+        .where(tool_calls.c.call_key == call_key).with_for_update()
+    )).first()
 
 
 async def insert_tool_call(conn: AsyncConnection, **values: Any) -> Any:
-    """Insert a new call and return its row; None if a concurrent delivery of the same command inserted it first."""
-    inserted = await conn.execute(insert(tool_calls).values(**values).on_conflict_do_nothing().returning(tool_calls))
-    return inserted.first()
+    """Insert a new call and return its row with its session's ``last_seq``, the session row locked (as
+    ``get_tool_call(lock=True)``); None if a concurrent delivery of the same command inserted it first."""
+    inserted = insert(tool_calls).values(**values).on_conflict_do_nothing().returning(tool_calls).cte("inserted")
+    return (await conn.execute(
+        select(inserted, sessions.c.last_seq).join(sessions, sessions.c.session_id == inserted.c.session_id)
+        .with_for_update(of=sessions)
+    )).first()
 
 
 async def update_tool_call(conn: AsyncConnection, call_key: str, **values: Any) -> Any:

@@ -76,7 +76,9 @@ class CallRepository(Protocol):
 
 
 class CallUnitOfWork(Protocol):
-    """One transaction: what is not committed when the block ends is rolled back."""
+    """One transaction: what is not committed when the block ends is rolled back. A read-only one (the
+    factory's ``read_only=True``) only reads, each read as of its own moment (as READ COMMITTED reads
+    are anyway), takes no locks and cannot emit or commit."""
 
     calls: CallRepository
     sessions: SessionRepository
@@ -96,7 +98,8 @@ class CallUnitOfWork(Protocol):
     async def commit(self) -> None: ...
 
 
-UnitOfWorkFactory = Callable[[], CallUnitOfWork]
+class UnitOfWorkFactory(Protocol):
+    def __call__(self, *, read_only: bool = False) -> CallUnitOfWork: ...
 
 
 class CallDownstream(Protocol):

@@ -13,7 +13,7 @@ STUCK_STATES = ("approved", "executing")
 
 
 async def reconcile_once(service: ToolCallService, *, older_than: timedelta) -> int:
-    async with service.uow() as uow:
+    async with service.uow(read_only=True) as uow:
         records = await uow.calls.stuck(STUCK_STATES, older_than)
     for record in records:
         try:
