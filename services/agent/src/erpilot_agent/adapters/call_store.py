@@ -11,7 +11,7 @@ under READ COMMITTED every statement has its own snapshot anyway, so BEGIN and R
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,13 +33,17 @@ def _record(row: Any) -> CallRecord:
 
 
 class SqlCallRepository:
-    def __init__(self, conn: AsyncConnection, locked_seqs: dict[str, int], writable: Callable[[], None]):
+    def __init__(self, conn: AsyncConnection, locked_seqs: dict[str, int], writable: Callable[[], None],
+                 emit: Callable[[str, list[SessionEvent]], Awaitable[None]]):
         self.conn = conn
         self.locked_seqs = locked_seqs  # session id -> its last_seq, the session row locked by this transaction
+        self.sessions_of: dict[str, str] = {}  # call key -> session id, of the calls locked by this transaction
         self.writable = writable  # raises in a read-only unit of work
+        self.emit = emit
 
     def _locked(self, row: Any) -> CallRecord:
         self.locked_seqs[row.session_id] = row.last_seq
+        self.sessions_of[row.call_key] = row.session_id
         return _record(row)
 
     async def get(self, call_key: str, *, lock: bool = False) -> CallRecord | None:
@@ -58,12 +62,21 @@ class SqlCallRepository:
             tool=call.tool, request_hash=request_hash, operation_id=operation_id, **calls.to_columns(call))
         return self._locked(row) if row is not None else None
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
+    async def save(self, call_key: str, call: ToolCall, *, events: list[SessionEvent] = (), commit_sent: bool = False,
+                   **columns: Any) -> CallRecord:
         self.writable()
         values = {**calls.to_columns(call), **columns}
         if commit_sent:
             values["commit_sent_at"] = repository.now()
-        return _record(await repository.update_tool_call(self.conn, call_key, **values))
+        session_id = self.sessions_of.get(call_key)
+        if events and session_id in self.locked_seqs:  # numbered under the lock: the call and its events at once
+            row = await repository.update_tool_call(self.conn, call_key, events=[(e.type, e.data) for e in events],
+                                                    session=(session_id, self.locked_seqs[session_id]), **values)
+            self.locked_seqs[session_id] += len(events)
+            return _record(row)
+        record = _record(await repository.update_tool_call(self.conn, call_key, **values))
+        await self.emit(record.session_id, events)
+        return record
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
         if not call_ids:
@@ -125,7 +138,7 @@ class SqlCallUnitOfWork:
         if self.read_only:  # each statement on its own: no BEGIN, no ROLLBACK round trip
             await self.conn.execution_options(isolation_level="AUTOCOMMIT")
         self.locked_seqs: dict[str, int] = {}
-        self.calls = SqlCallRepository(self.conn, self.locked_seqs, self._writable)
+        self.calls = SqlCallRepository(self.conn, self.locked_seqs, self._writable, self.emit)
         self.sessions = SqlSessionRepository(self.conn)
         return self
 

@@ -11,7 +11,7 @@ copied in and out, so a caller never changes the store by changing what it got. 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,8 +41,8 @@ class MemoryCallStore:
 
 class MemoryCallRepository:
     def __init__(self, store: MemoryCallStore, staged: dict[str, CallRecord], sent: set[str],
-                 writable: Callable[[], None]):
-        self.store, self.staged, self.sent, self.writable = store, staged, sent, writable
+                 writable: Callable[[], None], emit: Callable[[str, list[SessionEvent]], Awaitable[None]]):
+        self.store, self.staged, self.sent, self.writable, self.emit = store, staged, sent, writable, emit
 
     def _current(self, call_key: str) -> CallRecord | None:
         return self.staged.get(call_key) or self.store.rows.get(call_key)
@@ -62,7 +62,8 @@ class MemoryCallRepository:
                                            request_hash, None, now, now, copy.deepcopy(call))
         return copy.deepcopy(self.staged[call_key])
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
+    async def save(self, call_key: str, call: ToolCall, *, events: list[SessionEvent] = (), commit_sent: bool = False,
+                   **columns: Any) -> CallRecord:
         self.writable()
         record = copy.deepcopy(self._current(call_key))
         record.call = copy.deepcopy(call)
@@ -71,6 +72,7 @@ class MemoryCallRepository:
         self.staged[call_key] = replace(record, updated_at=datetime.now(UTC), **columns)
         if commit_sent:
             self.sent.add(call_key)
+        await self.emit(record.session_id, list(events))
         return copy.deepcopy(self.staged[call_key])
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
@@ -135,7 +137,7 @@ class MemoryCallUnitOfWork:
         self.sent: set[str] = set()
         self.events: list[tuple[str, str, dict[str, Any]]] = []
         self.new_sessions: dict[str, SessionRecord] = {}
-        self.calls = MemoryCallRepository(self.store, self.staged, self.sent, self._writable)
+        self.calls = MemoryCallRepository(self.store, self.staged, self.sent, self._writable, self.emit)
         self.sessions = MemorySessionRepository(self.store, self)
         return self
 

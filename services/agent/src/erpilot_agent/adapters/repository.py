@@ -52,23 +52,39 @@ async def append_events(conn: AsyncConnection, session_id: str, events: list[tup
     """
     if not events:
         return []
-    numbers = update(sessions).where(sessions.c.session_id == session_id)
     if last_seq is None:
         last_seq = await conn.scalar(
-            numbers.values(last_seq=sessions.c.last_seq + len(events)).returning(sessions.c.last_seq)
+            update(sessions).where(sessions.c.session_id == session_id)
+            .values(last_seq=sessions.c.last_seq + len(events)).returning(sessions.c.last_seq)
         ) - len(events)
-        extra = []
+        [_, *writes], seqs = _event_writes(session_id, events, last_seq)  # numbered already
     else:
-        extra = [numbers.values(last_seq=last_seq + len(events)).cte("numbered")]
+        writes, seqs = _event_writes(session_id, events, last_seq)
+    *first, last = writes
+    await conn.execute(_with(last, first))
+    return seqs
+
+
+def _event_writes(session_id: str, events: list[tuple[str, dict[str, Any]]],
+                  last_seq: int) -> tuple[list[Any], list[int]]:
+    """The writes that append ``events`` after ``last_seq`` (the session's, under its row lock): the new
+    ``last_seq``, the events and their outbox rows; and the events' seqs."""
     occurred_at = now()
     stored = [SessionEventV1(seq=seq, type=type_, session_id=session_id, occurred_at=occurred_at, data=data)
               for seq, (type_, data) in enumerate(events, start=last_seq + 1)]
-    appended = session_events.insert().values([
-        {"session_id": session_id, "seq": e.seq, "type": e.type, "data": e.data, "occurred_at": occurred_at}
-        for e in stored]).cte("appended")
-    await conn.execute(outbox.insert([(session_events_subject(session_id), e, f"session:{session_id}:{e.seq}")
-                                      for e in stored]).add_cte(appended, *extra))
-    return [e.seq for e in stored]
+    return [
+        update(sessions).where(sessions.c.session_id == session_id).values(last_seq=last_seq + len(events)),
+        session_events.insert().values([
+            {"session_id": session_id, "seq": e.seq, "type": e.type, "data": e.data, "occurred_at": occurred_at}
+            for e in stored]),
+        outbox.insert([(session_events_subject(session_id), e, f"session:{session_id}:{e.seq}") for e in stored]),
+    ], [e.seq for e in stored]
+
+
+def _with(statement: Any, writes: list[Any]) -> Any:
+    """``statement`` with ``writes`` as data-modifying CTEs: one statement, one round trip (PostgreSQL runs
+    them all on one snapshot; they touch other rows than ``statement``, so none needs to see another)."""
+    return statement.add_cte(*(write.cte(f"write_{i}") for i, write in enumerate(writes)))
 
 
 async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0) -> list[Any]:
@@ -101,10 +117,15 @@ async def insert_tool_call(conn: AsyncConnection, **values: Any) -> Any:
     )).first()
 
 
-async def update_tool_call(conn: AsyncConnection, call_key: str, **values: Any) -> Any:
-    """Change the call and return its row as changed (None if there is no such call)."""
-    return (await conn.execute(update(tool_calls).where(tool_calls.c.call_key == call_key)
-                               .values(updated_at=now(), **values).returning(tool_calls))).first()
+async def update_tool_call(conn: AsyncConnection, call_key: str, *, events: list[tuple[str, dict[str, Any]]] = (),
+                           session: tuple[str, int] | None = None, **values: Any) -> Any:
+    """Change the call and return its row as changed (None if there is no such call); with ``events``
+    appended to ``session`` (its id and ``last_seq`` under its row lock) in the same statement."""
+    stmt = update(tool_calls).where(tool_calls.c.call_key == call_key).values(updated_at=now(), **values)
+    if events:
+        session_id, last_seq = session
+        stmt = _with(stmt, _event_writes(session_id, list(events), last_seq)[0])
+    return (await conn.execute(stmt.returning(tool_calls))).first()
 
 
 async def session_tool_calls(conn: AsyncConnection, session_id: str) -> list[Any]:

@@ -182,8 +182,7 @@ class CallPipeline:
             events = change(call)
             if not events:
                 return None
-            saved = await uow.calls.save(key, call, commit_sent=commit_sent, **columns)
-            await uow.emit(record.session_id, events)
+            saved = await uow.calls.save(key, call, events=events, commit_sent=commit_sent, **columns)
             await uow.commit()
         if call.state is CallState.FINISHED:
             await self.finished(saved)

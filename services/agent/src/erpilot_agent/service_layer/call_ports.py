@@ -56,10 +56,11 @@ class CallRepository(Protocol):
         """Record a new call and return it; None if a concurrent delivery of the same command recorded it first."""
         ...
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
-        """Store the call's new state and return the call as stored; ``columns`` may replace
-        ``operation_id``, ``arguments`` (an edit) or set ``grant``; ``commit_sent`` notes when the commit
-        went out."""
+    async def save(self, call_key: str, call: ToolCall, *, events: list[SessionEvent] = (), commit_sent: bool = False,
+                   **columns: Any) -> CallRecord:
+        """Store the call's new state with ``events`` appended to its session (as ``emit``) and return the
+        call as stored; ``columns`` may replace ``operation_id``, ``arguments`` (an edit) or set ``grant``;
+        ``commit_sent`` notes when the commit went out. (In SQL, after ``get(lock=True)``, one statement.)"""
         ...
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
