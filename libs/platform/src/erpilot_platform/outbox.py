@@ -23,7 +23,7 @@ from typing import Any
 
 from opentelemetry import propagate
 from pydantic import BaseModel
-from sqlalchemy import JSON, BigInteger, Column, DateTime, MetaData, String, Table, delete, func, select, text
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Insert, MetaData, String, Table, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform.failpoints import failpoint
@@ -80,9 +80,16 @@ class Outbox:
         *, headers: dict[str, str] | None = None,
     ) -> None:
         """Record several events (subject, payload, msg_id or None) in one statement, in this order."""
+        await conn.execute(self.insert(items, headers=headers))
+
+    def insert(
+        self, items: list[tuple[str, BaseModel | dict[str, Any], str | None]], *, headers: dict[str, str] | None = None,
+    ) -> Insert:
+        """The one multi-row INSERT of ``add_all``: run it, or attach other writes of the transaction to it
+        as CTEs (one round trip for the state change and its events)."""
         headers = dict(headers or {})
         propagate.inject(headers)  # the trace continues from the relay's publish, not from nowhere
-        await conn.execute(self.table.insert(), [
+        return self.table.insert().values([
             {"msg_id": msg_id or str(uuid.uuid4()), "subject": subject, "headers": headers,
              "payload": payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload}
             for subject, payload, msg_id in items])
@@ -101,37 +108,38 @@ class Outbox:
         return event
 
     async def publish_pending(self, engine: AsyncEngine, broker: Any, *, batch: int = RELAY_BATCH) -> int:
-        """Publish one batch in id order; returns how many rows were published."""
+        """Publish one batch in id order; returns how many rows were published.
+
+        The batch is deleted first (``DELETE … RETURNING``, one round trip) and published inside the same
+        transaction: a failed publish or a crash rolls the delete back, and the rows are published again
+        (de-duplicated by ``Nats-Msg-Id``)."""
         async with engine.begin() as conn:
             got_lock = await conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.lock_key})
             self.contended = not got_lock
             if not got_lock:
                 return 0
-            rows = (await conn.execute(
-                select(self.table).order_by(self.table.c.id).limit(batch)
-            )).mappings().all()
-            published: list[int] = []
-            try:
-                for row in rows:
-                    stored = row["headers"] or {}
-                    with tracer.start_as_current_span("outbox relay", context=propagate.extract(stored)):
-                        headers = {k: v for k, v in stored.items() if k not in _TRACE_HEADERS}
-                        headers["Nats-Msg-Id"] = row["msg_id"]
-                        await broker.publish(
-                            json.dumps(row["payload"]).encode(), row["subject"], headers=headers,
-                            stream=_stream_for(row["subject"]), timeout=PUBLISH_TIMEOUT_SECONDS,
-                        )
-                    published.append(row["id"])
-                    failpoint("outbox.after_publish")
-            finally:
-                if published:
-                    await conn.execute(delete(self.table).where(self.table.c.id.in_(published)))
-                    failpoint("outbox.before_commit")  # the batch is published and deleted, not committed
-            return len(published)
+            oldest = select(self.table.c.id).order_by(self.table.c.id).limit(batch).scalar_subquery()
+            rows = sorted((await conn.execute(
+                delete(self.table).where(self.table.c.id.in_(oldest)).returning(*self.table.c)
+            )).mappings().all(), key=lambda row: row["id"])  # RETURNING has no order
+            for row in rows:
+                stored = row["headers"] or {}
+                with tracer.start_as_current_span("outbox relay", context=propagate.extract(stored)):
+                    headers = {k: v for k, v in stored.items() if k not in _TRACE_HEADERS}
+                    headers["Nats-Msg-Id"] = row["msg_id"]
+                    await broker.publish(
+                        json.dumps(row["payload"]).encode(), row["subject"], headers=headers,
+                        stream=_stream_for(row["subject"]), timeout=PUBLISH_TIMEOUT_SECONDS,
+                    )
+                failpoint("outbox.after_publish")
+            if rows:
+                failpoint("outbox.before_commit")  # the batch is published and deleted, not committed
+            return len(rows)
 
     async def has_pending(self, engine: AsyncEngine) -> bool:
-        """A read-only look (no lock, nothing committed): is any row waiting?"""
+        """A read-only look (no lock, no transaction: one round trip): is any row waiting?"""
         async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
             return (await conn.scalar(select(self.table.c.id).limit(1))) is not None
 
     async def run(self, engine: AsyncEngine, broker: Any, *, poll_interval: float = SAFETY_POLL_SECONDS) -> None:

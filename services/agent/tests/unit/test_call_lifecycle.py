@@ -46,7 +46,7 @@ async def test_an_approval_commits_with_its_grant_and_finishes_the_call(service,
                                           "tool_finished"]
     assert store.commit_sent == {KEY}
     assert finished == [KEY]
-    assert units == 3  # approved, executing, finished: one transaction each, no reads between
+    assert units == 2  # approved with the intent (executing), finished: one transaction each, no reads between
 
 
 async def test_a_redelivered_approval_commits_nothing_more(service, store, make, downstream, waiting):

@@ -11,6 +11,7 @@ copied in and out, so a caller never changes the store by changing what it got. 
 from __future__ import annotations
 
 import copy
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,22 +35,26 @@ class MemoryCallStore:
     def event_types(self, session_id: str) -> list[str]:
         return [type_ for sid, type_, _ in self.events if sid == session_id]
 
-    def unit_of_work(self) -> MemoryCallUnitOfWork:
-        return MemoryCallUnitOfWork(self)
+    def unit_of_work(self, *, read_only: bool = False) -> MemoryCallUnitOfWork:
+        return MemoryCallUnitOfWork(self, read_only=read_only)
 
 
 class MemoryCallRepository:
-    def __init__(self, store: MemoryCallStore, staged: dict[str, CallRecord], sent: set[str]):
-        self.store, self.staged, self.sent = store, staged, sent
+    def __init__(self, store: MemoryCallStore, staged: dict[str, CallRecord], sent: set[str],
+                 writable: Callable[[], None], emit: Callable[[str, list[SessionEvent]], Awaitable[None]]):
+        self.store, self.staged, self.sent, self.writable, self.emit = store, staged, sent, writable, emit
 
     def _current(self, call_key: str) -> CallRecord | None:
         return self.staged.get(call_key) or self.store.rows.get(call_key)
 
     async def get(self, call_key: str, *, lock: bool = False) -> CallRecord | None:
+        if lock:
+            self.writable()
         return copy.deepcopy(self._current(call_key))
 
     async def add(self, *, call_key: str, call_id: str, session_id: str, run_id: str | None, source: str,
                   request_hash: str, operation_id: str, call: ToolCall) -> CallRecord | None:
+        self.writable()
         if self._current(call_key) is not None:
             return None
         now = datetime.now(UTC)
@@ -57,7 +62,9 @@ class MemoryCallRepository:
                                            request_hash, None, now, now, copy.deepcopy(call))
         return copy.deepcopy(self.staged[call_key])
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
+    async def save(self, call_key: str, call: ToolCall, *, events: list[SessionEvent] = (), commit_sent: bool = False,
+                   **columns: Any) -> CallRecord:
+        self.writable()
         record = copy.deepcopy(self._current(call_key))
         record.call = copy.deepcopy(call)
         if "arguments" in columns:  # an edit: the stored arguments are the call's from now on
@@ -65,6 +72,7 @@ class MemoryCallRepository:
         self.staged[call_key] = replace(record, updated_at=datetime.now(UTC), **columns)
         if commit_sent:
             self.sent.add(call_key)
+        await self.emit(record.session_id, list(events))
         return copy.deepcopy(self.staged[call_key])
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
@@ -119,8 +127,9 @@ class MemorySessionRepository:
 
 
 class MemoryCallUnitOfWork:
-    def __init__(self, store: MemoryCallStore):
+    def __init__(self, store: MemoryCallStore, *, read_only: bool = False):
         self.store = store
+        self.read_only = read_only
 
     async def __aenter__(self) -> MemoryCallUnitOfWork:
         self.store.units += 1
@@ -128,7 +137,7 @@ class MemoryCallUnitOfWork:
         self.sent: set[str] = set()
         self.events: list[tuple[str, str, dict[str, Any]]] = []
         self.new_sessions: dict[str, SessionRecord] = {}
-        self.calls = MemoryCallRepository(self.store, self.staged, self.sent)
+        self.calls = MemoryCallRepository(self.store, self.staged, self.sent, self._writable, self.emit)
         self.sessions = MemorySessionRepository(self.store, self)
         return self
 
@@ -142,9 +151,15 @@ class MemoryCallUnitOfWork:
         return session.owner if session is not None else None
 
     async def emit(self, session_id: str, events: list[SessionEvent]) -> None:
+        self._writable()
         self.events += [(session_id, e.type, copy.deepcopy(e.data)) for e in events]
 
+    def _writable(self) -> None:
+        if self.read_only:  # as the SQL one: its statements would not be one unit of work
+            raise RuntimeError("a read-only unit of work writes nothing")
+
     async def commit(self) -> None:
+        self._writable()
         self.store.rows.update(self.staged)
         self.store.events += self.events
         self.store.commit_sent |= self.sent

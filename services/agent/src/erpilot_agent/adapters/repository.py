@@ -40,29 +40,51 @@ async def append_event(conn: AsyncConnection, session_id: str, type_: str, data:
     return seq
 
 
-async def append_events(conn: AsyncConnection, session_id: str,
-                        events: list[tuple[str, dict[str, Any]]]) -> list[int]:
+async def append_events(conn: AsyncConnection, session_id: str, events: list[tuple[str, dict[str, Any]]], *,
+                        last_seq: int | None = None) -> list[int]:
     """Append the events with the next gap-free ``seq`` numbers and queue them for publication; their seqs.
 
-    The ``UPDATE ... RETURNING`` takes the session row lock, so concurrent writers of one session
-    get consecutive numbers in commit order; the outbox relays them in that order. One statement
-    each for the numbers, the events and their outbox rows, however many events there are.
+    The session row lock orders concurrent writers of one session: they get consecutive numbers in
+    commit order, and the outbox relays them in that order. ``last_seq``: the session's as read under
+    that lock in this transaction (``get_tool_call(lock=True)``); then the numbers, the events and their
+    outbox rows are one statement. Without it an ``UPDATE … RETURNING`` takes the lock and the numbers
+    first (two statements), however many events there are.
     """
     if not events:
         return []
-    last = await conn.scalar(
-        update(sessions).where(sessions.c.session_id == session_id)
-        .values(last_seq=sessions.c.last_seq + len(events)).returning(sessions.c.last_seq)
-    )
+    if last_seq is None:
+        last_seq = await conn.scalar(
+            update(sessions).where(sessions.c.session_id == session_id)
+            .values(last_seq=sessions.c.last_seq + len(events)).returning(sessions.c.last_seq)
+        ) - len(events)
+        [_, *writes], seqs = _event_writes(session_id, events, last_seq)  # numbered already
+    else:
+        writes, seqs = _event_writes(session_id, events, last_seq)
+    *first, last = writes
+    await conn.execute(_with(last, first))
+    return seqs
+
+
+def _event_writes(session_id: str, events: list[tuple[str, dict[str, Any]]],
+                  last_seq: int) -> tuple[list[Any], list[int]]:
+    """The writes that append ``events`` after ``last_seq`` (the session's, under its row lock): the new
+    ``last_seq``, the events and their outbox rows; and the events' seqs."""
     occurred_at = now()
     stored = [SessionEventV1(seq=seq, type=type_, session_id=session_id, occurred_at=occurred_at, data=data)
-              for seq, (type_, data) in zip(range(last - len(events) + 1, last + 1), events, strict=True)]
-    await conn.execute(session_events.insert(), [
-        {"session_id": session_id, "seq": e.seq, "type": e.type, "data": e.data, "occurred_at": occurred_at}
-        for e in stored])
-    await outbox.add_all(conn, [(session_events_subject(session_id), e, f"session:{session_id}:{e.seq}")
-                                for e in stored])
-    return [e.seq for e in stored]
+              for seq, (type_, data) in enumerate(events, start=last_seq + 1)]
+    return [
+        update(sessions).where(sessions.c.session_id == session_id).values(last_seq=last_seq + len(events)),
+        session_events.insert().values([
+            {"session_id": session_id, "seq": e.seq, "type": e.type, "data": e.data, "occurred_at": occurred_at}
+            for e in stored]),
+        outbox.insert([(session_events_subject(session_id), e, f"session:{session_id}:{e.seq}") for e in stored]),
+    ], [e.seq for e in stored]
+
+
+def _with(statement: Any, writes: list[Any]) -> Any:
+    """``statement`` with ``writes`` as data-modifying CTEs: one statement, one round trip (PostgreSQL runs
+    them all on one snapshot; they touch other rows than ``statement``, so none needs to see another)."""
+    return statement.add_cte(*(write.cte(f"write_{i}") for i, write in enumerate(writes)))
 
 
 async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0) -> list[Any]:
@@ -73,23 +95,37 @@ async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0
 
 
 async def get_tool_call(conn: AsyncConnection, call_key: str, *, lock: bool = False) -> Any:
-    """The call with this ``call_key`` (domain.call_identity: session id and call id together)."""
-    stmt = select(tool_calls).where(tool_calls.c.call_key == call_key)
-    if lock:
-        stmt = stmt.with_for_update()
-    return (await conn.execute(stmt)).first()
+    """The call with this ``call_key`` (domain.call_identity: session id and call id together).
+
+    ``lock``: with its session's ``last_seq``, both rows locked until the transaction ends (the call
+    against other transitions, the session for the events the transition appends: ``append_events``)."""
+    if not lock:
+        return (await conn.execute(select(tool_calls).where(tool_calls.c.call_key == call_key))).first()
+    return (await conn.execute(
+        select(tool_calls, sessions.c.last_seq).join(sessions, sessions.c.session_id == tool_calls.c.session_id)
+        .where(tool_calls.c.call_key == call_key).with_for_update()
+    )).first()
 
 
 async def insert_tool_call(conn: AsyncConnection, **values: Any) -> Any:
-    """Insert a new call and return its row; None if a concurrent delivery of the same command inserted it first."""
-    inserted = await conn.execute(insert(tool_calls).values(**values).on_conflict_do_nothing().returning(tool_calls))
-    return inserted.first()
+    """Insert a new call and return its row with its session's ``last_seq``, the session row locked (as
+    ``get_tool_call(lock=True)``); None if a concurrent delivery of the same command inserted it first."""
+    inserted = insert(tool_calls).values(**values).on_conflict_do_nothing().returning(tool_calls).cte("inserted")
+    return (await conn.execute(
+        select(inserted, sessions.c.last_seq).join(sessions, sessions.c.session_id == inserted.c.session_id)
+        .with_for_update(of=sessions)
+    )).first()
 
 
-async def update_tool_call(conn: AsyncConnection, call_key: str, **values: Any) -> Any:
-    """Change the call and return its row as changed (None if there is no such call)."""
-    return (await conn.execute(update(tool_calls).where(tool_calls.c.call_key == call_key)
-                               .values(updated_at=now(), **values).returning(tool_calls))).first()
+async def update_tool_call(conn: AsyncConnection, call_key: str, *, events: list[tuple[str, dict[str, Any]]] = (),
+                           session: tuple[str, int] | None = None, **values: Any) -> Any:
+    """Change the call and return its row as changed (None if there is no such call); with ``events``
+    appended to ``session`` (its id and ``last_seq`` under its row lock) in the same statement."""
+    stmt = update(tool_calls).where(tool_calls.c.call_key == call_key).values(updated_at=now(), **values)
+    if events:
+        session_id, last_seq = session
+        stmt = _with(stmt, _event_writes(session_id, list(events), last_seq)[0])
+    return (await conn.execute(stmt.returning(tool_calls))).first()
 
 
 async def session_tool_calls(conn: AsyncConnection, session_id: str) -> list[Any]:

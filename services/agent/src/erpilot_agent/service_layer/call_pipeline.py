@@ -47,7 +47,7 @@ class CallPipeline:
         """
         for _ in range(6):  # each step moves the state forward; the bound guards against a loop
             if record is None:
-                async with self.uow() as uow:
+                async with self.uow(read_only=True) as uow:
                     record = await uow.calls.get(key)
             state = record.call.state
             if state is CallState.RUNNING:
@@ -182,8 +182,7 @@ class CallPipeline:
             events = change(call)
             if not events:
                 return None
-            saved = await uow.calls.save(key, call, commit_sent=commit_sent, **columns)
-            await uow.emit(record.session_id, events)
+            saved = await uow.calls.save(key, call, events=events, commit_sent=commit_sent, **columns)
             await uow.commit()
         if call.state is CallState.FINISHED:
             await self.finished(saved)
@@ -195,7 +194,7 @@ class CallPipeline:
             await self.on_finished(record.call_key)
 
     async def _owner(self, record: CallRecord) -> str | None:
-        async with self.uow() as uow:
+        async with self.uow(read_only=True) as uow:
             return await uow.owner_of(record.session_id)
 
 

@@ -56,10 +56,11 @@ class CallRepository(Protocol):
         """Record a new call and return it; None if a concurrent delivery of the same command recorded it first."""
         ...
 
-    async def save(self, call_key: str, call: ToolCall, *, commit_sent: bool = False, **columns: Any) -> CallRecord:
-        """Store the call's new state and return the call as stored; ``columns`` may replace
-        ``operation_id``, ``arguments`` (an edit) or set ``grant``; ``commit_sent`` notes when the commit
-        went out."""
+    async def save(self, call_key: str, call: ToolCall, *, events: list[SessionEvent] = (), commit_sent: bool = False,
+                   **columns: Any) -> CallRecord:
+        """Store the call's new state with ``events`` appended to its session (as ``emit``) and return the
+        call as stored; ``columns`` may replace ``operation_id``, ``arguments`` (an edit) or set ``grant``;
+        ``commit_sent`` notes when the commit went out. (In SQL, after ``get(lock=True)``, one statement.)"""
         ...
 
     async def of_session(self, session_id: str, call_ids: list[str]) -> list[CallRecord]:
@@ -76,7 +77,9 @@ class CallRepository(Protocol):
 
 
 class CallUnitOfWork(Protocol):
-    """One transaction: what is not committed when the block ends is rolled back."""
+    """One transaction: what is not committed when the block ends is rolled back. A read-only one (the
+    factory's ``read_only=True``) only reads, each read as of its own moment (as READ COMMITTED reads
+    are anyway), takes no locks and cannot emit or commit."""
 
     calls: CallRepository
     sessions: SessionRepository
@@ -96,7 +99,8 @@ class CallUnitOfWork(Protocol):
     async def commit(self) -> None: ...
 
 
-UnitOfWorkFactory = Callable[[], CallUnitOfWork]
+class UnitOfWorkFactory(Protocol):
+    def __call__(self, *, read_only: bool = False) -> CallUnitOfWork: ...
 
 
 class CallDownstream(Protocol):

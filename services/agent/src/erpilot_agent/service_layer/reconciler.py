@@ -31,7 +31,7 @@ async def reconcile_once(service: ToolCallService, *, older_than: timedelta) -> 
 
 async def reconcile_due(service: ToolCallService, *, older_than: timedelta) -> tuple[int, Soon | None]:
     """Settle the stuck calls: how many, and when to look again (the next call in flight is stuck) or None."""
-    async with service.uow() as uow:
+    async with service.uow(read_only=True) as uow:
         in_flight = await uow.calls.stuck(STUCK_STATES, timedelta(0))
     now = datetime.now(UTC)
     later, settled = [], 0

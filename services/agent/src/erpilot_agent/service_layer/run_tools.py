@@ -21,7 +21,7 @@ class PipelineTools:
     async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:
         if not call_ids:
             return {}
-        async with self.service.uow() as uow:
+        async with self.service.uow(read_only=True) as uow:
             records = await uow.calls.of_session(session_id, call_ids)
         found = {}
         for record in records:

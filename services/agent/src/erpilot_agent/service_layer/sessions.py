@@ -32,7 +32,7 @@ async def session_view(uow: UnitOfWorkFactory, query: GetSessionV1) -> ReplyV1:
     view has it in full). ``summary_only``: the session and its run status, nothing per call or message.
     """
     session_id = query.session_id
-    async with uow() as work:  # read only: nothing is committed
+    async with uow(read_only=True) as work:
         session = await work.sessions.get(session_id)
         if session is None or session.owner != query.owner:
             return ReplyV1.failure("not_found", f"session {session_id} not found", 404)
@@ -67,7 +67,7 @@ def _bounded(view: dict[str, Any]) -> dict[str, Any]:
 
 async def tool_call_view(uow: UnitOfWorkFactory, session_id: str, owner: str, call_id: str) -> ReplyV1:
     """The call ``call_id`` of this session (the same id in another session is another call)."""
-    async with uow() as work:
+    async with uow(read_only=True) as work:
         session = await work.sessions.get(session_id)
         record = await work.calls.get(call_key(session_id, call_id))
     if session is None or session.owner != owner or record is None:
@@ -81,7 +81,7 @@ async def list_sessions(uow: UnitOfWorkFactory, query: ListSessionsV1) -> ReplyV
         before = cursors.decode(query.cursor) if query.cursor else None
     except cursors.BadCursor as exc:
         return ReplyV1.failure(exc.code, str(exc), 422)
-    async with uow() as work:
+    async with uow(read_only=True) as work:
         rows = await work.sessions.owned_by(query.owner, q=query.q, before=before, limit=query.limit + 1)
     page = rows[:query.limit]
     items = [{"session_id": r.session_id, "title": r.title, "created_at": r.created_at.isoformat(),

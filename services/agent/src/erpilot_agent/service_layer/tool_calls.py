@@ -73,7 +73,7 @@ class ToolCallService:
         token = bind(session_id=session_id, call_id=call_id)
         try:
             digest = request_hash(tool, raw_arguments)
-            async with self.uow() as uow:
+            async with self.uow(read_only=True) as uow:
                 if await uow.owner_of(session_id) != owner:
                     raise CallRejected(ReplyV1.failure("not_found", f"session {session_id} not found", 404))
                 existing = await uow.calls.get(key)
@@ -124,7 +124,7 @@ class ToolCallService:
         return record
 
     async def view(self, key: str) -> dict[str, Any]:
-        async with self.uow() as uow:
+        async with self.uow(read_only=True) as uow:
             record = await uow.calls.get(key)
         return calls.view(record, record.call)
 
@@ -149,11 +149,16 @@ class ToolCallService:
             if call.pending is None or (call.pending.pending_id != pending_id and pending_id not in call.resolutions):
                 log.info("resolution of %s does not concern call %s now; ignored", pending_id, call.call_id)
                 return []
-            return call.resolve(pending_id, status, decided_by=decided_by, comment=comment)
+            events = call.resolve(pending_id, status, decided_by=decided_by, comment=comment)
+            if events and status == "approved":
+                # The durable intent (``executing``, commit_sent_at) in the grant's own transaction: one
+                # transaction fewer, and it is still committed before the commit is sent.
+                events += call.begin_execution()
+            return events
 
-        approved = await self.pipeline.transition(key, resolve, **extra)
+        approved = await self.pipeline.transition(key, resolve, commit_sent=status == "approved", **extra)
         if approved is not None and status == "approved":
-            failpoint("agent.approval.after_record")  # the grant is recorded, the commit not yet started
+            failpoint("agent.approval.after_record")  # the grant and the intent are recorded, the commit not sent
             await self.pipeline.advance(key, approved)
 
     # --- reconciliation ----------------------------------------------------------------------
