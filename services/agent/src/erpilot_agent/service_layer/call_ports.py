@@ -9,7 +9,6 @@ not ok raises ``erpilot_platform.broker.ReplyError`` (its ``error`` is the servi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
