@@ -87,6 +87,7 @@ async def test_only_one_driver_holds_a_session(store):
 async def test_replies_results_and_waiting_are_recorded_with_their_events(store):
     session_id = await new_session(store)
     run_id, _ = await store.start_run(session_id=session_id, owner="alice", message_id="m", text="submit")
+    assert (await store.get_run(run_id)).status == "running" and await store.has_running_runs()
     call_id = f"{run_id}:w"
     await store.record_reply(run_id, assistant_message("Submitting.", [
         {"id": call_id, "name": "submit_order", "arguments": {"draft_id": "D-1", "revision": 1}}]))

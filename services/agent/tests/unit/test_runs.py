@@ -185,6 +185,9 @@ class MemoryStore:
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]:
         return [r for r, run in self.runs.items() if run["status"] == "running" or await self.resumable(r)]
 
+    async def has_running_runs(self) -> bool:
+        return any(run["status"] == "running" for run in self.runs.values())
+
     async def cancel(self, *, session_id: str, owner: str, run_id: str) -> list[str]:
         run = self.runs.get(run_id)
         if run is None:
@@ -462,6 +465,22 @@ async def test_after_a_crash_between_storing_the_calls_and_running_them_each_cal
     assert sorted(h.tools.starts) == [f"{run_id}:a", f"{run_id}:b"]
     assert len(h.model.requests) == 2  # the model was not asked again for the same step
     assert h.run(run_id)["status"] == "finished"
+
+
+async def test_the_resumer_looks_every_second_while_a_run_is_running_and_rarely_when_none_is():
+    from erpilot_agent.service_layer.runs import RESUMER_ACTIVE_SECONDS, resume_pass
+    from erpilot_platform.loops import Soon
+
+    h = Harness(ScriptedModel(calls(("a", "get_product", {"sku": "SKU-PEN-BLUE"})), text("done")))
+    assert await resume_pass(h.service, stale_seconds=0) is None  # no run at all: the idle interval
+    h.tools.fail_next_start = 1  # the ERP is away: the run stays "running", its retry due after a back-off
+    run_id = (await h.post("a read")).data["run_id"]
+    assert h.run(run_id)["status"] == "running"
+    assert await resume_pass(h.service, stale_seconds=3600) == Soon(RESUMER_ACTIVE_SECONDS)  # not due, running
+    assert await resume_pass(h.service, stale_seconds=0) == Soon(RESUMER_ACTIVE_SECONDS)  # due: resumed
+    await h.service.wait_idle()
+    assert h.run(run_id)["status"] == "finished"
+    assert await resume_pass(h.service, stale_seconds=0) is None
 
 
 async def resume(h: Harness, run_id: str) -> None:

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, and_, func, literal, select, text, update
+from sqlalchemy import DateTime, and_, exists, func, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_agent.adapters import repository
@@ -124,6 +124,10 @@ class SqlRunStore:
             found = await conn.scalar(select(runs.c.run_id).where(
                 runs.c.run_id == run_id, runs.c.status == "waiting", ~blocked(runs.c.run_id)))
         return found is not None
+
+    async def has_running_runs(self) -> bool:
+        async with self.engine.connect() as conn:
+            return bool(await conn.scalar(select(exists().where(runs.c.status == "running"))))
 
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]:
         now = repository.now()

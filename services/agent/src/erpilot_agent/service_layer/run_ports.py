@@ -92,6 +92,10 @@ class RunStore(Protocol):
 
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]: ...
 
+    async def has_running_runs(self) -> bool:
+        """Some run anywhere is ``running``: being driven, or left so by a crash or a failed attempt."""
+        ...
+
     async def cancel(self, *, session_id: str, owner: str, run_id: str) -> list[str]:
         """Cancel a waiting run (idempotent); the pending ids of its calls still awaiting approval.
         Raises RunRejected (unknown run, a run actively working, a run already over)."""

@@ -25,7 +25,7 @@ from erpilot_agent.service_layer.run_ports import ACTIVE, RunRejected, RunStore,
 from erpilot_agent.service_layer.run_steps import RunSteps
 from erpilot_contracts.base import ReplyV1
 from erpilot_platform.logs import bind, unbind
-from erpilot_platform.loops import every
+from erpilot_platform.loops import Soon, every
 
 log = logging.getLogger(__name__)
 
@@ -186,9 +186,27 @@ def _short(exc: Exception, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-async def run_resumer(service: RunService, *, stale_seconds: float, interval: float = 1.0) -> None:
+# While a run is ``running`` somewhere (driven, or left so by a crash or a failed attempt, whose retry is due
+# after a back-off) the resumer looks every RESUMER_ACTIVE_SECONDS, as it always did. Otherwise nothing can
+# become due but by a commit of some replica (a new run, a finished call: this process's wake it) or by a
+# replica dying with a run in hand; then once per RESUMER_IDLE_SECONDS is enough (issue 13: an idle stack
+# looked every second; a replica that restarts resumes its runs at once).
+RESUMER_ACTIVE_SECONDS = 1.0
+RESUMER_IDLE_SECONDS = 30.0
+
+
+async def resume_pass(service: RunService, *, stale_seconds: float) -> Soon | None:
+    """One look of the resumer; ``Soon`` while a run is running anywhere, else None (the idle interval)."""
+    if await service.resume_stale(stale_seconds=stale_seconds) or await service.store.has_running_runs():
+        return Soon(RESUMER_ACTIVE_SECONDS)
+    return None
+
+
+async def run_resumer(service: RunService, *, stale_seconds: float, wake: asyncio.Event | None = None,
+                      interval: float = RESUMER_IDLE_SECONDS) -> None:
     """Background loop: resume runs that nobody drives (crash, lost hook). Stops their tasks on exit."""
     try:
-        await every(interval, lambda: service.resume_stale(stale_seconds=stale_seconds), name="run resumer pass")
+        await every(interval, lambda: resume_pass(service, stale_seconds=stale_seconds), wake=wake,
+                    name="run resumer pass")
     finally:
         await service.cancel_all()
