@@ -67,7 +67,7 @@ LEVEL_ROWS: list[tuple[str, Callable[[dict], object]]] = [
     ("database commits per cycle", lambda r: r.get("commits")),
     ("database commits per cycle, less the idle stack's rate", lambda r: get(r, "net_of_idle", "commits")),
     ("write transactions (xids) per cycle", lambda r: r.get("write_xacts")),
-    ("database rollbacks per cycle (pool pre-ping included)", lambda r: r.get("rollbacks")),
+    ("database rollbacks per cycle", lambda r: r.get("rollbacks")),
     ("commits / write transactions per read", lambda r: f"{fmt(get(r, 'reads', 'commits'))} / "
                                                         f"{fmt(get(r, 'reads', 'write_xacts'))}"),
     ("JetStream messages stored per cycle, by stream", lambda r: _streams(r.get("jetstream_messages"))),

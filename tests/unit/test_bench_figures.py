@@ -108,7 +108,7 @@ def test_level_table_has_a_column_per_level_and_dashes_for_missing_figures():
     assert "| request → approval_pending ms p50/p90/p99 | 30.0 / 40.0 / 50.0 | 30.0 / 40.0 / 50.0 |" in lines
     assert "|   … agent | 40.0 | 40.0 |" in lines
     assert "|   … nats | – | – |" in lines
-    assert "| database rollbacks per cycle (pool pre-ping included) | 80.0 | 80.0 |" in lines
+    assert "| database rollbacks per cycle | 80.0 | 80.0 |" in lines
     assert "| read tool call get_product ms p50/p90/p99 | – | – |" in lines
     assert "| JetStream messages stored per read | – | – |" in lines
 

@@ -62,8 +62,7 @@ def build(settings: AgentSettings, *, uow_factory: UnitOfWorkFactory | None = No
                              wake=repository.outbox.watch())
 
     async def resumer() -> None:
-        await run_resumer(run_service, stale_seconds=settings.resume_runs_after_seconds,
-                          wake=repository.outbox.watch())
+        await run_resumer(run_service, stale_seconds=settings.resume_runs_after_seconds)
 
     return ServiceApp(SERVICE, broker, engine, background=[relay, reconciler, resumer])
 

@@ -475,7 +475,8 @@ async def test_the_resumer_looks_every_second_while_a_run_is_running_and_rarely_
     assert await resume_pass(h.service, stale_seconds=0) is None  # no run at all: the idle interval
     h.tools.fail_next_start = 1  # the ERP is away: the run stays "running", its retry due after a back-off
     run_id = (await h.post("a read")).data["run_id"]
-    assert h.run(run_id)["status"] == "running"
+    await h.service.wait_idle()
+    assert h.run(run_id)["status"] == "running" and h.service.drive_failed.is_set()  # the resumer is woken
     assert await resume_pass(h.service, stale_seconds=3600) == Soon(RESUMER_ACTIVE_SECONDS)  # not due, running
     assert await resume_pass(h.service, stale_seconds=0) == Soon(RESUMER_ACTIVE_SECONDS)  # due: resumed
     await h.service.wait_idle()

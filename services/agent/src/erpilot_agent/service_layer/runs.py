@@ -42,6 +42,9 @@ class RunService:
         self.retry = retry or RetryBudget()
         self._tasks: dict[str, asyncio.Task] = {}
         self._again: set[str] = set()
+        # Set when a run could not be driven here (it stays "running", its retry due after a back-off): the
+        # resumer, which otherwise looks rarely when no run is running, looks again at once.
+        self.drive_failed = asyncio.Event()
         # A driven run holds a database connection (its lock) and may wait on the model: bound how
         # many this process drives at once, so the pool always has connections for everything else.
         self._slots = asyncio.Semaphore(max_concurrent_runs)
@@ -101,6 +104,7 @@ class RunService:
                     await self.drive(run_id)
                 except Exception:  # e.g. the database is away: the resumer tries again later
                     log.warning("run %s could not be driven now", run_id, exc_info=True)
+                    self.drive_failed.set()
                     return
                 if run_id not in self._again:
                     return
@@ -144,6 +148,7 @@ class RunService:
                     # Downstream away, database hiccup, or a bug: nothing is half done (every step
                     # starts from what is stored), so a later attempt continues from here.
                     log.warning("run %s could not advance now; it will be resumed", run_id, exc_info=True)
+                    self.drive_failed.set()
                     await self._failed_attempt(run_id, exc)
                     return
             # A call may have finished while we held the lock (its hook could not take it).
@@ -187,10 +192,11 @@ def _short(exc: Exception, limit: int = 300) -> str:
 
 
 # While a run is ``running`` somewhere (driven, or left so by a crash or a failed attempt, whose retry is due
-# after a back-off) the resumer looks every RESUMER_ACTIVE_SECONDS, as it always did. Otherwise nothing can
-# become due but by a commit of some replica (a new run, a finished call: this process's wake it) or by a
-# replica dying with a run in hand; then once per RESUMER_IDLE_SECONDS is enough (issue 13: an idle stack
-# looked every second; a replica that restarts resumes its runs at once).
+# after a back-off) the resumer looks every RESUMER_ACTIVE_SECONDS, as it always did. Otherwise a run needs it
+# only when its drive failed here (``drive_failed`` wakes it) or a replica died with a run in hand; a new run
+# and a run whose calls finished are driven at once by ``post_message`` and the calls' finish hook. So with
+# no run running, once per RESUMER_IDLE_SECONDS is enough (issue 13: an idle stack looked every second; a
+# replica that restarts resumes its runs at once). Waking it on every commit instead cost two reads each.
 RESUMER_ACTIVE_SECONDS = 1.0
 RESUMER_IDLE_SECONDS = 30.0
 
@@ -202,11 +208,11 @@ async def resume_pass(service: RunService, *, stale_seconds: float) -> Soon | No
     return None
 
 
-async def run_resumer(service: RunService, *, stale_seconds: float, wake: asyncio.Event | None = None,
-                      interval: float = RESUMER_IDLE_SECONDS) -> None:
+async def run_resumer(service: RunService, *, stale_seconds: float, interval: float = RESUMER_IDLE_SECONDS
+                      ) -> None:
     """Background loop: resume runs that nobody drives (crash, lost hook). Stops their tasks on exit."""
     try:
-        await every(interval, lambda: resume_pass(service, stale_seconds=stale_seconds), wake=wake,
-                    name="run resumer pass")
+        await every(interval, lambda: resume_pass(service, stale_seconds=stale_seconds),
+                    wake=service.drive_failed, name="run resumer pass")
     finally:
         await service.cancel_all()
