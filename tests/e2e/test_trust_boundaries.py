@@ -132,18 +132,22 @@ def test_each_service_connects_to_postgresql_as_its_own_role(stack):
     assert users == {"erpilot_agent", "erpilot_approval", "erpilot_erp"}
     owner = stack.database_url
 
-    async def sessions() -> dict[str, str]:
+    async def sessions() -> dict[str, set[str]]:
+        """service -> the roles of its connections, by application name ("erpilot-<service>[-<purpose>]",
+        e.g. the approval service's dedicated LISTEN connection "erpilot-approval-deadlines")."""
         conn = await asyncpg.connect(owner)
         try:
             rows = await conn.fetch("SELECT DISTINCT application_name, usename FROM pg_stat_activity "
                                     "WHERE datname = current_database() AND application_name LIKE 'erpilot-%'")
         finally:
             await conn.close()
-        return {row["application_name"]: row["usename"] for row in rows}
+        roles: dict[str, set[str]] = {}
+        for row in rows:
+            roles.setdefault(row["application_name"].split("-")[1], set()).add(row["usename"])
+        return roles
 
     found = wait_for(lambda: (lambda s: s if len(s) >= 3 else None)(asyncio.run(sessions())), timeout=30)
-    assert found == {"erpilot-agent": "erpilot_agent", "erpilot-approval": "erpilot_approval",
-                     "erpilot-erp": "erpilot_erp"}
+    assert found == {"agent": {"erpilot_agent"}, "approval": {"erpilot_approval"}, "erp": {"erpilot_erp"}}
 
 
 @pytest.mark.parametrize("statement", [
