@@ -65,10 +65,10 @@ def serve(nats_url: str) -> None:
 
 
 def process_cpu_ticks(pid: int) -> int:
-    """utime + stime + cutime + cstime of the process and its live children (PostgreSQL's backends)."""
-    from erpilot.bench_proc import read_all_stats, tree_pids
-    stats = read_all_stats()
-    return sum(sum(stats[p]) for p in tree_pids(stats, pid) if p in stats)
+    """CPU ticks of the process and its descendants, reaped ones included (PostgreSQL's backends)."""
+    from erpilot.bench_proc import read_all_stats
+    from erpilot.bench_stats import tree_ticks
+    return tree_ticks(read_all_stats(), pid)
 
 
 async def measure(count: int, nats_url: str, database_url: str, pids: dict[str, int]) -> dict[str, dict]:
