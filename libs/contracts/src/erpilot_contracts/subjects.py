@@ -64,6 +64,7 @@ APPROVAL_EVT_REQUESTED = f"{PREFIX}.evt.approval.requested"    # ApprovalRequest
 APPROVAL_EVT_RESOLVED = f"{PREFIX}.evt.approval.resolved"      # ApprovalResolvedV1
 APPROVAL_EVT_EXPIRING = f"{PREFIX}.evt.approval.expiring"      # ApprovalExpiringV1
 APPROVAL_EVT_VOTED = f"{PREFIX}.evt.approval.voted"            # ApprovalVotedV1 (quorum approvals)
+APPROVAL_EVT_REQUEST_REFUSED = f"{PREFIX}.evt.approval.request_refused"  # ApprovalRequestRefusedV1
 
 # --- Agent -------------------------------------------------------------------------------------
 AGENT_CMD_CREATE_SESSION = f"{PREFIX}.cmd.agent.create_session"  # CreateSessionV1 -> ReplyV1({session_id})

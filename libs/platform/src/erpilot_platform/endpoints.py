@@ -4,6 +4,9 @@ Error policy (see PITFALLS.md: faststream's default would TERM a message on any 
 - a message that does not parse or validate is answered with ``invalid_message`` when it has a reply
   inbox (hostile JSON, see ``erpilot_contracts.json_input``, with ``details.reason`` ``invalid_json`` or
   ``invalid_arguments``), copied to the dead-letter stream and acknowledged: a poison message never blocks a consumer;
+  so is one its handler refuses as ``refusals.InvalidMessage`` (e.g. no valid requester assertion);
+- a handler returns its typed result (answered as ``ReplyV1.success``) or raises ``refusals.Refused``
+  (answered as that failure and acknowledged); a handler may still return a ``ReplyV1`` as it is;
 - a transient failure (database or broker away, serialization conflict, downstream timeout) is NAKed
   with a growing delay, so it is retried;
 - any other exception is retried a few times, then dead-lettered and acknowledged;
@@ -41,6 +44,7 @@ from erpilot_platform.broker import ServiceUnavailable, TransientError
 from erpilot_platform.db import is_transient
 from erpilot_platform.jetstream import ACK_WAIT_SECONDS, consumer_config  # noqa: F401 (re-exported)
 from erpilot_platform.logs import CONTEXT_KEYS, bind, unbind
+from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.retries import RetryPolicy, dead_letter_headers, message_age_seconds
 from erpilot_platform.telemetry import consumer_redeliveries, id_attributes, tracer
 
@@ -163,6 +167,11 @@ class ServiceBus:
                 result = await handler(parsed)
         except NackMessage:
             raise
+        except InvalidMessage as refusal:
+            await self.dead_letter(message, f"invalid message: {refusal.reason}: {refusal.message}")
+            return refusal.reply().model_dump(mode="json")
+        except Refused as refusal:
+            return refusal.reply().model_dump(mode="json")
         except Exception as exc:
             if isinstance(exc, TransientError) or is_transient(exc):
                 log.warning("transient failure on %s (attempt %d): %s", message.raw_message.subject, attempt, exc)
@@ -238,6 +247,8 @@ class ServiceBus:
                                                       attributes={"erpilot.service": self.service,
                                                                   **id_attributes(**ids)}):
                         return _as_reply(await handler(parsed))
+                except Refused as refusal:
+                    return refusal.reply().model_dump(mode="json")
                 except ServiceUnavailable as exc:
                     return ReplyV1.failure("service_unavailable", str(exc), 503).model_dump(mode="json")
                 except Exception:
@@ -251,10 +262,13 @@ class ServiceBus:
 
 
 def _as_reply(result: Any) -> dict | None:
+    """The answer to send: None (an event: nothing), a ``ReplyV1`` as it is, any other model as its success."""
     if result is None:
         return None
-    if isinstance(result, BaseModel):
+    if isinstance(result, ReplyV1):
         return result.model_dump(mode="json")
+    if isinstance(result, BaseModel):
+        return ReplyV1.success(result).model_dump(mode="json")
     return json.loads(json.dumps(result, default=str))
 
 

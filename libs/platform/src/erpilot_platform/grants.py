@@ -58,14 +58,14 @@ def verify_grant(grant: GrantV1, public_key: Ed25519PublicKey) -> bool:
     return True
 
 
-def load_signing_key(b64: str) -> Ed25519PrivateKey:
+def load_signing_key(b64: str, *, kind: str = "grant signing") -> Ed25519PrivateKey:
     """The private key from base64 of its raw 32 bytes."""
-    return Ed25519PrivateKey.from_private_bytes(_decode_raw_key(b64, "signing"))
+    return Ed25519PrivateKey.from_private_bytes(_decode_raw_key(b64, kind))
 
 
-def load_verify_key(b64: str) -> Ed25519PublicKey:
+def load_verify_key(b64: str, *, kind: str = "grant verify") -> Ed25519PublicKey:
     """The public key from base64 of its raw 32 bytes."""
-    return Ed25519PublicKey.from_public_bytes(_decode_raw_key(b64, "verify"))
+    return Ed25519PublicKey.from_public_bytes(_decode_raw_key(b64, kind))
 
 
 def encode_signing_key(private_key: Ed25519PrivateKey) -> str:
@@ -78,15 +78,16 @@ def encode_public_key(public_key: Ed25519PublicKey) -> str:
     return base64.b64encode(public_key.public_bytes_raw()).decode("ascii")
 
 
-def ensure_keypair(data_dir: Path) -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
-    """Read the data dir's key pair, creating it first if absent; concurrent callers get the same pair.
+def ensure_keypair(data_dir: Path, *, stem: str = "grant") -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
+    """Read the data dir's key pair ``<stem>_ed25519.key|pub`` (``grant``, or ``assertion`` for requester
+    assertions), creating it first if absent; concurrent callers get the same pair.
 
     Each file is written whole to a temporary name and then hard-linked to its final name, which
     fails if the name exists: the first process wins and every other one reads the winner's file,
     never a half-written one.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    private_path, public_path = data_dir / PRIVATE_KEY_FILE, data_dir / PUBLIC_KEY_FILE
+    private_path, public_path = data_dir / f"{stem}_ed25519.key", data_dir / f"{stem}_ed25519.pub"
     if not private_path.exists():
         if public_path.exists():
             raise ValueError(f"{public_path} exists without {private_path}: restore the key or remove both")
@@ -137,14 +138,15 @@ def _decode_raw_key(b64: str, kind: str) -> bytes:
     try:
         raw = base64.b64decode(b64.strip(), validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError(f"the grant {kind} key is not valid base64") from None
+        raise ValueError(f"the {kind} key is not valid base64") from None
     if len(raw) != 32:
-        raise ValueError(f"the grant {kind} key must be 32 raw bytes, got {len(raw)}")
+        raise ValueError(f"the {kind} key must be 32 raw bytes, got {len(raw)}")
     return raw
 
 
-def new_keypair_env() -> dict[str, str]:
-    """A fresh key pair as the two environment variables (``erpilot keygen``, test stacks)."""
+def new_keypair_env(prefix: str = "ERPILOT_GRANT") -> dict[str, str]:
+    """A fresh key pair as the two environment variables ``<prefix>_SIGNING_KEY`` and ``<prefix>_VERIFY_KEY``
+    (``ERPILOT_GRANT`` or ``ERPILOT_ASSERTION``; ``erpilot keygen``, test stacks)."""
     private_key = Ed25519PrivateKey.generate()
-    return {"ERPILOT_GRANT_SIGNING_KEY": encode_signing_key(private_key),
-            "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(private_key.public_key())}
+    return {f"{prefix}_SIGNING_KEY": encode_signing_key(private_key),
+            f"{prefix}_VERIFY_KEY": encode_public_key(private_key.public_key())}

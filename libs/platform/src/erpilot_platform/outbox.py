@@ -169,6 +169,10 @@ class Outbox:
 
 
 def _stream_for(subject: str) -> str:
-    from erpilot_contracts.subjects import EVENTS_STREAM, SESSIONS_STREAM
+    """The stream an outbox row is published to: session events, commands (a choreography's next step, e.g. the
+    ERP's ``cmd.approval.request``) or events."""
+    from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, SESSIONS_STREAM
 
-    return SESSIONS_STREAM.name if ".sessions." in subject else EVENTS_STREAM.name
+    if ".sessions." in subject:
+        return SESSIONS_STREAM.name
+    return COMMANDS_STREAM.name if ".cmd." in subject else EVENTS_STREAM.name

@@ -10,6 +10,11 @@ from pydantic import Field
 from erpilot_contracts.base import ErrorV1, Message
 from erpilot_contracts.json_input import CanonicalJson
 
+ASSERTION_FIELD = Field(
+    None, description="The gateway's requester assertion (erpilot_platform.assertions): a signed statement of the "
+                      "person (sub, roles) acting in this session. The agent stores it and forwards it unchanged; "
+                      "the ERP and the approval service accept a requester only with it.")
+
 ToolCallStatus = Literal["received", "running", "awaiting_approval", "executing", "finished"]
 ToolOutcome = Literal["succeeded", "business_rejected", "not_executed", "failed"]
 
@@ -20,6 +25,7 @@ class CreateSessionV1(Message):
     session_id: str
     owner: str
     title: str | None = None
+    assertion: str | None = ASSERTION_FIELD
 
 
 class StartToolCallV1(Message):
@@ -33,6 +39,7 @@ class StartToolCallV1(Message):
     tool: str
     arguments: CanonicalJson = Field(description="Raw arguments; validated by the agent against the tool schema.")
     call_id: str = Field(min_length=1, max_length=100, description="Unique within the session.")
+    assertion: str | None = ASSERTION_FIELD
 
 
 class ToolCallViewV1(Message):
@@ -64,6 +71,8 @@ class PostMessageV1(Message):
     text: str
     message_id: str = Field(min_length=1, max_length=100,
                             description="The client's Idempotency-Key or the gateway's id, fixed before publishing.")
+    assertion: str | None = Field(None, description="The gateway's requester assertion; the run keeps it for every "
+                                                    "call it makes (ARCHITECTURE, requester assertions).")
 
 
 class GetSessionV1(Message):
@@ -97,6 +106,7 @@ class CancelRunV1(Message):
     session_id: str
     owner: str
     run_id: str
+    assertion: str | None = ASSERTION_FIELD
 
 
 class RunCancelledV1(Message):
@@ -111,3 +121,5 @@ class RunCancelledV1(Message):
     owner: str = Field(description="The session's owner, who cancelled the run.")
     call_ids: list[str] = Field(description="The run's calls that awaited a decision (call_id, unique per session).")
     cancelled_at: datetime
+    assertion: str | None = Field(None, description="The cancel command's requester assertion, forwarded unchanged: "
+                                                    "the approval service withdraws only for the person it names.")

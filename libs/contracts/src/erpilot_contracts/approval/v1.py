@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from erpilot_contracts.base import Message
+from erpilot_contracts.base import ErrorV1, Message
 from erpilot_contracts.json_input import CanonicalArguments
 
 ApprovalStatus = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded", "withdrawn"]
@@ -84,7 +84,10 @@ class ApprovalRecordV1(Message):
 
 
 class RequestApprovalV1(Message):
-    """Store a pending approval. Idempotent by ``operation_id``."""
+    """Store a pending approval. Idempotent by ``operation_id``.
+
+    Sent by the ERP only, from its outbox, in the transaction that stored the prepared operation: built from the
+    ledger's own record (preview, arguments, fingerprint, requester), never from the agent's words."""
 
     call_id: str
     session_id: str
@@ -95,6 +98,13 @@ class RequestApprovalV1(Message):
     operation_id: str
     preview: dict[str, Any]
     requested_by: str
+    assertion: str | None = Field(None, description="The gateway's requester assertion for `requested_by`, as the "
+                                                    "agent forwarded it to the ERP (unchanged).")
+    asserted_at: datetime | None = Field(None, description="When the ledger accepted the assertion (the prepare of "
+                                                           "the call's first version): it must be valid then.")
+    prepared_at: datetime | None = Field(None, description="When the ledger prepared this operation.")
+    supersedes: str | None = Field(None, description="Edits: the operation this version replaces (the approval "
+                                                     "service accepts it only for an edit it recorded itself).")
 
 
 class Actor(Message):
@@ -252,6 +262,18 @@ class ApprovalResolvedV1(Message):
     votes: list[VoteV1] = Field(default_factory=list, description=(
         "Quorum approvals only: every vote, oldest first, so a consumer that sees this before the deciding "
         "vote's evt.approval.voted can still show every vote before the resolution."))
+
+
+class ApprovalRequestRefusedV1(Message):
+    """A request the approval service refused (e.g. the policy in force now denies the tool): nothing is pending,
+    and the call it belongs to will not be executed. A request whose assertion does not verify is dead-lettered
+    instead (nothing legitimate sent it)."""
+
+    session_id: str
+    call_id: str
+    operation_id: str
+    error: ErrorV1
+    refused_at: datetime
 
 
 class ApprovalVotedV1(Message):

@@ -21,6 +21,8 @@ class ExecuteToolV1(Message):
     tool: str
     arguments: CanonicalArguments = Field(description="Normalised arguments (already validated by the agent).")
     requested_by: str
+    assertion: str | None = Field(None, description="The gateway's requester assertion for `requested_by` in "
+                                                    "`session_id`, forwarded unchanged by the agent.")
 
 
 class ToolResultV1(Message):
@@ -64,6 +66,13 @@ class PrepareOperationV1(Message):
     requested_by: str
     stock_check: Literal["exact", "sufficient"] | None = Field(
         None, description="submit_order only: the policy's `stock_check`; None: the ERP's default (exact).")
+    assertion: str | None = Field(None, description="The gateway's requester assertion for `requested_by` in "
+                                                    "`session_id`, forwarded unchanged by the agent. Required for a "
+                                                    "new operation; an edit (`supersedes`) inherits its version's.")
+    supersedes: str | None = Field(
+        None, description="Edits only (sent by the approval service): the operation this one replaces. The ledger "
+                          "takes the requester and the assertion from its own record of that operation.")
+    edited_by: str | None = Field(None, description="Edits only: the person who edited the arguments.")
 
 
 class PreparedOperationV1(Message):
@@ -111,7 +120,10 @@ class OperationStatusV1(Message):
     tool: str
     status: Literal["prepared", "committed", "rejected"]
     session_id: str | None = None
+    call_id: str | None = Field(None, description="The tool call the operation belongs to (unique per session).")
     requested_by: str | None = None
+    pending_id: str | None = Field(None, description="The approval whose grant the commit consumed.")
+    decided_by: str | None = Field(None, description="Who granted it (the grant's `decided_by`).")
     result: dict[str, Any] | None = None
     error: ErrorV1 | None = None
     committed_at: datetime | None = None

@@ -1,0 +1,72 @@
+"""Requester assertions: what verifies, and each rule that refuses (every refusal names its reason)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from erpilot_platform.assertions import AssertionRefused, sign_assertion, verify_assertion
+
+pytestmark = pytest.mark.unit
+KEY = Ed25519PrivateKey.generate()
+NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)  # long past: "now" is after every expiry
+
+
+def _signed(**overrides) -> str:
+    claims = {"sub": "alice", "roles": ["requester"], "session_id": "ses_1", "now": NOW} | overrides
+    return sign_assertion(KEY, **claims)
+
+
+def test_a_signed_assertion_vouches_for_its_person_in_its_session():
+    requester = verify_assertion(_signed(), KEY.public_key(), session_id="ses_1", sub="alice", at=NOW)
+    assert (requester.sub, requester.roles, requester.session_id) == ("alice", ("requester",), "ses_1")
+    assert requester.expires_at - requester.issued_at == timedelta(hours=1)
+
+
+@pytest.mark.parametrize(("token", "kwargs", "reason"), [
+    (None, {}, "assertion_missing"),
+    ("", {}, "assertion_missing"),
+    ("not.a.jws", {}, "assertion_invalid"),
+    (_signed(session_id="ses_2"), {}, "assertion_session_mismatch"),
+    (_signed(sub="mallory"), {"sub": "alice"}, "assertion_subject_mismatch"),
+    (_signed(), {"at": NOW + timedelta(hours=2)}, "assertion_expired"),
+    (_signed(), {"at": NOW - timedelta(minutes=5)}, "assertion_not_yet_valid"),
+])
+def test_each_rule_refuses_with_its_reason(token, kwargs, reason):
+    with pytest.raises(AssertionRefused) as refused:
+        verify_assertion(token, KEY.public_key(), **({"session_id": "ses_1", "at": NOW} | kwargs))
+    assert refused.value.reason == reason
+
+
+def test_another_key_or_a_changed_claim_does_not_verify():
+    other = Ed25519PrivateKey.generate()
+    with pytest.raises(AssertionRefused, match="does not verify") as refused:
+        verify_assertion(sign_assertion(other, sub="alice", roles=[], session_id="ses_1", now=NOW),
+                         KEY.public_key(), session_id="ses_1", at=NOW)
+    assert refused.value.reason == "assertion_invalid"
+    header, _, signature = _signed().split(".")
+    forged_claims = jwt.utils.base64url_encode(
+        b'{"sub":"victim","roles":[],"session_id":"ses_1","iat":%d,"exp":%d}'
+        % (int(NOW.timestamp()), int(NOW.timestamp()) + 3600)).decode()
+    with pytest.raises(AssertionRefused) as refused:
+        verify_assertion(f"{header}.{forged_claims}.{signature}", KEY.public_key(), session_id="ses_1", at=NOW)
+    assert refused.value.reason == "assertion_invalid"
+
+
+def test_an_assertion_is_checked_at_the_moment_it_was_used_not_when_a_relay_gets_to_it():
+    token = _signed()
+    used_at = NOW + timedelta(minutes=59)
+    assert verify_assertion(token, KEY.public_key(), session_id="ses_1", at=used_at).sub == "alice"
+    with pytest.raises(AssertionRefused, match="expired"):
+        verify_assertion(token, KEY.public_key(), session_id="ses_1")  # now: long after NOW
+
+
+def test_a_token_signed_with_another_algorithm_is_refused():
+    hs256 = jwt.encode({"sub": "alice", "roles": [], "session_id": "ses_1", "iat": int(NOW.timestamp()),
+                        "exp": int(NOW.timestamp()) + 60}, "secret", algorithm="HS256")
+    with pytest.raises(AssertionRefused) as refused:
+        verify_assertion(hs256, KEY.public_key(), session_id="ses_1", at=NOW)
+    assert refused.value.reason == "assertion_invalid"
