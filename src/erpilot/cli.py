@@ -8,7 +8,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from erpilot import stack, tokens
+from erpilot import running, stack, tokens
 
 SERVE_TARGETS = {
     "erp": "erpilot_erp.app",
@@ -18,15 +18,8 @@ SERVE_TARGETS = {
 }
 
 
-def _data_dir() -> Path:
-    return Path(os.environ.get("ERPILOT_DATA_DIR", ".erpilot")).resolve()
-
-
-def _require(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        sys.exit(f"erpilot: {name} is not set")
-    return value
+_data_dir = running.data_dir
+_require = running.require_url
 
 
 def cmd_serve(args: argparse.Namespace) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from erpilot.cli import _data_dir, _require
+from erpilot.running import data_dir as _data_dir
+from erpilot.running import require_url as _require
 
 
 def cmd_dlq(args: argparse.Namespace) -> None:

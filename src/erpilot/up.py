@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from erpilot import db_roles, nats_credentials, nats_security, stack, tokens
+from erpilot import db_roles, nats_credentials, nats_security, running as stack_file, stack, tokens
 from erpilot.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
 from erpilot_platform import jetstream
 
@@ -77,6 +77,7 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool, cluster: int = 0, re
         running.start()
         running.supervisor.handle_signals()
         running.wait_ready()
+        stack_file.record(data_dir, database_url=database_url, nats_url=nats_url, gateway_urls=running.gateway_urls)
         token = tokens.make_token(secret, "dev", list(tokens.ALL_ROLES))
         print(f"""
 Erpilot is running.
@@ -95,6 +96,7 @@ Press Ctrl-C to stop.""", flush=True)
         return 1
     finally:
         print("stopping ...", flush=True)
+        stack_file.forget(data_dir)
         if running is not None:
             running.stop()
         if postgres is not None:
