@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from erpilot.nats_security import SERVICES, consumers, covers
-from erpilot_contracts.subjects import DEAD_LETTER_STREAM, PREFIX, dead_letter_subject
+from erpilot_contracts.subjects import ALL_STREAMS, DEAD_LETTER_STREAM, PREFIX, dead_letter_subject
 
 RECORD_TOKEN = "replayed"  # erpilot.v1.dlq.<service>.replayed.… (original subjects never start so)
 DUPLICATE_WINDOW_SECONDS = 120.0  # the streams' duplicate_window (erpilot_platform.broker.ensure_streams)
@@ -179,12 +179,12 @@ async def _is_faithful_copy(js: Any, letter: DeadLetter) -> bool:
     """Whether the dead letter's original is still in its stream with the same subject and body."""
     import nats.js.errors
 
-    stream, _, seq = letter.original.partition(":")
-    if stream == "dlq" or not seq.isdigit():
+    stream, _, seq = letter.original.partition(":")  # from headers its writer chose: checked before use
+    if stream not in {spec.name for spec in ALL_STREAMS} or not seq.isdigit():
         return False
     try:
         original = await js.get_msg(stream, int(seq))
-    except (nats.js.errors.NotFoundError, nats.js.errors.BadRequestError):
+    except nats.js.errors.APIError:  # not found, or a sequence the stream never had
         return False
     return original.subject == letter.original_subject and (original.data or b"") == letter.data
 
