@@ -90,26 +90,28 @@ def cmd_keygen(_: argparse.Namespace) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> None:
-    """Serve MCP on stdin/stdout for the token in ERPILOT_TOKEN (or --token), against ERPILOT_NATS_URL."""
+    """Serve MCP on stdin/stdout for one token, as a client of the gateway at ERPILOT_URL (nothing else needed)."""
     import asyncio
+    import logging
 
-    from erpilot_gateway.auth import TokenRules
-    from erpilot_gateway.mcp_server.stdio import TokenRefused, serve_stdio, stdio_user
-    from erpilot_gateway.settings import GatewaySettings
+    from erpilot.mcp_stdio import GatewayRefused, serve_stdio
     from erpilot_platform.logs import configure_logging
-    from erpilot_platform.settings import ConfigurationError
 
     if not args.stdio:
         sys.exit("erpilot mcp: only --stdio is served here; Streamable HTTP is at /mcp of the gateway")
-    settings = GatewaySettings()
-    configure_logging("gateway", settings.log_level)  # stderr: stdout carries the protocol
+    url = args.url or os.environ.get("ERPILOT_URL")
+    token = args.token or os.environ.get("ERPILOT_TOKEN")
+    if not url:
+        sys.exit("erpilot mcp: set ERPILOT_URL (or pass --url) to the gateway's URL, e.g. http://127.0.0.1:8000")
+    if not token:
+        sys.exit("erpilot mcp: set ERPILOT_TOKEN (or pass --token) to a bearer token with the requester role "
+                 "(`erpilot token --sub you --role requester`)")
+    configure_logging("mcp-stdio", os.environ.get("ERPILOT_LOG_LEVEL", "INFO"))  # stderr: stdout carries MCP
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request would drown the rest
     try:
-        rules = settings.token_rules() if settings.auth_secret else TokenRules(
-            secret=_dev_secret(), issuer=settings.auth_issuer, audience=settings.auth_audience)
-        user = stdio_user(args.token or os.environ.get("ERPILOT_TOKEN"), rules)
-    except (TokenRefused, ConfigurationError) as exc:
+        asyncio.run(serve_stdio(url, token))
+    except GatewayRefused as exc:
         sys.exit(f"erpilot mcp: {exc}")
-    asyncio.run(serve_stdio(settings, user))
 
 
 def _dev_secret() -> str:
@@ -204,9 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--role", action="append", choices=tokens.ALL_ROLES)
     token.add_argument("--hours", type=float, default=12.0)
     token.set_defaults(func=cmd_token)
-    mcp = sub.add_parser("mcp", help="the MCP server on stdin/stdout (ERPILOT_TOKEN, ERPILOT_NATS_URL)")
+    mcp = sub.add_parser("mcp", help="the MCP server on stdin/stdout, a client of the gateway "
+                                     "(ERPILOT_URL, ERPILOT_TOKEN)")
     mcp.add_argument("--stdio", action="store_true", required=True, help="speak MCP on stdin/stdout")
-    mcp.add_argument("--token", help="bearer token (default: $ERPILOT_TOKEN)")
+    mcp.add_argument("--url", help="the gateway's URL (default: $ERPILOT_URL)")
+    mcp.add_argument("--token", help="bearer token with the requester role (default: $ERPILOT_TOKEN)")
     mcp.set_defaults(func=cmd_mcp)
     docs = sub.add_parser("docs", help="the AsyncAPI document of every NATS endpoint (docs/asyncapi/erpilot.json)")
     docs.add_argument("--out", help="write to this file (default: standard output)")

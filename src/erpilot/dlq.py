@@ -19,6 +19,15 @@ can be replayed in turn.
 With the least-privilege NATS users (``nats_security``) each step runs as the user allowed to take it
 (``as_user``): reading as ``admin``, the record as the service that dead-lettered the message (it may
 publish ``erpilot.v1.dlq.<service>.>``), the message as a service that sends that subject.
+
+Who may publish into a dead-letter namespace is the service that owns it, and it writes the original
+subject into a header. So a replay goes only to a subject that service consumes (its durable consumers in
+the permission matrix, ``nats_security.consumers``, which the unit tests hold to the subscriptions the
+service apps really register): replaying gives a service back what it could have done to itself, never
+another service's command. A subject other services consume too (an event) reaches them as well, so a
+dead letter on one is replayed only while it is a faithful copy of its original, still in its stream
+with the same subject and body (a service cannot publish another's events). Anything else is refused
+before the claim, so nothing is published and nothing recorded.
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from erpilot_contracts.subjects import DEAD_LETTER_STREAM, PREFIX
+from erpilot.nats_security import SERVICES, consumers, covers
+from erpilot_contracts.subjects import ALL_STREAMS, DEAD_LETTER_STREAM, PREFIX, dead_letter_subject
 
 RECORD_TOKEN = "replayed"  # erpilot.v1.dlq.<service>.replayed.… (original subjects never start so)
 DUPLICATE_WINDOW_SECONDS = 120.0  # the streams' duplicate_window (erpilot_platform.broker.ensure_streams)
@@ -156,17 +166,67 @@ async def show_dead_letter(js: Any, seq: int) -> DeadLetter:
     return letter
 
 
+def consumed_subjects(service: str) -> tuple[str, ...]:
+    """The subjects ``service`` consumes from JetStream (its durable consumers), from the permission matrix."""
+    return tuple(consumer.subject for consumer in consumers(service)) if service in SERVICES else ()
+
+
+def _consumes(service: str, subject: str) -> bool:
+    return any(covers(pattern, subject) for pattern in consumed_subjects(service))
+
+
+async def _is_faithful_copy(js: Any, letter: DeadLetter) -> bool:
+    """Whether the dead letter's original is still in its stream with the same subject and body."""
+    import nats.js.errors
+
+    stream, _, seq = letter.original.partition(":")  # from headers its writer chose: checked before use
+    if stream not in {spec.name for spec in ALL_STREAMS} or not seq.isdigit():
+        return False
+    try:
+        original = await js.get_msg(stream, int(seq))
+    except nats.js.errors.APIError:  # not found, or a sequence the stream never had
+        return False
+    return original.subject == letter.original_subject and (original.data or b"") == letter.data
+
+
+async def check_replayable(js: Any, letter: DeadLetter) -> None:
+    """Raise DeadLetterError (saying why, and that nothing was published) unless the dead letter may be
+    replayed: to a subject the service owning its namespace consumes, and, where other services consume
+    that subject too, only as a faithful copy of its original."""
+    service, subject = letter.service, letter.original_subject
+    refused = f"dead letter {letter.seq} refused, nothing published"
+    if not subject:
+        raise DeadLetterError(f"{refused}: it does not name its original subject")
+    if service not in SERVICES:
+        raise DeadLetterError(f"{refused}: {letter.subject} is in the namespace of {service!r}, which is no "
+                              f"Erpilot service ({', '.join(SERVICES)})")
+    if any(wildcard in subject.split(".") for wildcard in ("*", ">")) or dead_letter_subject(
+            service, subject) != letter.subject:
+        raise DeadLetterError(f"{refused}: it is stored on {letter.subject} but names {subject} as its original")
+    if not _consumes(service, subject):
+        raise DeadLetterError(
+            f"{refused}: it is in {service}'s dead-letter namespace but names {subject}, which {service} does "
+            f"not consume; a dead letter is replayed only to a subject of the service that dead-lettered it "
+            f"({service} consumes: {', '.join(consumed_subjects(service)) or 'nothing'})")
+    others = [other for other in SERVICES if other != service and _consumes(other, subject)]
+    if others and not await _is_faithful_copy(js, letter):
+        raise DeadLetterError(
+            f"{refused}: {subject} is consumed by {', '.join(others)} too, and its original ({letter.original}) "
+            f"is no longer in its stream with this subject and body, so nothing shows that {service} did not "
+            f"write it")
+
+
 async def replay_dead_letter(js: Any, seq: int, *, by: str, as_user: AsUser | None = None
                              ) -> tuple[bool, DeadLetter]:
     """Publish the dead letter's message again, once per original: (published now?, the dead letter).
 
     ``as_user(role, subject)`` gives the JetStream context to publish with (``role`` is ``record`` or
-    ``message``); without it, ``js`` does everything."""
+    ``message``); without it, ``js`` does everything. A dead letter ``check_replayable`` refuses raises
+    DeadLetterError before anything is published or recorded."""
     import nats.js.errors
 
     letter = await show_dead_letter(js, seq)
-    if not letter.original_subject:
-        raise DeadLetterError(f"dead letter {seq} does not name its original subject")
+    await check_replayable(js, letter)
     record_js = await as_user("record", letter.subject) if as_user else js
     message_js = await as_user("message", letter.original_subject) if as_user else js
     record = {"dead_letter_seq": seq, "subject": letter.original_subject, "by": by,

@@ -83,6 +83,8 @@ async def run(args: argparse.Namespace, nats_url: str, data_dir: Path) -> list[s
             return [_row(letter) for letter in letters] or ["no dead letters"]
         if args.action == "show":
             return [json.dumps((await dlq.show_dead_letter(js, args.seq)).as_json(), indent=2, ensure_ascii=False)]
+        for seq in args.seq:  # every one is checked first: a refused one means none is published
+            await dlq.check_replayable(js, await dlq.show_dead_letter(js, seq))
         lines = []
         for seq in args.seq:
             published, letter = await dlq.replay_dead_letter(

@@ -62,10 +62,11 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool, cluster: int = 0, re
             database_url = postgres.start()
         print("migrating ...", flush=True)
         stack.migrate_all(database_url)
-        if secure:  # each service connects as its own role with rights on its own schema only
-            db_passwords = db_roles.passwords_or_new()
-            db_roles.provision(database_url, db_passwords)
-            service_envs = stack.merge_envs(service_envs, db_roles.role_envs(database_url, db_passwords))
+        # As deployed, with or without --secure: each service connects as its own role, with rights on its
+        # own schema only (fresh passwords on every start); the owner URL printed below is the operator's.
+        db_passwords = db_roles.passwords_or_new()
+        db_roles.provision(database_url, db_passwords)
+        service_envs = stack.merge_envs(service_envs, db_roles.role_envs(database_url, db_passwords))
         inserted = stack.seed(database_url)
         if any(inserted.values()):
             print("loaded the demo catalog", flush=True)

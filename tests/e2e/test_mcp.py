@@ -1,16 +1,20 @@
-"""MCP (SPEC §9) end to end: the SDK's own client drives the gateway's /mcp endpoint (Streamable HTTP)
-and `erpilot mcp --stdio`, against a stack whose policy denies one tool."""
+"""MCP (SPEC §9, §10) end to end: the SDK's own client drives the gateway's /mcp endpoint (Streamable HTTP)
+and `erpilot mcp --stdio` (a client of the gateway's HTTP API, with only its URL and a token), against a
+stack whose policy denies one tool."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import httpx
 import httpx2
+import psutil
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -148,12 +152,22 @@ async def test_the_endpoint_needs_a_valid_bearer_token_with_the_requester_role(m
         assert approver_only.status_code == 403 and approver_only.json()["code"] == "forbidden"
 
 
-async def test_stdio_server_runs_the_same_pipeline(mcp_stack):
+def stdio_server(stack, token_: str, cwd: Path) -> StdioServerParameters:
+    """`erpilot mcp --stdio` as a desktop client starts it: the gateway's URL and a token, nothing else
+    (the SDK adds only HOME, PATH, SHELL, TERM, USER, LOGNAME), in a directory with no data dir."""
+    return StdioServerParameters(command=sys.executable, args=["-m", "erpilot", "mcp", "--stdio"],
+                                 env={"ERPILOT_URL": stack.base_url, "ERPILOT_TOKEN": token_}, cwd=str(cwd))
+
+
+def stdio_process() -> psutil.Process:
+    [child] = [p for p in psutil.Process().children(recursive=True) if p.cmdline()[-2:] == ["mcp", "--stdio"]]
+    return child
+
+
+async def test_stdio_server_needs_only_the_gateway_url_and_a_token_and_speaks_http_to_it(mcp_stack, tmp_path):
     sub = f"mcp-stdio-{time.monotonic_ns()}"
-    env = {**os.environ, "ERPILOT_NATS_URL": mcp_stack.nats_url, "ERPILOT_AUTH_SECRET": SECRET,
-           "ERPILOT_TOKEN": token(sub, "requester"), "ERPILOT_PUBLIC_URL": mcp_stack.base_url}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "erpilot", "mcp", "--stdio"], env=env)
-    async with Client(params) as client:
+    approver = Api(mcp_stack.base_url, f"mcp-stdio-appr-{time.monotonic_ns()}", "approver")
+    async with Client(stdio_server(mcp_stack, token(sub, "requester"), tmp_path)) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert "get_product" in names and DENIED not in names
         read = structured(await client.call_tool("get_product", {"sku": "SKU-PAPER-A3"}))
@@ -163,5 +177,72 @@ async def test_stdio_server_runs_the_same_pipeline(mcp_stack):
         write = structured(await client.call_tool(
             "submit_order", {"draft_id": draft["result"]["draft_id"], "revision": draft["result"]["revision"]}))
         assert write["status"] == "awaiting_approval" and write["session_id"] == read["session_id"]
+        assert (await wait_status(client, write["call_id"], "awaiting_approval"))["pending_id"] == write["pending_id"]
+
+        # What the process holds: the two variables, no NATS credentials, no secret, no key; and it talks
+        # to the gateway's HTTP port alone.
+        child = stdio_process()
+        environment = child.environ()
+        assert {name for name in environment if name.startswith(("ERPILOT_", "NATS", "OPENAI"))} == {
+            "ERPILOT_URL", "ERPILOT_TOKEN"}
+        assert not [name for name, value in environment.items() if SECRET in value]
+        peers = {c.raddr.port for c in child.net_connections(kind="inet") if c.raddr}
+        assert peers == {mcp_stack.http_port}, (peers, mcp_stack.nats_url)
+        assert not (tmp_path / ".erpilot").exists()
+
+        decision = approver.post(f"/v1/approvals/{write['pending_id']}/decision",
+                                 {"action": "approve", "fingerprint": write["fingerprint"]})
+        assert decision.status_code == 200, decision.text
+        done = await wait_status(client, write["call_id"], "finished")
+        assert done["outcome"] == "succeeded" and done["result"]["status"] == "placed"
+
+        named = Api(mcp_stack.base_url, sub, "requester").new_session()
+        elsewhere = structured(await client.call_tool("get_product", {"sku": "SKU-PAPER-A3"},
+                                                      meta={"erpilot.dev/session-id": named}))
+        assert elsewhere["session_id"] == named
     owner = Api(mcp_stack.base_url, sub, "requester")
-    assert owner.get(f"/v1/sessions/{read['session_id']}").json()["pending_approvals"][0]["call_id"] == write["call_id"]
+    view = owner.get(f"/v1/sessions/{read['session_id']}/tool-calls/{write['call_id']}").json()
+    assert view["outcome"] == "succeeded"
+
+
+async def test_stdio_and_streamable_http_offer_the_same_tools_and_answer_alike(mcp_stack, tmp_path):
+    sub = f"mcp-same-{time.monotonic_ns()}"
+    calls = [("set_draft_note", {"draft_id": "D-1", "base_revision": 1, "note": "x"}),  # denied
+             ("drop_tables", {}),                                                     # unknown
+             ("get_product", {"sku": "SKU-PAPER-A3", "extra": 1}),                    # invalid arguments
+             ("get_product", {"sku": "SKU-NOPE"}),                                     # business rejection
+             ("get_product", {"sku": "SKU-PAPER-A4"}),
+             ("get_tool_call_status", {"call_id": "call_nobody_made"})]
+
+    async def surface(client) -> tuple[list[dict], list[tuple[bool, dict]]]:
+        tools = [tool.model_dump() for tool in (await client.list_tools()).tools]
+        answers = []
+        for name, arguments in calls:
+            result = await client.call_tool(name, arguments)
+            body = {k: v for k, v in structured(result).items() if k not in ("session_id", "call_id")}
+            answers.append((result.is_error, body))
+        return tools, answers
+
+    async with mcp_client(mcp_stack, sub, "requester") as client:
+        over_http = await surface(client)
+    async with Client(stdio_server(mcp_stack, token(sub, "requester"), tmp_path)) as client:
+        over_stdio = await surface(client)
+    assert over_stdio[0] == over_http[0]
+    for (name, _), stdio_answer, http_answer in zip(calls, over_stdio[1], over_http[1], strict=True):
+        assert stdio_answer == http_answer, name
+
+
+@pytest.mark.parametrize(("environment", "message"), [
+    ({}, "set ERPILOT_URL"),
+    ({"ERPILOT_URL": "<base>"}, "set ERPILOT_TOKEN"),
+    ({"ERPILOT_URL": "<base>", "ERPILOT_TOKEN": "not-a-jwt"}, "the gateway refused the token"),
+    ({"ERPILOT_URL": "<base>", "ERPILOT_TOKEN": "<approver>"}, "requires one of the roles: requester"),
+    ({"ERPILOT_URL": "http://127.0.0.1:9", "ERPILOT_TOKEN": "<requester>"}, "cannot reach the gateway"),
+])
+def test_stdio_server_says_what_to_fix_when_it_cannot_serve(mcp_stack, tmp_path, environment, message):
+    values = {"<base>": mcp_stack.base_url, "<approver>": token("mcp-appr", "approver"),
+              "<requester>": token("mcp-req", "requester")}
+    env = {"PATH": os.environ.get("PATH", ""), **{k: values.get(v, v) for k, v in environment.items()}}
+    done = subprocess.run([sys.executable, "-m", "erpilot", "mcp", "--stdio"], env=env, cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and message in done.stderr, done.stderr

@@ -1,11 +1,18 @@
 """SSE resume (SPEC §4, §5): a connection dropped in the middle of a run, reopened with `Last-Event-ID`,
-continues exactly after the last event it saw, with no gap and no repeat, until the run ends."""
+continues exactly after the last event it saw, with no gap and no repeat, until the run ends. A stream
+ends when the token that opened it expires."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
+import httpx
+import jwt
 import pytest
 
-from tests.e2e.conftest import Api
+from erpilot.tokens import make_token
+from tests.e2e.conftest import SECRET, Api
 from tests.e2e.test_model_runs import start_run
 
 pytestmark = pytest.mark.e2e
@@ -56,3 +63,23 @@ def test_the_stream_of_a_session_not_yours_or_unknown_is_404(requester: Api, sta
         with api.client.stream("GET", f"/v1/sessions/{sid}/events") as response:
             assert response.status_code == 404 and response.headers["content-type"].startswith(
                 "application/problem+json"), response.read()
+
+
+def test_a_stream_closes_when_the_token_that_opened_it_expires(requester: Api, stack):
+    session_id = requester.new_session()
+    run_id = start_run(requester, session_id, "help")
+    requester.events(session_id, until=lambda evs: any(e["type"] == "run_finished" for e in evs))
+    short = make_token(SECRET, requester.sub, ["requester"], timedelta(seconds=4))
+    expires = jwt.decode(short, options={"verify_signature": False})["exp"]
+
+    seen = []
+    with httpx.Client(base_url=stack.base_url, timeout=httpx.Timeout(5, read=20)) as http, http.stream(
+            "GET", f"/v1/sessions/{session_id}/events", headers={"Authorization": f"Bearer {short}"}) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():  # ends when the server closes the stream
+            seen.append(line)
+            # Keep-alive pings come every 15 s: a stream still open then has outlived its token.
+            assert time.time() < expires + 10, "the stream outlived its token"
+    closed = time.time()
+    assert expires - 0.5 <= closed < expires + 3
+    assert f'"run_id": "{run_id}"' in "\n".join(seen)  # the events came while the token was valid

@@ -40,7 +40,9 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
         await broker.stop()
         shutdown_telemetry()  # uvicorn ends the process with the signal it caught: exit hooks do not run
 
-    app = FastAPI(title="Erpilot", version="1.0", lifespan=lifespan,
+    # No /docs or /redoc: FastAPI's pages load their scripts from a CDN on the origin of the console's cookie,
+    # outside its CSP, and no dependency ships the assets to serve here. The document is at /openapi.json.
+    app = FastAPI(title="Erpilot", version="1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="An AI agent works the ERP; people approve every write that matters.")
     app.state.settings = settings
     # The token rules (secret, issuer, audience, longest lifetime) every decode_token call checks; the

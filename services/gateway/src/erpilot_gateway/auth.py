@@ -20,6 +20,7 @@ TOKEN_COOKIE = "erpilot_token"
 class User:
     sub: str
     roles: tuple[str, ...]
+    expires_at: float | None = None  # the token's ``exp`` (Unix seconds): what outlives a request ends there
 
     def has_any(self, *roles: str) -> bool:
         return any(role in self.roles for role in roles)
@@ -48,7 +49,7 @@ def decode_token(token: str, rules: TokenRules) -> User:
     roles = claims.get("roles", [])
     if not isinstance(claims["sub"], str) or not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
         raise Problem(401, "unauthorized", "invalid token: malformed sub or roles")
-    return User(sub=claims["sub"], roles=tuple(r for r in roles if r in ROLES))
+    return User(sub=claims["sub"], roles=tuple(r for r in roles if r in ROLES), expires_at=float(claims["exp"]))
 
 
 def _check_lifetime(claims: dict, max_ttl_seconds: float) -> None:

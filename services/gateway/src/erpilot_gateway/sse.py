@@ -3,12 +3,17 @@
 Each event's ``id`` is its ``seq`` and ``event`` its type (SPEC §4). JetStream may hold a duplicate
 (re-published outbox row) or, in theory, an out-of-order pair; the bridge emits each seq exactly
 once and in order, buffering a seq that arrives before its predecessor.
+
+A stream ends when the token that opened it expires (within a second of its ``exp``): a revoked or
+stolen token must not keep a session's events flowing. The client reconnects with a fresh token and
+``Last-Event-ID``, and misses nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 
 from fastapi import Request
@@ -44,7 +49,7 @@ class SeqOrder:
         return ready
 
 
-async def _events(request: Request, session_id: str, after_seq: int) -> AsyncIterator[dict]:
+async def _events(request: Request, session_id: str, after_seq: int, until: float | None) -> AsyncIterator[dict]:
     js = request.app.state.broker.config.connection_state.stream
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -60,8 +65,11 @@ async def _events(request: Request, session_id: str, after_seq: int) -> AsyncIte
         while True:
             if await request.is_disconnected():
                 return
+            wait = 1.0 if until is None else min(1.0, until - time.time())
+            if wait <= 0:
+                return  # the token expired
             try:
-                raw = await within(queue.get(), 1.0)
+                raw = await within(queue.get(), wait)
             except TimeoutError:
                 continue
             event = json.loads(raw)
@@ -71,5 +79,7 @@ async def _events(request: Request, session_id: str, after_seq: int) -> AsyncIte
         await subscription.unsubscribe()
 
 
-def session_event_stream(request: Request, session_id: str, after_seq: int) -> EventSourceResponse:
-    return EventSourceResponse(_events(request, session_id, after_seq), ping=KEEPALIVE_SECONDS)
+def session_event_stream(request: Request, session_id: str, after_seq: int, *, until: float | None
+                         ) -> EventSourceResponse:
+    """The session's events after ``after_seq``, until the Unix time ``until`` (the token's ``exp``)."""
+    return EventSourceResponse(_events(request, session_id, after_seq, until), ping=KEEPALIVE_SECONDS)

@@ -19,7 +19,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from erpilot_gateway.auth import TokenRules, User, decode_token, token_from
-from erpilot_gateway.mcp_server.server import Caller, ErpilotMcp
+from erpilot_gateway.mcp_server.gateway_tools import Caller, GatewayTools
+from erpilot_gateway.mcp_server.server import ErpilotMcp
 from erpilot_gateway.problems import Problem, problem_response
 from erpilot_gateway.services import Services
 
@@ -34,7 +35,7 @@ class McpHttp:
 
     def __init__(self, services: Services, auth_secret: TokenRules):
         self.auth_secret = auth_secret
-        self.mcp = ErpilotMcp(services, http_caller)
+        self.mcp = ErpilotMcp(GatewayTools(services, http_caller))
         # The HTTP API's body limit (SPEC §9: 1 MiB) holds for MCP requests too.
         self.manager = StreamableHTTPSessionManager(app=self.mcp.server, max_request_body_size=MAX_BODY_BYTES)
         self._sdk = StreamableHTTPASGIApp(self.manager)

@@ -1,32 +1,25 @@
-"""The MCP server: ``tools/list`` from the catalogue and policy, ``tools/call`` through the gateway's
-tool-call pipeline (``erpilot_gateway.tool_calls``, the code path of ``POST /v1/sessions/{sid}/tool-calls``).
+"""The MCP server: ``tools/list`` and ``tools/call`` for the gated tools, the same wherever it runs.
 
-Nothing here decides anything: policy, validation, approval, fingerprint binding and the ledger's
-checks all happen behind ``cmd.agent.tool_call``, exactly as for the HTTP API.
+Where the tools run is a ``ToolGate``: inside the gateway (``gateway_tools``: the code path of
+``POST /v1/sessions/{sid}/tool-calls`` over NATS, for ``/mcp``), or behind the gateway's HTTP API
+(``stdio``: a client with a bearer token and nothing else). Either way this module shapes the same
+answers from the same HTTP answers. Nothing here decides anything: policy, validation, approval,
+fingerprint binding and the ledger's checks all happen behind the gateway, exactly as for the HTTP API.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
-from erpilot_contracts import requests
-from erpilot_contracts.agent.v1 import CreateSessionV1
-from erpilot_gateway.auth import User
 from erpilot_gateway.mcp_server.catalogue import STATUS_TOOL, mcp_tools
-from erpilot_gateway.mcp_server.identity import InvalidMeta, call_id_for, derived_session_id, named_session_id
+from erpilot_gateway.mcp_server.identity import InvalidMeta, call_id_for, named_session_id
 from erpilot_gateway.problems import Problem
-from erpilot_gateway.routes.tools import tool_catalogue
-from erpilot_gateway.services import Services
-from erpilot_gateway.tool_calls import get_tool_call, start_tool_call, tool_call_answer
-from erpilot_platform.broker import ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -36,76 +29,65 @@ INSTRUCTIONS = (
     f"Call {STATUS_TOOL} with the call_id to learn the outcome. Put a key in _meta['erpilot.dev/idempotency-key'] "
     "to make a retried call return the stored answer."
 )
+_STATUS_KEYS = ("call_id", "tool", "status", "outcome", "result", "error", "pending_id", "fingerprint", "expires_at",
+                "approval_url", "preview", "approval_status", "operation_id")
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who sends an MCP request, and over which MCP connection."""
+class ToolGate(Protocol):
+    """Erpilot as the caller of one MCP request sees it; every refusal is raised as a ``Problem``."""
 
-    user: User
-    connection_key: str
+    async def catalogue(self, ctx: ServerRequestContext) -> list[dict[str, Any]]:
+        """The ``items`` of ``GET /v1/tools``."""
+        ...
 
+    async def connection_session(self, ctx: ServerRequestContext) -> str:
+        """The Erpilot session of this MCP connection (created on first use), owned by the caller."""
+        ...
 
-CallerOf = Callable[[ServerRequestContext], Caller]
+    async def start_call(self, ctx: ServerRequestContext, *, session_id: str, tool: str, arguments: dict[str, Any],
+                         call_id: str) -> tuple[int, dict[str, Any]]:
+        """``POST /v1/sessions/{session_id}/tool-calls``: its status code and body."""
+        ...
+
+    async def call_view(self, ctx: ServerRequestContext, *, session_id: str, call_id: str) -> dict[str, Any]:
+        """``GET /v1/sessions/{session_id}/tool-calls/{call_id}``."""
+        ...
 
 
 class ErpilotMcp:
-    """One MCP server for every connection; each request names its caller through ``caller_of``."""
+    """One MCP server for every connection; ``gate`` runs each request's tools for its caller."""
 
-    def __init__(self, services: Services, caller_of: CallerOf):
-        self.services = services
-        self.caller_of = caller_of
-        self._created: set[str] = set()  # sessions this process already created (creation is idempotent anyway)
+    def __init__(self, gate: ToolGate):
+        self.gate = gate
         self.server: Server = Server("erpilot", version="1.0", instructions=INSTRUCTIONS,
                                      on_list_tools=self.list_tools, on_call_tool=self.call_tool)
 
     async def list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
-        self.caller_of(ctx)
-        catalogue = await tool_catalogue(self.services)
-        return types.ListToolsResult(tools=mcp_tools(catalogue["items"]))
+        return types.ListToolsResult(tools=mcp_tools(await self.gate.catalogue(ctx)))
 
     async def call_tool(self, ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-        caller = self.caller_of(ctx)
         arguments = params.arguments if params.arguments is not None else {}
         try:
-            session_id = await self._session(caller, params.meta)
+            # The named session (the agent checks it is the caller's), else this connection's own.
+            session_id = named_session_id(params.meta) or await self.gate.connection_session(ctx)
             if params.name == STATUS_TOOL:
-                return await self._status(caller, session_id, arguments)
-            view = await start_tool_call(self.services, session_id=session_id, owner=caller.user.sub,
-                                         tool=params.name, arguments=arguments,
-                                         call_id=call_id_for(session_id, params.meta))
+                return await self._status(ctx, session_id, arguments)
+            status, body = await self.gate.start_call(ctx, session_id=session_id, tool=params.name,
+                                                      arguments=arguments, call_id=call_id_for(session_id, params.meta))
         except InvalidMeta as exc:
             return error_result(422, exc.code, str(exc))
         except Problem as exc:
             return error_result(exc.status, exc.code, exc.detail, **exc.extra)
-        except ServiceUnavailable as exc:
-            return error_result(503, "service_unavailable", str(exc))
-        status, body = tool_call_answer(view)
         return call_result(session_id, status, body)
 
-    async def _session(self, caller: Caller, meta: Any) -> str:
-        """The named session (the agent checks it is the caller's), else this connection's own."""
-        named = named_session_id(meta)
-        if named is not None:
-            return named
-        session_id = derived_session_id(caller.user.sub, caller.connection_key)
-        if session_id not in self._created:
-            cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session")
-            await self.services.data(requests.AGENT_CREATE_SESSION, cmd)
-            if len(self._created) > 10_000:
-                self._created.clear()
-            self._created.add(session_id)
-        return session_id
-
-    async def _status(self, caller: Caller, session_id: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _status(self, ctx: ServerRequestContext, session_id: str, arguments: dict[str, Any]
+                      ) -> types.CallToolResult:
         call_id = arguments.get("call_id")
         if set(arguments) != {"call_id"} or not isinstance(call_id, str) or not 0 < len(call_id) <= 100:
             return error_result(422, "invalid_arguments", f"{STATUS_TOOL} takes exactly one string call_id")
-        view = await get_tool_call(self.services, session_id=session_id, owner=caller.user.sub, call_id=call_id)
-        keys = ("call_id", "tool", "status", "outcome", "result", "error", "pending_id", "fingerprint", "expires_at",
-                "approval_url", "preview", "approval_status", "operation_id")
-        body = {k: view.get(k) for k in keys if view.get(k) is not None}
+        view = await self.gate.call_view(ctx, session_id=session_id, call_id=call_id)
+        body = {k: view.get(k) for k in _STATUS_KEYS if view.get(k) is not None}
         return types.CallToolResult(content=[_text(body)], structured_content={"session_id": session_id, **body},
                                     is_error=False)
 

@@ -136,7 +136,8 @@ async def get_tool_call(request: Request, session_id: str, call_id: str, user: C
 
 @router.get("/{session_id}/events")
 async def session_events(request: Request, session_id: str):
-    """Server-sent events of the session; ``Last-Event-ID`` resumes after that seq with no gap."""
+    """Server-sent events of the session; ``Last-Event-ID`` resumes after that seq with no gap. The stream
+    ends when the token expires: reconnect with a fresh one (and ``Last-Event-ID``)."""
     user = _user_for_stream(request)
     # The owner check only: the summary has no tool calls, so a long session answers as fast as a new one.
     await _services(request).data(requests.AGENT_SESSION,
@@ -146,7 +147,7 @@ async def session_events(request: Request, session_id: str):
         after_seq = int(last_id)
     except ValueError:
         raise Problem(422, "invalid_last_event_id", "Last-Event-ID must be an integer seq") from None
-    return session_event_stream(request, session_id, after_seq)
+    return session_event_stream(request, session_id, after_seq, until=user.expires_at)
 
 
 def _user_for_stream(request: Request) -> User:
