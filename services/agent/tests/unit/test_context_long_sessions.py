@@ -13,7 +13,9 @@ import json
 
 import pytest
 
+from erpilot_agent.domain.context_reductions import View
 from erpilot_agent.domain.context_view import ContextOverflow, build_context
+from erpilot_agent.domain.erp_projection import project_erp_result
 from erpilot_agent.domain.history import assistant_message, estimate_tokens, system_message, tool_message, user_message
 from erpilot_agent.domain.model_ids import for_model
 
@@ -243,3 +245,25 @@ def test_the_budget_counts_the_ids_the_model_gets_not_the_longer_stored_ones():
         assert estimate_tokens(sent(view)) <= budget
         assert [c["id"] for m in sent(view) for c in m.get("tool_calls") or []] == [
             c["model_id"] for m in view for c in m.get("tool_calls") or []]  # the ids the model issued
+
+
+def test_a_marker_never_names_a_call_that_has_left_the_view():
+    # The ladder lets older pairs leave first, so this is guarded where a call leaves: a marker made while
+    # its later call was there names the read instead when that call leaves; a later marker does from the start.
+    s = Session()
+    s.user("find product")
+    [older] = s.call(("get_product", {"sku": "SKU-001"}, ok(CATALOG["items"][1])))
+    s.user("again")
+    [newer] = s.call(("get_product", {"sku": "SKU-001"}, ok(CATALOG["items"][1])))
+    view = View(s.entries, project_erp_result)
+    first, second = view.results
+    assert view.omit(first, force=True) and json.loads(first.entry["content"])["see_call"] == newer
+    assert view.leave(second)
+    marker = contents(view.entries())[older]
+    assert marker["omitted"] is True and "see_call" not in marker and marker["call_id"] == older
+    assert marker["reread"] == {"tool": "get_product", "arguments": {"sku": "SKU-001"}}
+    assert view.shrink(first)
+    assert json.loads(first.entry["content"]) == {
+        "omitted": True, "refresh_required": True, "call_id": older,
+        "reread": {"tool": "get_product", "arguments": {"sku": "SKU-001"}}}
+    assert estimate_tokens(sent(view.entries())) == view.tokens()  # the running size stays exact

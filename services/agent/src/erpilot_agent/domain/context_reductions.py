@@ -170,31 +170,31 @@ class View:
         summary = self._summary(result, self.relevance.focus) if result.stage < COMPACT else None
         return summary is not None and self._replace(result, summary, COMPACT)
 
-    def _reread(self, result: ToolResult, reason: str) -> dict[str, Any] | None:
+    def _where(self, result: ToolResult, reason: str) -> tuple[str | None, dict[str, Any] | None]:
+        """(see_call, reread) for a marker: the later call still in view; the read, unless a duplicate has one."""
         obs = result.obs
-        return None if reason == "duplicate" else reread_call(obs.tool, obs.arguments, obs.result)
-
-    def _see_call(self, result: ToolResult) -> str | None:
-        later = self.relevance.later_call.get(result.obs.call_id)
-        return later if later is not None and later not in self.left_calls else None
+        later = self.relevance.later_call.get(obs.call_id)
+        see_call = later if later is not None and later not in self.left_calls else None
+        if reason == "duplicate" and see_call is not None:
+            return see_call, None
+        return see_call, reread_call(obs.tool, obs.arguments, obs.result)
 
     def omit(self, result: ToolResult, *, reason: str | None = None, force: bool = False) -> bool:
         """Replace the result by the omitted marker if that is smaller (or forced); True if it did."""
         if result.stage >= OMITTED:
             return False
         reason = reason or CLASS_NAMES[self.relevance.drop_class[result.obs.call_id]]
-        marker = omitted_marker(result.original, call_id=result.obs.call_id, reason=reason,
-                                see_call=self._see_call(result), reread=self._reread(result, reason))
+        see_call, reread = self._where(result, reason)
+        marker = omitted_marker(result.original, call_id=result.obs.call_id, reason=reason, see_call=see_call,
+                                reread=reread)
         return self._replace(result, marker, OMITTED, force)
 
     def shrink(self, result: ToolResult) -> bool:
         """Replace the result by the tiny marker if that is smaller; True if it did."""
         if result.stage >= TINY:
             return False
-        reason = CLASS_NAMES[self.relevance.drop_class[result.obs.call_id]]
-        marker = tiny_marker(result.obs.call_id, see_call=self._see_call(result),
-                             reread=self._reread(result, reason))
-        return self._replace(result, marker, TINY)
+        see_call, reread = self._where(result, CLASS_NAMES[self.relevance.drop_class[result.obs.call_id]])
+        return self._replace(result, tiny_marker(result.obs.call_id, see_call=see_call, reread=reread), TINY)
 
     def leave(self, result: ToolResult) -> bool:
         """Take the call and its result out of the view together; True if it did."""
@@ -211,6 +211,7 @@ class View:
         result.left = True
         self.left_calls.add(call_id)
         self.total_bytes += sum(self._sent_bytes(entry) for entry in self._block_entries(block)) - before
+        self._redirect_markers(call_id)
         return True
 
     # --- earlier answers of the assistant ----------------------------------------------------
@@ -267,11 +268,12 @@ class View:
     def entries(self) -> list[Entry]:
         return [entry for block in self.blocks for entry in self._block_entries(block)]
 
-    def final_entries(self) -> list[Entry]:
-        """The messages to send; a marker never names a call that has left the view (it only shrinks)."""
+    def _redirect_markers(self, call_id: str) -> None:
+        """Markers that name ``call_id`` (which has left) name the read that shows their object instead."""
         for result in self.results:
             marker = parse_json(result.entry["content"]) if result.stage >= OMITTED and not result.left else None
-            if isinstance(marker, dict) and marker.get("see_call") in self.left_calls:
+            if isinstance(marker, dict) and marker.get("see_call") == call_id:
                 del marker["see_call"]
+                reread = reread_call(result.obs.tool, result.obs.arguments, result.obs.result)
+                marker.update({"reread": reread} if reread is not None else {})
                 self._change(result.entry, lambda e=result.entry, m=marker: e.update(content=_dumps(m)))
-        return self.entries()

@@ -169,8 +169,8 @@ def build_context(
     for reduction, targets in LADDER:
         for target in list(targets(view)):
             if view.tokens() <= budget_tokens:
-                return view.final_entries()
+                return view.entries()
             getattr(view, reduction)(target)
     if view.tokens() > budget_tokens:
         raise ContextOverflow(view.tokens(), budget_tokens)
-    return view.final_entries()
+    return view.entries()
