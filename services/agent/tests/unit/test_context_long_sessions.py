@@ -140,7 +140,7 @@ def test_a_read_shown_again_later_leaves_the_view_with_its_call():
     assert contents(tight)[last[0]["id"]]["result"]["items"][29]["sku"] == "SKU-029"  # the newest stays whole
 
 
-def test_only_the_call_that_leaves_goes_from_a_message_with_several():
+def test_an_answer_with_several_calls_leaves_only_with_all_of_them():
     s = Session()
     s.user("find products and customers")
     products, customers = s.call(("search_products", {"query": ""}, ok(CATALOG)),
@@ -150,9 +150,13 @@ def test_only_the_call_that_leaves_goes_from_a_message_with_several():
     [again] = s.call(("search_products", {"query": ""}, ok(CATALOG)))
     s.user("thanks")
     view = build_context(s.entries, budget_tokens=1200, tool_bytes=100_000)
-    [message] = [m for m in view if m.get("tool_calls") and customers in {c["id"] for c in m["tool_calls"]}]
-    assert [c["id"] for c in message["tool_calls"]] == [customers] and pairs_intact(view)
-    assert products not in contents(view) and again in contents(view)
+    [message] = [m for m in view if m.get("tool_calls") and products in {c["id"] for c in m["tool_calls"]}]
+    assert [c["id"] for c in message["tool_calls"]] == [products, customers] and pairs_intact(view)
+    assert contents(view)[products] == {"omitted": True, "refresh_required": True, "call_id": products,
+                                        "see_call": again}  # the repeated read: a tiny pair
+    view = build_context(s.entries, budget_tokens=300, tool_bytes=100_000)
+    ids = [c["id"] for m in view for c in m.get("tool_calls") or []]
+    assert products not in ids and customers not in ids and pairs_intact(view)  # the turn left whole
 
 
 def test_a_superseded_draft_revision_shrinks_to_the_tiny_marker_before_it_leaves():
@@ -219,15 +223,22 @@ def test_at_the_floor_the_view_is_the_prompt_the_user_messages_and_the_open_draf
     assert kept["result"]["draft_id"] == "D-1001" and kept["result"]["line_count"] == 26 and "omitted" not in kept
 
 
-def test_the_current_turns_pairs_never_leave_and_every_marker_names_a_call_in_view():
+def test_the_current_turns_pairs_never_leave_and_an_answer_keeps_all_its_calls_or_none():
     s = the_issue_session()
+    s.user("find products and customers x")  # a turn whose second call is not repeated later
+    s.call(("search_products", {"query": ""}, ok(CATALOG)), ("search_customers", {"query": "x"}, ok(CUSTOMERS)))
+    s.answer(LISTED)
+    s.user("show me the catalog once more")
+    s.call(("search_products", {"query": ""}, ok(CATALOG)))
     current = {m["tool_call_id"] for m in s.entries[-1:]}
+    answers = [[c["id"] for c in m["tool_calls"]] for m in s.entries if m.get("tool_calls")]
     for budget in range(4000, 0, -50):
         try:
             view = build_context(s.entries, budget_tokens=budget)
         except ContextOverflow:
             break
         assert pairs_intact(view) and current <= contents(view).keys()
+        assert all([c["id"] for c in m["tool_calls"]] in answers for m in view if m.get("tool_calls"))
         in_view = {c["id"] for m in view for c in m.get("tool_calls") or []}
         for marker in contents(view).values():
             assert marker.get("see_call", next(iter(in_view))) in in_view and marker.get("call_id", "x") != ""

@@ -214,11 +214,14 @@ def test_parallel_calls_keep_both_halves_of_every_pair_and_user_messages_verbati
     assert [m["tool_call_id"] for m in view[3:6]] == ["p0", "p1", "p2"]
     assert contents(view)["p0"]["see_call"] == "p2" and "omitted" not in contents(view)["p2"]
     assert view[1] == history[1] and view[0] == history[0]
-    # Tighter: the repeated reads leave, each call with its result; the last pair stays whole.
+    # Tighter: the repeated reads cannot leave without p2 (one answer of the model is never cut down to
+    # some of its calls): they shrink to tiny pairs naming p2. Tighter still, the whole turn leaves.
     view = build_context(history, budget_tokens=1500, tool_bytes=100_000)
-    assert [m["role"] for m in view] == ["system", "user", "assistant", "tool", "user"]
-    assert [c["id"] for c in view[2]["tool_calls"]] == ["p2"] and view[3]["tool_call_id"] == "p2"
-    assert view[1] == history[1] and view[0] == history[0] and view[-1] == history[-1]
+    assert [m["role"] for m in view] == ["system", "user", "assistant", "tool", "tool", "tool", "user"]
+    assert contents(view)["p1"] == {"omitted": True, "refresh_required": True, "call_id": "p1", "see_call": "p2"}
+    assert contents(view)["p2"]["projected"] is True
+    view = build_context(history, budget_tokens=200, tool_bytes=100_000)
+    assert view == [history[0], history[1], history[-1]]
 
 
 def test_user_words_name_lines_and_ids():

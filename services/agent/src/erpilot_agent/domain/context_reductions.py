@@ -9,8 +9,8 @@ The reductions, none of which touches a system prompt or a user message:
 
 - a tool result is ``project``-ed (summary), made ``compact`` (summary with the touched lines), ``omit``-ted
   (the omitted marker of SPEC §8) or ``shrink``-ed (the tiny marker: omitted, where to read it again);
-- a call ``leave``-s the view with its result, the pair together (its assistant message goes too once it
-  holds neither a call nor text);
+- an assistant turn's calls ``leave`` the view with their results, every pair of the message together,
+  once each of them may (the message itself goes unless it holds text);
 - an earlier answer of the assistant is ``shorten``-ed to its first line, ``elide``-d to ``[…]`` or
   ``drop``-ped.
 """
@@ -93,6 +93,7 @@ class ToolResult:
     original: str
     block: Block
     stage: int = ORIGINAL
+    leaving: bool = False  # may leave; it does when every call of its assistant message may
     left: bool = False  # the call and this result have left the view
 
     @property
@@ -108,6 +109,7 @@ class View:
         self.blocks = group_history(copy.deepcopy(history))
         self.projector = projector
         self.results: list[ToolResult] = []
+        self.results_of: dict[int, list[ToolResult]] = {}  # id(block) -> its results, in call order
         self.left_calls: set[str] = set()
         self.issued = issued_ids(history)
         user_texts = []
@@ -126,6 +128,7 @@ class View:
                                   arguments if isinstance(arguments, dict) else {}, status, result,
                                   hashlib.sha256(original.encode("utf-8")).hexdigest(), False)
                 self.results.append(ToolResult(entry, obs, original, block))
+                self.results_of.setdefault(id(block), []).append(self.results[-1])
         # "after the last user message": only results stored after it (positions past its block).
         last_user = max((i for i, b in enumerate(self.blocks) if b.message.get("role") == "user"), default=-1)
         self.earlier_blocks = self.blocks[:last_user]
@@ -197,21 +200,27 @@ class View:
         return self._replace(result, tiny_marker(result.obs.call_id, see_call=see_call, reread=reread), TINY)
 
     def leave(self, result: ToolResult) -> bool:
-        """Take the call and its result out of the view together; True if it did."""
-        if result.left:
+        """Let the call go with its result; its assistant turn leaves once all of its calls may go.
+
+        An assistant message is never cut down to some of its calls: the model gets back exactly the calls
+        of one answer it gave, or none of them (their text, if any, stays). True if the turn left now.
+        """
+        if result.left or result.leaving:
             return False
-        block, call_id = result.block, result.obs.call_id
-        before = sum(self._sent_bytes(entry) for entry in block.entries())
-        block.results.remove(result.entry)
-        calls = [call for call in block.message["tool_calls"] if call["id"] != call_id]
-        if calls:
-            block.message["tool_calls"] = calls
-        else:
-            del block.message["tool_calls"]
-        result.left = True
-        self.left_calls.add(call_id)
+        result.leaving = True
+        block = result.block
+        together = self.results_of[id(block)]
+        if not all(r.leaving for r in together):
+            return False
+        before = sum(self._sent_bytes(entry) for entry in self._block_entries(block))
+        block.results.clear()
+        del block.message["tool_calls"]
+        for gone in together:
+            gone.left = True
+            self.left_calls.add(gone.obs.call_id)
         self.total_bytes += sum(self._sent_bytes(entry) for entry in self._block_entries(block)) - before
-        self._redirect_markers(call_id)
+        for gone in together:
+            self._redirect_markers(gone.obs.call_id)
         return True
 
     # --- earlier answers of the assistant ----------------------------------------------------

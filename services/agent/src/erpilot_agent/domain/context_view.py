@@ -13,8 +13,10 @@ rebuilt from it for every request. Rules, in order:
    relevance before age (``context_relevance``), oldest first within a step, and stops as soon as it
    fits. Results are projected, made compact and omitted class by class: duplicates, superseded reads,
    listings, superseded draft revisions, the rest by age. Reads that a later call shows again (a
-   duplicate, a superseded read) leave the view whole, call and result together. Then markers shrink to
-   the tiny form and earlier answers of the assistant to their first line; then the kept results
+   duplicate, a superseded read) leave the view whole, call and result together (an assistant message
+   only with all of its calls; otherwise such a read stays as a tiny pair), and an answer repeated word
+   for word later is cut to its first line. Then markers shrink to the tiny form and earlier answers of
+   the assistant to their first line; then the kept results
    (``KEPT``) are reduced, every earlier pair but the open drafts' current revisions (and writes waiting
    for a person) leaves, earlier answers become ``[…]`` and then leave, and last the current turn's
    results shrink.
@@ -138,7 +140,7 @@ Step = tuple[str, Callable[[View], Iterable[Any]]]
 LADDER: tuple[Step, ...] = (
     ("omit", _of_class(DUPLICATE)),
     ("project", _of_class(SUPERSEDED_READ)), ("omit", _of_class(SUPERSEDED_READ)),
-    ("leave", _shown_later), ("shorten", _repeated_answers),
+    ("leave", _shown_later), ("shrink", _shown_later), ("shorten", _repeated_answers),
     ("project", _of_class(LISTING)), ("omit", _of_class(LISTING)),
     ("project", _of_class(SUPERSEDED_REVISION)), ("compact", _of_class(SUPERSEDED_REVISION)),
     ("omit", _of_class(SUPERSEDED_REVISION)),
