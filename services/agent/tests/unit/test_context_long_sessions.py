@@ -278,3 +278,9 @@ def test_a_marker_never_names_a_call_that_has_left_the_view():
         "omitted": True, "refresh_required": True, "call_id": older,
         "reread": {"tool": "get_product", "arguments": {"sku": "SKU-001"}}}
     assert estimate_tokens(sent(view.entries())) == view.tokens()  # the running size stays exact
+
+
+def test_without_a_user_message_everything_is_the_current_turn_and_no_answer_is_cut():
+    history = [system_message(SYSTEM), assistant_message(LISTED), assistant_message(LISTED)]
+    with pytest.raises(ContextOverflow):  # nothing here may be cut: it is all the turn being worked on
+        build_context(history, budget_tokens=estimate_tokens(history) - 10)

@@ -131,7 +131,7 @@ class View:
                 self.results_of.setdefault(id(block), []).append(self.results[-1])
         # "after the last user message": only results stored after it (positions past its block).
         last_user = max((i for i, b in enumerate(self.blocks) if b.message.get("role") == "user"), default=-1)
-        self.earlier_blocks = self.blocks[:last_user]
+        self.earlier_blocks = self.blocks[:max(last_user, 0)]  # without a user message, all is the current turn
         after = {entry["tool_call_id"] for block in self.blocks[last_user + 1:] for entry in block.results}
         for result in self.results:
             result.obs.after_last_user = result.obs.call_id in after
@@ -280,7 +280,9 @@ class View:
     def _redirect_markers(self, call_id: str) -> None:
         """Markers that name ``call_id`` (which has left) name the read that shows their object instead."""
         for result in self.results:
-            marker = parse_json(result.entry["content"]) if result.stage >= OMITTED and not result.left else None
+            if result.left or result.stage < OMITTED or self.relevance.later_call.get(result.obs.call_id) != call_id:
+                continue
+            marker = parse_json(result.entry["content"])
             if isinstance(marker, dict) and marker.get("see_call") == call_id:
                 del marker["see_call"]
                 reread = reread_call(result.obs.tool, result.obs.arguments, result.obs.result)

@@ -44,7 +44,6 @@ this bounds the messages, not the whole request.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from erpilot_agent.domain.context_reductions import (
     OMITTED,
@@ -63,7 +62,7 @@ from erpilot_agent.domain.context_relevance import (
     SUPERSEDED_REVISION,
 )
 from erpilot_agent.domain.erp_projection import READ_TOOLS, project_erp_result
-from erpilot_agent.domain.history import Entry
+from erpilot_agent.domain.history import Block, Entry
 
 __all__ = ["DEFAULT_BUDGET_TOKENS", "DEFAULT_TOOL_BYTES", "LADDER", "ContextOverflow", "build_context",
            "omitted_marker", "tiny_marker"]
@@ -127,15 +126,15 @@ def _unprotected(view: View) -> Iterable[ToolResult]:
     return (r for r in view.results if r.obs.call_id not in view.relevance.open_drafts)
 
 
-def _earlier_answers(view: View) -> Iterable[Any]:
+def _earlier_answers(view: View) -> Iterable[Block]:
     return view.earlier_answers()
 
 
-def _repeated_answers(view: View) -> Iterable[Any]:
+def _repeated_answers(view: View) -> Iterable[Block]:
     return view.repeated_answers()
 
 
-Step = tuple[str, Callable[[View], Iterable[Any]]]
+Step = tuple[str, Callable[[View], Iterable[ToolResult | Block]]]
 
 LADDER: tuple[Step, ...] = (
     ("omit", _of_class(DUPLICATE)),
