@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from erpilot.context_facts import Fact
+from erpilot_agent.domain.history import Exchange
+from erpilot_agent.domain.rules_summary import summarise
 
 Entry = dict[str, Any]
 CHECK_CODE = "Prüfcode K7-ALPHA-93"
@@ -79,15 +81,28 @@ def rejected(code: str, message: str) -> dict[str, Any]:
 
 
 class Script:
-    """Builds a stored history turn by turn; call ids are ``call-<n>`` in order."""
+    """Builds a stored history turn by turn; call ids are ``call-<n>`` in order.
 
-    def __init__(self) -> None:
+    ``as_agent_stores``: the ids the agent stores instead, ``<run_id>:rules-<n>`` with the model's own
+    ``rules-<n>`` beside it (``model_id``), a new run for every user message.
+    """
+
+    def __init__(self, *, as_agent_stores: bool = False) -> None:
         self.entries: list[Entry] = []
         self.calls = 0
+        self.as_agent_stores = as_agent_stores
+        self.run_id = "run_0"
 
     def user(self, text: str) -> Script:
         self.entries.append({"role": "user", "content": text})
+        self.run_id = f"run_{_digest('run', len(self.entries))[:32]}"
         return self
+
+    def _call_id(self) -> dict[str, str]:
+        self.calls += 1
+        if self.as_agent_stores:
+            return {"id": f"{self.run_id}:rules-{self.calls}", "model_id": f"rules-{self.calls}"}
+        return {"id": f"call-{self.calls}"}
 
     def answer(self, text: str) -> Script:
         self.entries.append({"role": "assistant", "content": text})
@@ -95,18 +110,22 @@ class Script:
 
     def call(self, *calls: tuple[str, dict[str, Any], dict[str, Any]]) -> Script:
         """One assistant message with these (tool, arguments, content) calls, then their results."""
-        ids = []
-        for _ in calls:
-            self.calls += 1
-            ids.append(f"call-{self.calls}")
+        ids = [self._call_id() for _ in calls]
         self.entries.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function",
+            {**call_id, "type": "function",
              "function": {"name": tool, "arguments": json.dumps(args, ensure_ascii=False)}}
             for call_id, (tool, args, _) in zip(ids, calls, strict=True)]})
         for call_id, (_, _, content) in zip(ids, calls, strict=True):
-            self.entries.append({"role": "tool", "tool_call_id": call_id,
+            self.entries.append({"role": "tool", "tool_call_id": call_id["id"],
                                  "content": json.dumps(content, ensure_ascii=False)})
         return self
+
+    def rules_run(self, text: str, *calls: tuple[str, dict[str, Any], dict[str, Any]]) -> Script:
+        """A run of the rules model: the message, its calls side by side, the planner's summary of each."""
+        self.user(text).call(*calls)
+        answers = [summarise(Exchange(f"call-{n}", tool, args, content))
+                   for n, (tool, args, content) in enumerate(calls)]
+        return self.answer("\n\n".join(answers))
 
     def run(self, text: str, tool: str, args: dict[str, Any], content: dict[str, Any], answer: str) -> Script:
         return self.user(text).call((tool, args, content)).answer(answer)

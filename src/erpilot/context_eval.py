@@ -2,10 +2,11 @@
 
 For every scenario of ``context_scenarios`` it builds the request the model would get next (the agent's
 system prompt plus the session's history, through ``build_context`` with the scenario's budget and the
-default ``ERPILOT_CONTEXT_TOOL_BYTES``), and reports whether each needed fact is in that request, whether
-every tool-call pair is intact, and its size (UTF-8 bytes and estimated tokens, SPEC §8) against the
-full history. A scenario passes when every fact is present, the pairs are intact, the request is within
-the budget and at most ``MAX_SHARE`` of the full history.
+default ``ERPILOT_CONTEXT_TOOL_BYTES``, then ``for_model``: the calls under the ids the model issued, as
+the agent sends them), and reports whether each needed fact is in that request, whether every tool-call
+pair is intact, and its size (UTF-8 bytes and estimated tokens, SPEC §8) against the full history. A
+scenario passes when every fact is present, the pairs are intact, the request is within the budget and
+at most ``MAX_SHARE`` of the full history.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from erpilot.context_facts import pairs_intact
 from erpilot.context_scenarios import Scenario, all_scenarios
 from erpilot_agent.domain.context_view import DEFAULT_TOOL_BYTES, ContextOverflow, build_context
 from erpilot_agent.domain.history import entry_bytes, estimate_tokens, system_message
+from erpilot_agent.domain.model_ids import for_model
 from erpilot_agent.domain.prompt import SYSTEM_PROMPT
 
 MAX_SHARE = 0.25
@@ -51,7 +53,7 @@ def evaluate(scenario: Scenario, tool_bytes: int = DEFAULT_TOOL_BYTES) -> Outcom
     full = [system_message(SYSTEM_PROMPT), *scenario.history]
     full_bytes = sum(entry_bytes(entry) for entry in full)
     try:
-        request = build_context(full, budget_tokens=scenario.budget_tokens, tool_bytes=tool_bytes)
+        request = for_model(build_context(full, budget_tokens=scenario.budget_tokens, tool_bytes=tool_bytes))
     except ContextOverflow as exc:
         return Outcome(scenario.name, scenario.covers, {f.describe(): False for f in scenario.facts}, False,
                        scenario.budget_tokens, full_bytes, estimate_tokens(full), 0, 0, str(exc))
@@ -67,7 +69,7 @@ def run(tool_bytes: int = DEFAULT_TOOL_BYTES) -> list[Outcome]:
 def table(outcomes: list[Outcome]) -> str:
     """The Markdown table of the README."""
     rows = ["| scenario | covers | facts present | pairs intact | full history (bytes / ~tokens) "
-            "| last request (bytes / ~tokens) | share | budget | pass |",
+            "| request as sent (bytes / ~tokens) | share | budget | pass |",
             "|---|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
         rows.append(f"| `{o.scenario}` | {o.covers} | {sum(o.facts.values())}/{len(o.facts)} | "

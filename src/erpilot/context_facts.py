@@ -140,3 +140,16 @@ class LatestResult(Fact):
     def describe(self) -> str:
         where = f" of {self.sku}" if self.sku else ""
         return f"latest {self.tool}{where}: {self.key} = {self.value!r}"
+
+
+@dataclass(frozen=True)
+class EveryUserMessage(Fact):
+    """Every user message of the session, verbatim and in order (SPEC §8: never dropped or cut)."""
+
+    texts: tuple[str, ...]
+
+    def present(self, request: Request) -> bool:
+        return tuple(str(m.get("content")) for m in request if m.get("role") == "user") == self.texts
+
+    def describe(self) -> str:
+        return f"all {len(self.texts)} user messages verbatim"

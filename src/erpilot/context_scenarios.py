@@ -3,7 +3,8 @@
 Every scenario is a session as the agent stores it (user messages, the model's tool calls, the ERP's
 results in the shapes of SPEC §2, the model's answers), ending with the user message the model must act
 on next. The values are derived from fixed hashes, not from line numbers, so a fact cannot be guessed
-from its neighbours. Each scenario names the failure class of seed 003 it covers.
+from its neighbours. Each scenario names the failure class of seed 003 it covers; the long sessions of
+issue 27 (many runs rather than a few large results) are in ``context_long_sessions``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from erpilot.context_builders import (
     sku,
 )
 from erpilot.context_facts import DraftCustomer, DraftLine, LatestResult, UserSays
+from erpilot.context_long_sessions import LONG_SESSIONS
 
 __all__ = ["SCENARIOS", "Scenario", "all_scenarios", "line_of"]
 
@@ -191,7 +193,7 @@ def long_draft() -> Scenario:
 
 
 SCENARIOS = (issue_19, middle_line, early_requirement, newer_none, newer_failure, two_drafts, revisions,
-             full_names, parallel, referenced_sku, long_draft)
+             full_names, parallel, referenced_sku, long_draft, *LONG_SESSIONS)
 
 
 def all_scenarios() -> list[Scenario]:

@@ -8,7 +8,8 @@ import pytest
 
 from erpilot import context_eval
 from erpilot.cli import main as cli_main
-from erpilot.context_facts import DraftLine, LatestResult, UserSays, pairs_intact
+from erpilot.context_facts import DraftLine, EveryUserMessage, LatestResult, UserSays, pairs_intact
+from erpilot.context_long_sessions import issue_27
 from erpilot.context_scenarios import all_scenarios, issue_19, line_of
 
 pytestmark = pytest.mark.unit
@@ -35,7 +36,24 @@ def test_the_covered_failure_classes_are_all_there():
     names = {s.name for s in all_scenarios()}
     assert {"issue_19_line_17", "middle_line_of_long_draft", "early_independent_requirement",
             "newer_none_after_success", "newer_failure_after_success", "two_open_drafts", "successive_revisions",
-            "full_customer_names", "parallel_calls"} <= names
+            "full_customer_names", "parallel_calls", "issue_27_catalog_once_more", "forty_distinct_lookups",
+            "draft_reworked_14_times"} <= names
+
+
+def test_the_issue_27_session_ends_with_the_catalog_again_and_keeps_the_draft_and_every_user_message():
+    scenario = issue_27()
+    assert scenario.budget_tokens == 4000
+    users = [m["content"] for m in scenario.history if m["role"] == "user"]
+    assert users[:11] == ["find products and customers"] * 11 and users[12] == "show me the catalog once more"
+    assert users[11].startswith("draft for C-1001: ") and users[11].count(" x") == 26
+    both = [sorted(c["function"]["name"] for c in m["tool_calls"]) for m in scenario.history if m.get("tool_calls")]
+    assert both[:11] == [["search_customers", "search_products"]] * 11
+    assert scenario.history[-1]["role"] == "tool"  # the model now answers from the new listing
+    calls = [c for m in scenario.history for c in m.get("tool_calls") or []]
+    assert all(c["id"].endswith(":" + c["model_id"]) for c in calls)  # stored as the agent stores them
+    outcome = context_eval.evaluate(scenario)
+    assert outcome.passed and outcome.full_tokens >= 4 * 4000, outcome
+    assert outcome.facts["all 13 user messages verbatim"]
 
 
 def test_the_issue_scenario_keeps_line_17_of_the_26_line_draft_in_view():
@@ -63,6 +81,10 @@ def test_facts_are_absent_from_a_request_that_lacks_them():
         {"role": "tool", "tool_call_id": "c", "content": json.dumps({"omitted": True, "sku": "S", "on_hand": 1})}]
     assert not LatestResult("get_product", "code", "not_found").present(marker)
     assert not UserSays("gate 4").present(marker)
+    users = EveryUserMessage(tuple(m["content"] for m in scenario.history if m["role"] == "user"))
+    assert users.present(scenario.history) and not users.present(scenario.history[1:])
+    cut = [{**m, "content": m["content"][:-1]} if m["role"] == "user" else m for m in scenario.history]
+    assert not users.present(cut)
     assert pairs_intact(marker) and not pairs_intact(marker[1:]) and not pairs_intact(marker[:1])
 
 

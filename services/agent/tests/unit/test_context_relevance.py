@@ -154,8 +154,10 @@ def test_a_submitted_draft_is_no_longer_kept():
                          draft_id="D-1", revision=1),
                user_message("list"), *exchange("l", "search_products", listing(30), query="")]
     assert first_reduced_order(history, tool_bytes=100_000)[0] == "d"  # before the current turn's listing
+    view = contents(build_context(history, budget_tokens=1000))
+    assert "d" not in view and view["l"]["projected"] is True  # the draft's pair left before the listing shrank
     view = contents(build_context(history, budget_tokens=600))
-    assert view["d"]["reason"] == "age" and view["l"]["reason"] == "kept"
+    assert view.keys() == {"l"} and view["l"]["reason"] == "kept"
 
 
 def test_results_the_latest_user_message_refers_to_are_kept():
@@ -207,10 +209,19 @@ def test_parallel_calls_keep_both_halves_of_every_pair_and_user_messages_verbati
                                         for n in range(3)]),
                *[tool_message(f"p{n}", {"status": "succeeded", "result": listing()}) for n in range(3)],
                user_message("and?")]
-    view = build_context(history, budget_tokens=450)
+    view = build_context(history, budget_tokens=2500, tool_bytes=100_000)
     assert [m["role"] for m in view] == ["system", "user", "assistant", "tool", "tool", "tool", "user"]
     assert [m["tool_call_id"] for m in view[3:6]] == ["p0", "p1", "p2"]
+    assert contents(view)["p0"]["see_call"] == "p2" and "omitted" not in contents(view)["p2"]
     assert view[1] == history[1] and view[0] == history[0]
+    # Tighter: the repeated reads cannot leave without p2 (one answer of the model is never cut down to
+    # some of its calls): they shrink to tiny pairs naming p2. Tighter still, the whole turn leaves.
+    view = build_context(history, budget_tokens=1500, tool_bytes=100_000)
+    assert [m["role"] for m in view] == ["system", "user", "assistant", "tool", "tool", "tool", "user"]
+    assert contents(view)["p1"] == {"omitted": True, "refresh_required": True, "call_id": "p1", "see_call": "p2"}
+    assert contents(view)["p2"]["projected"] is True
+    view = build_context(history, budget_tokens=200, tool_bytes=100_000)
+    assert view == [history[0], history[1], history[-1]]
 
 
 def test_user_words_name_lines_and_ids():

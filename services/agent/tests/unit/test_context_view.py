@@ -182,10 +182,12 @@ def test_a_result_without_its_call_is_refused():
         build_context([user_message("hi"), tool_message("ghost", {"status": "succeeded", "result": {}})])
 
 
-def three_drafts_history() -> list[dict]:
+def three_drafts_history(status: str = "open") -> list[dict]:
     history = [system_message(SYSTEM)]
     for n in (1, 2, 3):
-        history += [user_message(f"show draft D-{n}"), *exchange(f"c{n}", "get_draft", big_draft(12, f"D-{n}"))]
+        draft = {**big_draft(12, f"D-{n}"), "status": status}
+        history += [user_message(f"show draft D-{n}"), call(f"c{n}", "get_draft", draft_id=f"D-{n}"),
+                    tool_message(f"c{n}", {"status": "succeeded", "result": draft})]
     return history
 
 
@@ -197,32 +199,53 @@ def test_over_budget_older_results_are_projected_first():
     assert "projected" not in contents["c2"] and "projected" not in contents["c3"]
 
 
-def reduction(content: dict) -> int:
-    return 2 if content.get("omitted") else 1 if content.get("projected") else 0
+def reduction(content: dict | None) -> int:
+    """0 whole, 1 projected, 2 omitted, 3 tiny marker, 4 left the view (call and result)."""
+    if content is None:
+        return 4
+    if content.get("omitted"):
+        return 2 if "sha256" in content else 3
+    return 1 if content.get("projected") else 0
 
 
 def test_reductions_go_oldest_first_down_to_omission_and_the_newest_last():
-    history = three_drafts_history()
+    history = three_drafts_history(status="submitted")  # no longer open: nothing protects them
     seen = set()
-    for budget in range(estimate_tokens(history), 0, -25):
+    for budget in range(estimate_tokens(history), 0, -10):
         try:
             view = build_context(history, budget_tokens=budget)
         except ContextOverflow:
             break
-        stages = [reduction(c) for c in tool_contents(view).values()]
-        assert stages == sorted(stages, reverse=True), (budget, stages)  # an older one is never less reduced
+        shown = tool_contents(view)
+        stages = [reduction(shown.get(call_id)) for call_id in ("c1", "c2", "c3")]
+        assert stages[:2] == sorted(stages[:2], reverse=True), (budget, stages)  # older never less reduced
         assert estimate_tokens(view) <= budget
         seen.add(tuple(stages))
-    assert {(1, 0, 0), (1, 1, 1), (2, 1, 1), (2, 2, 1), (2, 2, 2)} <= seen
+    # c3 answers the latest message: reduced last, and it never leaves (the current turn's pair stays).
+    assert seen == {(0, 0, 0), (1, 0, 0), (1, 1, 0), (2, 1, 0), (2, 2, 0), (3, 2, 0), (3, 3, 0), (3, 3, 1),
+                    (4, 3, 1), (4, 4, 1), (4, 4, 2), (4, 4, 3)}, sorted(seen)
 
 
 def test_user_messages_and_system_prompt_are_kept_verbatim_under_pressure():
-    history = three_drafts_history()
+    history = three_drafts_history(status="submitted")
     history.insert(2, user_message("Merke dir: Prüfzeichen ✓-42, nicht vergessen!"))
-    view = build_context(history, budget_tokens=400)
+    view = build_context(history, budget_tokens=200)
     assert [m for m in view if m["role"] in ("system", "user")] == \
            [m for m in history if m["role"] in ("system", "user")]
     assert all(c.get("omitted") for c in tool_contents(view).values())
+
+
+def test_the_current_revision_of_an_open_draft_is_never_omitted_overflow_instead():
+    history = three_drafts_history()  # three open drafts: each one's current revision is protected
+    history.insert(2, user_message("Merke dir: Prüfzeichen ✓-42, nicht vergessen!"))
+    fits = build_context(history, budget_tokens=650)
+    assert [m for m in fits if m["role"] in ("system", "user")] == \
+           [m for m in history if m["role"] in ("system", "user")]
+    for call_id, draft in tool_contents(fits).items():
+        assert "omitted" not in draft and draft["result"]["draft_id"] == f"D-{call_id[1]}"
+        assert draft["result"]["revision"] == 4 and draft["result"]["line_count"] == 12
+    with pytest.raises(ContextOverflow):  # the user messages, the prompt and the three drafts alone
+        build_context(history, budget_tokens=400)
 
 
 def test_context_overflow_when_protected_messages_exceed_the_budget():

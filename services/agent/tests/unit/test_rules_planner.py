@@ -196,3 +196,54 @@ def test_minor_units_format_back_with_the_currency_exponent():
     assert format_minor(5, "USD") == "0.05 USD"
     assert format_minor(1000, "JPY") == "1000 JPY"
     assert format_minor(-1234, "KWD") == "-1.234 KWD"
+
+
+@pytest.mark.parametrize("text", ["show catalog", "Show me the catalog once more", "list the whole catalogue",
+                                  "show me the catalog again."])
+def test_the_catalog_is_every_product(text):
+    called = only_call(plan(ask(text)))
+    assert (called["name"], called["arguments"]) == ("search_products", {"query": ""})
+
+
+def test_products_and_customers_are_listed_side_by_side_and_both_summarised():
+    history = ask("find products and customers")
+    reply = plan(history)
+    assert reply.text is None
+    assert [(c["id"], c["name"], c["arguments"]) for c in reply.tool_calls] == [
+        ("rules-1", "search_products", {"query": ""}), ("rules-2", "search_customers", {"query": ""})]
+    assert plan(ask("find customers and products ACME")).tool_calls[1]["arguments"] == {"query": "ACME"}
+    called = [*history, assistant_message(None, reply.tool_calls)]
+    half = [*called, tool_message("rules-1", ok({"items": [{"sku": "SKU-9", "name": "Bolt"}]}))]
+    assert plan(half) == PlannerReply("Still waiting for the result of search_customers.")
+    done = [*half, tool_message("rules-2", ok({"items": [{"customer_id": "C-7", "name": "Acme"}]}))]
+    answer = plan(done).text
+    assert "Found 1 product(s).\n- SKU-9 Bolt" in answer and "Found 1 customer(s).\n- C-7 Acme" in answer
+
+
+def test_call_numbers_continue_after_the_highest_one_the_view_shows():
+    # The context view left out the pairs rules-1..rules-4 (a later listing shows the same): the next call
+    # must not take a number the turn's own calls or the shown ones already use.
+    shown = [user_message("find product"), assistant_message(None, [
+        {"id": "rules-5", "name": "search_products", "arguments": {"query": ""}}]),
+        tool_message("rules-5", ok({"items": []}))]
+    assert only_call(plan(ask("show task", *shown)))["id"] == "rules-6"
+    assert only_call(plan(ask("show task", *shown), call_id_prefix="S-1:"))["id"] == "S-1:2"
+
+
+def test_show_context_describes_the_request_it_was_given():
+    revision = {**DRAFT, "lines": [{"item_number": n, "sku": f"SKU-{n}", "qty": n} for n in range(1, 4)]}
+    page = {**DRAFT, "revision": 4, "line_count": 3, "lines": [{"item_number": 2, "sku": "SKU-2", "qty": 2}]}
+    history = ask("show context", user_message("draft for C-7: ..."), assistant_message(None, [
+        {"id": "rules-1", "name": "create_order_draft", "arguments": {}},
+        {"id": "rules-2", "name": "get_draft", "arguments": {}},
+        {"id": "rules-3", "name": "search_products", "arguments": {}}]),
+        tool_message("rules-1", {"projected": True, "refresh_required": True, **revision}),
+        tool_message("rules-2", ok(page)),
+        tool_message("rules-3", {"omitted": True, "refresh_required": True}))
+    reply = plan(history)
+    assert reply.tool_calls == []
+    first, *drafts = reply.text.split("\n")
+    assert first.startswith(f"This request holds {len(history)} message(s), ~") and "2 user message(s)" in first
+    assert "3 tool result(s) (1 projected, 1 omitted)" in first
+    assert drafts == ["Drafts shown (newest revision):", "- D-1002 revision 4: 1 of 3 line(s) (call rules-2)"]
+    assert plan(ask("show context")).text.endswith("No draft is shown.")

@@ -58,11 +58,16 @@ class Observation:
 
 @dataclass(frozen=True)
 class Relevance:
-    """The drop class of every call, the later call a dropped one defers to, and the lines to keep."""
+    """The drop class of every call, the later call a dropped one defers to, and the lines to keep.
+
+    ``open_drafts``: the calls holding the current revision of an open draft, which the view never omits
+    (SPEC §8: with the user messages and the system prompt, the least a request may hold).
+    """
 
     drop_class: dict[str, int]
     later_call: dict[str, str]
     focus: LineFocus
+    open_drafts: frozenset[str] = frozenset()
 
 
 def line_numbers(text: str) -> set[int]:
@@ -228,7 +233,8 @@ def classify(observations: list[Observation], user_texts: list[str]) -> Relevanc
             later.pop(obs.call_id, None)
         elif (refers or obs.after_last_user) and classes[obs.call_id] in (LISTING, BY_AGE):
             classes[obs.call_id] = KEPT
-    return Relevance(classes, later, _focus(observations, user_texts))
+    open_drafts = frozenset(obs.call_id for obs in observations if id(obs) in open_keepers)
+    return Relevance(classes, later, _focus(observations, user_texts), open_drafts)
 
 
 def _result_lines(obs: Observation) -> list[dict[str, Any]]:

@@ -57,24 +57,32 @@ def for_model(messages: list[Entry]) -> list[Entry]:
     Markers that name a call (``call_id``, ``see_call``; the later call may come after the marker) name
     it by the model's id as well.
     """
-    issued = {call["id"]: model_id_of(call) for message in messages for call in message.get("tool_calls") or []}
-    sent: list[Entry] = []
-    for message in messages:
-        if message.get("tool_calls"):
-            calls = [{key: value for key, value in call.items() if key != MODEL_ID} | {"id": issued[call["id"]]}
-                     for call in message["tool_calls"]]
-            message = {**message, "tool_calls": calls}
-        elif message.get("role") == "tool":
-            call_id = message.get("tool_call_id")
-            message = {**message, "tool_call_id": issued.get(call_id) or minted_id(str(call_id)),
-                       "content": _references_for_model(message.get("content"), issued)}
-        sent.append(message)
-    return sent
+    issued = issued_ids(messages)
+    return [as_sent(message, issued) for message in messages]
+
+
+def issued_ids(messages: list[Entry]) -> dict[str, str]:
+    """Global call id -> the id the model issued, for every call in ``messages``."""
+    return {call["id"]: model_id_of(call) for message in messages for call in message.get("tool_calls") or []}
+
+
+def as_sent(message: Entry, issued: dict[str, str]) -> Entry:
+    """One message of the view as the model gets it (``issued``: from ``issued_ids``)."""
+    if message.get("tool_calls"):
+        calls = [{key: value for key, value in call.items() if key != MODEL_ID} | {"id": issued[call["id"]]}
+                 for call in message["tool_calls"]]
+        return {**message, "tool_calls": calls}
+    if message.get("role") == "tool":
+        call_id = message.get("tool_call_id")
+        return {**message, "tool_call_id": issued.get(call_id) or minted_id(str(call_id)),
+                "content": _references_for_model(message.get("content"), issued)}
+    return message
 
 
 def _references_for_model(content: Any, issued: dict[str, str]) -> Any:
     """A marker's call references under the model's ids; any other content unchanged."""
-    if not isinstance(content, str) or not content.startswith("{"):
+    if not isinstance(content, str) or not content.startswith("{") or not any(
+            f'"{key}"' in content for key in _CALL_REFERENCES):  # most results name no call: skip the parse
         return content
     try:
         value = json.loads(content)

@@ -18,6 +18,11 @@ class Command:
     arguments: dict[str, Any] = field(default_factory=dict)
     on_open_draft: bool = False
     draft_id: str | None = None  # chosen with "draft <id>: ..." when the session has several
+    beside: tuple[Command, ...] = ()  # more calls made in the same step, in parallel (never open-draft ones)
+
+    def calls(self) -> list[Command]:
+        """This call and the ones made beside it, in the order they are issued."""
+        return [self, *self.beside]
 
 
 class CommandError(ValueError):
@@ -34,6 +39,11 @@ MAX_PAGE = 200  # get_draft's largest limit
 def _search(match: re.Match[str]) -> Command:
     tool = "search_customers" if match["what"].lower() == "customer" else "search_products"
     return Command(tool, {"query": (match["query"] or "").strip()})
+
+
+def _search_both(match: re.Match[str]) -> Command:
+    query = {"query": (match["query"] or "").strip()}
+    return Command("search_products", query, beside=(Command("search_customers", dict(query)),))
 
 
 def _show_draft(match: re.Match[str]) -> Command:
@@ -106,7 +116,12 @@ _DRAFT_COMMANDS: list[tuple[str, Builder]] = [
 ]
 
 _COMMANDS: list[tuple[str, Builder]] = [
+    (r"find\s+(?:products?\s+and\s+customers?|customers?\s+and\s+products?)(?:\s+(?P<query>.*))?",
+     _search_both),
     (r"find\s+(?P<what>customer|product)s?(?:\s+(?P<query>.*))?", _search),
+    # The whole catalog, as a person asks for it: "show me the catalog once more".
+    (r"(?:show|list)\s+(?:me\s+)?(?:the\s+)?(?:whole\s+)?catalog(?:ue)?(?:\s+(?:once\s+more|again))?\s*[.!]?",
+     lambda m: Command("search_products", {"query": ""})),
     (r"show\s+product\s+(?P<sku>\S+)", lambda m: Command("get_product", {"sku": m["sku"]})),
     (r"show\s+order\s+(?P<id>\S+)", lambda m: Command("get_order", {"order_id": m["id"]})),
     (r"show\s+task", lambda m: Command("get_order_task")),

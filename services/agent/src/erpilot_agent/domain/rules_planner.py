@@ -1,8 +1,11 @@
 """Erpilot offline planner (ERPILOT_MODEL=rules). Commands, one per message, case-insensitive:
 
   help                                        this text
+  show context                                what this request holds (size, drafts shown)
   find customer <query>                       search customers by id or name
   find product <query>                        search products by SKU or name
+  find products and customers [<query>]       both searches at once
+  show catalog                                every product ("show me the catalog once more")
   show product <sku>                          one product with price and stock
   show order <order_id>                       one order
   show task                                   this session's open draft(s)
@@ -26,11 +29,13 @@ draft. When there are several, prefix the command with the draft: 'draft D-1002:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from erpilot_agent.domain.history import Entry, Exchange, Turn, last_turn, outcome_of
 from erpilot_agent.domain.rules_commands import HELP_WORDS, Command, CommandError, parse_command
+from erpilot_agent.domain.rules_context import CONTEXT_WORDS, describe_request
 from erpilot_agent.domain.rules_summary import describe_candidates, summarise
 
 HELP = __doc__.strip()
@@ -51,12 +56,28 @@ class _Step:
 
     turn: Turn
     call_id_prefix: str
+    last_number: int  # the highest call number the history shows (see ``_last_call_number``)
 
     def call(self, tool: str, arguments: dict[str, Any]) -> PlannerReply:
-        # The id depends only on the history (how many calls it already holds), so replaying the same
-        # history yields the same id and the agent never records two calls for one decision.
-        call_id = f"{self.call_id_prefix}{self.turn.calls_in_history + 1}"
-        return PlannerReply(None, [{"id": call_id, "name": tool, "arguments": arguments}])
+        return self.calls([Command(tool, arguments)])
+
+    def calls(self, commands: list[Command]) -> PlannerReply:
+        # The ids depend only on the history, so replaying the same history yields the same ids and the
+        # agent never records two calls for one decision.
+        return PlannerReply(None, [{"id": f"{self.call_id_prefix}{self.last_number + n}", "name": c.tool,
+                                    "arguments": c.arguments} for n, c in enumerate(commands, start=1)])
+
+
+def _last_call_number(history: list[Entry], turn: Turn, prefix: str) -> int:
+    """The highest number among the history's ``<prefix><n>`` call ids, at least its count of calls.
+
+    The context view may leave out an old call whose result a later call shows again, so the count
+    alone could repeat a number of the current turn; the highest number never does.
+    """
+    own = re.compile(re.escape(prefix) + r"([0-9]+)")
+    numbers = [int(match[1]) for entry in history for call in entry.get("tool_calls") or []
+               if (match := own.fullmatch(str(call.get("id", ""))))]
+    return max([turn.calls_in_history, *numbers])
 
 
 def plan(history: list[Entry], *, call_id_prefix: str = CALL_ID_PREFIX) -> PlannerReply:
@@ -68,6 +89,8 @@ def plan(history: list[Entry], *, call_id_prefix: str = CALL_ID_PREFIX) -> Plann
         return PlannerReply(HELP)
     if turn.text.strip().lower() in HELP_WORDS:
         return PlannerReply(HELP)
+    if turn.text.strip().lower() in CONTEXT_WORDS:
+        return PlannerReply(describe_request(history))
     try:
         command = parse_command(turn.text)
     except CommandError as exc:
@@ -75,16 +98,19 @@ def plan(history: list[Entry], *, call_id_prefix: str = CALL_ID_PREFIX) -> Plann
     if command is None:
         return PlannerReply("I did not understand that. I am the offline planner and know these commands:\n\n"
                             + HELP)
-    step = _Step(turn, call_id_prefix)
+    step = _Step(turn, call_id_prefix, _last_call_number(history, turn, call_id_prefix))
     if not turn.exchanges:
         if command.on_open_draft:
             return step.call("get_order_task", {})
-        return step.call(command.tool, command.arguments)
+        return step.calls(command.calls())
+    waiting = [exchange.name for exchange in turn.exchanges if exchange.result is None]
+    if waiting:
+        return PlannerReply(f"Still waiting for the result of {', '.join(waiting)}.")
     last = turn.exchanges[-1]
-    if last.result is None:
-        return PlannerReply(f"Still waiting for the result of {last.name}.")
     if command.on_open_draft and len(turn.exchanges) == 1 and last.name == "get_order_task":
         return _after_task(step, command, last)
+    if command.beside:  # calls made side by side: each outcome
+        return PlannerReply("\n\n".join(summarise(exchange) for exchange in turn.exchanges))
     return PlannerReply(summarise(last))
 
 
