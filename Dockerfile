@@ -7,6 +7,7 @@ COPY pyproject.toml uv.lock ./
 COPY libs ./libs
 COPY services ./services
 COPY src ./src
+COPY docs/FAILPOINTS.md ./docs/FAILPOINTS.md
 RUN uv sync --frozen --no-dev --no-editable
 
 FROM python:3.11-slim

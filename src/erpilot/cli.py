@@ -180,7 +180,14 @@ def cmd_context_eval(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="erpilot", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="run the whole stack on this machine (embedded NATS and PostgreSQL by default)")
+    up = sub.add_parser(
+        "up", help="run the whole stack on this machine (embedded NATS and PostgreSQL by default)",
+        description="Run the whole stack on this machine. A process that dies (a service, the embedded NATS "
+                    "server or PostgreSQL) is restarted with a backoff ('restarted <name>').",
+        epilog="Exit status: 0 when stopped by Ctrl-C (SIGINT) or SIGTERM, whenever it arrives: that is the "
+               "normal way to stop it, not a failure, so it does not follow the shell's 128+N convention "
+               "(130, 143); 1 when start-up fails, or when one process exited 5 times within 60 s (then "
+               "everything is stopped).")
     up.add_argument("--port", type=int, default=int(os.environ.get("ERPILOT_HTTP_PORT", "8000")))
     up.add_argument("--secure", action="store_true",
                     help="one least-privilege NATS user per service (as deployed), not an open NATS")

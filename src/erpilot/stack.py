@@ -128,7 +128,8 @@ class Stack:
 
     def start(self) -> None:
         self.migrate_jetstream()
-        self.supervisor = Supervisor(self.data_dir / "logs")
+        if self.supervisor is None:  # `erpilot up` brings its own, which already watches the servers
+            self.supervisor = Supervisor(self.data_dir / "logs")
         for index in range(1, self.replicas.get("gateway", 1)):
             self.gateway_ports.setdefault(index, free_port())
         for service in SERVICES:

@@ -1,4 +1,4 @@
-"""Runs the service processes of `erpilot up` and the e2e tests: start, watch, restart, stop in order."""
+"""Runs the service processes of `erpilot up` and the e2e tests: start, watch, restart what dies, stop in order."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TextIO
 
 from erpilot_platform.processes import die_with_parent, log_tail
 
@@ -50,16 +52,70 @@ class ChildExit:
         return f"{self.name} exited with code {self.returncode}; last log lines:\n{self.log_tail}"
 
 
-class Supervisor:
-    """Starts named child processes and stops them all, newest first, on exit or SIGINT/SIGTERM."""
+class StopRequested(BaseException):
+    """SIGINT/SIGTERM arrived while the caller was still starting things: unwind, then stop what started.
 
-    def __init__(self, log_dir: Path, *, stop_timeout: float = 10.0) -> None:
+    A BaseException (like KeyboardInterrupt), so no ``except Exception`` on the way swallows it. Raised at most
+    once per Supervisor: the supervisor is "stopping" from then on, and later signals are only recorded.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
+class Restartable(Protocol):
+    """A process that another object starts and restarts (the embedded NATS server or PostgreSQL)."""
+
+    process: subprocess.Popen | None
+    log_path: Path
+
+    def start(self) -> object: ...
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How `wait()` heals: a process that dies is started again after a backoff that doubles with each of
+    its exits inside the window; the `max_exits`-th exit of one process inside `window` seconds stops all."""
+
+    max_exits: int = 5
+    window: float = 60.0
+    first_delay: float = 0.5
+    max_delay: float = 8.0
+
+    def delay(self, recent_exits: int) -> float:
+        """Seconds before the restart that follows the `recent_exits`-th exit inside the window."""
+        return min(self.max_delay, self.first_delay * 2 ** max(0, recent_exits - 1))
+
+
+@dataclass
+class _Watch:
+    """What `wait()` knows of one supervised process: its recent exits and its pending restart."""
+
+    exits: deque = field(default_factory=deque)  # monotonic times of its exits inside the window
+    restart_at: float | None = None  # when to start it again (None: running, or not due)
+    counted: object = None  # the process object whose exit is already counted (servers)
+
+
+class Supervisor:
+    """Starts named child processes, restarts those that die (in `wait()`), and stops them all, newest first.
+
+    Signals: after `handle_signals()`, SIGINT/SIGTERM mean "stop everything in order". While the caller is
+    still starting things, the first one raises StopRequested; inside `wait()` it makes `wait()` return 0;
+    once stopping, it is only recorded. So a signal stops the stack the same way wherever it lands.
+    """
+
+    def __init__(self, log_dir: Path, *, stop_timeout: float = 10.0, restart: RestartPolicy | None = None,
+                 report: TextIO | None = None) -> None:
         self.log_dir = Path(log_dir)
         self.stop_timeout = stop_timeout
+        self.restart_policy = restart or RestartPolicy()
+        self.report = report  # where wait() tells what it restarts (None: standard error)
         self.children: dict[str, Child] = {}  # insertion order is start order
+        self.servers: dict[str, Restartable] = {}  # started by others, restarted here
         self.stop_signal: int | None = None  # set when SIGINT/SIGTERM arrived
-        self._waiting = False
-        self._stopping = False
+        self._phase = "starting"  # starting -> waiting -> stopping (signals raise only while starting)
+        self._watches: dict[str, _Watch] = {}
         self._saved_handlers: dict[int, object] = {}
 
     def start(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
@@ -78,6 +134,11 @@ class Supervisor:
         self.children[name] = child
         self._spawn(child)
         return child
+
+    def watch(self, name: str, server: Restartable) -> None:
+        """Restart `server` (its own `start()`) in `wait()` when its process dies; stopping it stays the
+        caller's business."""
+        self.servers[name] = server
 
     def _spawn(self, child: Child) -> None:
         child.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,14 +187,15 @@ class Supervisor:
             _signal_group(child.process, sig)
         return child.process.wait()
 
+    def begin_stop(self) -> None:
+        """From now on a signal only records itself: what follows is the orderly stop."""
+        self._phase = "stopping"
+
     def stop_all(self) -> None:
         """Stop every child, newest first (services before what they depend on)."""
-        self._stopping = True
-        try:
-            for name in reversed(list(self.children)):
-                self.stop(name)
-        finally:
-            self._stopping = False
+        self.begin_stop()
+        for name in reversed(list(self.children)):
+            self.stop(name)
 
     def check(self) -> list[ChildExit]:
         """Return children that exited unexpectedly since the last check."""
@@ -145,12 +207,13 @@ class Supervisor:
         return exits
 
     def handle_signals(self) -> None:
-        """Turn SIGINT/SIGTERM into an orderly stop: wait() returns; elsewhere SystemExit is raised."""
+        """Turn SIGINT/SIGTERM into an orderly stop (see the class): install the handler, once."""
 
         def on_signal(signum: int, _frame: object) -> None:
             self.stop_signal = signum
-            if not (self._waiting or self._stopping):
-                raise SystemExit(128 + signum)  # unwinds `with` blocks, so everything is stopped
+            if self._phase == "starting":
+                self._phase = "stopping"  # before raising: never a second StopRequested
+                raise StopRequested(signum)
 
         if not self._saved_handlers:
             sigs = (signal.SIGINT, signal.SIGTERM)
@@ -163,24 +226,75 @@ class Supervisor:
         self._saved_handlers = {}
 
     def wait(self, poll: float = 0.2) -> int:
-        """Block until SIGINT/SIGTERM (return 0) or a child exits unexpectedly (report it, return 1)."""
+        """Keep every process running until SIGINT/SIGTERM (then stop the children, return 0), or until one
+        process exits `restart_policy.max_exits` times within its window (report it, stop, return 1).
+
+        A child that dies unexpectedly, or a watched server whose process dies, is started again after the
+        policy's backoff, with "restarted <name>" reported.
+        """
         installed = not self._saved_handlers
         self.handle_signals()
-        self._waiting = True
+        if self._phase == "starting":  # a signal that came before this line has raised already
+            self._phase = "waiting"
         try:
             while self.stop_signal is None:
-                exits = self.check()
-                if exits:
-                    for e in exits:
-                        print(e, file=sys.stderr)
+                gave_up = self._heal(time.monotonic())
+                if gave_up:
+                    self._say(gave_up)
                     return 1
                 time.sleep(poll)
             return 0
         finally:
-            self._waiting = False
             self.stop_all()
             if installed:
                 self.restore_signals()
+
+    def _heal(self, now: float) -> str | None:
+        """Count new exits and restart what is due; the give-up message when a process exits too often."""
+        policy = self.restart_policy
+        for name, code, log_path in self._new_exits():
+            watch = self._watches.setdefault(name, _Watch())
+            watch.exits.append(now)
+            while watch.exits and watch.exits[0] <= now - policy.window:
+                watch.exits.popleft()
+            if len(watch.exits) >= policy.max_exits:
+                return (f"{name} exited {len(watch.exits)} times within {policy.window:.0f} s (last: code {code}); "
+                        f"stopping everything. Last lines of {log_path}:\n{log_tail(log_path)}")
+            delay = policy.delay(len(watch.exits))
+            watch.restart_at = now + delay
+            self._say(f"{name} exited with code {code}; restarting it in {delay:.1f} s (log: {log_path})")
+        for name, watch in self._watches.items():
+            if watch.restart_at is not None and watch.restart_at <= now and self.stop_signal is None:
+                watch.restart_at = None
+                try:
+                    if name in self.children:
+                        self.restart(name)
+                    else:
+                        self.servers[name].start()
+                except Exception as exc:  # counted as one more exit by the next round
+                    self._say(f"could not restart {name}: {exc}")
+                    if name in self.servers:
+                        watch.counted = None
+                    else:
+                        self.children[name].expected_exit = False
+                    continue
+                self._say(f"restarted {name}")
+        return None
+
+    def _new_exits(self) -> list[tuple[str, int | None, Path]]:
+        """(name, exit code, log) of every child and watched server that died since the last call."""
+        exits = [(e.name, e.returncode, self.children[e.name].log_path) for e in self.check()]
+        for name, server in self.servers.items():
+            watch = self._watches.setdefault(name, _Watch())
+            process = server.process
+            if watch.restart_at is None and watch.counted is not process and (
+                    process is None or process.poll() is not None):
+                watch.counted = process
+                exits.append((name, None if process is None else process.returncode, server.log_path))
+        return exits
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.report or sys.stderr, flush=True)
 
     def __enter__(self) -> Supervisor:
         self.handle_signals()

@@ -1,17 +1,19 @@
 """`erpilot torture`: a seeded crash campaign at every failpoint, checked from outside.
 
-Run after run, one failpoint of docs/FAILPOINTS.md is armed in the service that owns it, a seeded mix of
-tool calls, approvals, rejections, edits and expiries goes through the HTTP API, the service dies at the
-failpoint (exit 137) and is SIGKILLed and restarted disarmed; once nothing is in flight (outboxes empty,
-every JetStream message acknowledged, after real redeliveries), the invariants of `torture_checks` are
-checked. Run k of a failpoint uses seed S+k: `--failpoint F --seed S+k --runs 1` replays it.
+Run after run, one failpoint of docs/FAILPOINTS.md is armed in one service that reaches it (every such
+pair in every round, `torture_targets`), a seeded mix of tool calls, approvals, rejections, edits and
+expiries goes through the HTTP API, the service dies at the failpoint (exit 137) and is SIGKILLed and
+restarted disarmed; once nothing is in flight (outboxes empty, every JetStream message acknowledged, after
+real redeliveries), the invariants of `torture_checks` are checked: the calls, the session events, the
+ledger, the approvals and their grants, and the audit chain (`erpilot audit verify`). A run whose failpoint
+was not reached fails: it crashed nothing and proves nothing. Run k of a campaign uses seed S+k, and a run's
+workload comes from its target and seed alone: `--failpoint F --seed S+k --runs 1` replays it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import signal
 import sys
 import tempfile
@@ -22,26 +24,21 @@ from pathlib import Path
 
 import httpx
 
-from erpilot.torture_checks import Expected, Findings, check_call, check_ledger, check_messages, check_session
+from erpilot.torture_checks import (
+    Expected,
+    check_approvals,
+    check_audit,
+    check_call,
+    check_ledger,
+    check_messages,
+    check_session,
+    run_findings,
+)
 from erpilot.torture_stack import TortureStack, from_environment
-from erpilot.torture_workload import SKUS, Driver, Ledger, Workload, make_tokens
+from erpilot.torture_targets import TableError, Target, select, targets
+from erpilot.torture_workload import Driver, Workload, make_tokens, plan
 
-OUTBOX_OWNERS = ("erp", "approval", "agent")
-# Every failpoint in docs/FAILPOINTS.md and the service that reaches it (None: one of OUTBOX_OWNERS).
-FAILPOINTS: dict[str, str | None] = {
-    "erp.draft.after_db_commit": "erp",
-    "erp.prepare.after_db_commit": "erp",
-    "erp.commit.before_db_commit": "erp",
-    "erp.commit.after_db_commit": "erp",
-    "approval.decide.before_db_commit": "approval",
-    "approval.decide.after_db_commit": "approval",
-    "agent.approval.after_record": "agent",
-    "agent.commit.before_send": "agent",
-    "agent.commit.after_send": "agent",
-    "outbox.after_publish": None,
-    "outbox.before_commit": None,
-}
-LOW_STOCK = 60
+COUNTED = ("runs", "crashed", "lost", "doubled", "violations", "failed", "seconds")
 
 
 @dataclass
@@ -54,6 +51,15 @@ class Row:
     failed: int = 0
     seconds: float = 0.0
 
+    def add(self, other: Row) -> None:
+        for name in COUNTED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def run_seed(campaign_seed: int, index: int) -> int:
+    """The seed of run `index` (from 0) of a campaign started with `campaign_seed`: what `--seed` replays."""
+    return campaign_seed + index
+
 
 @dataclass
 class Campaign:
@@ -62,7 +68,6 @@ class Campaign:
     rows: dict[str, Row] = field(default_factory=dict)
     first_failure: tuple[str, int, list[str]] | None = None
     expected: Expected | None = None
-    ledger: Ledger = field(default_factory=Ledger)
     sessions: list[str] = field(default_factory=list)
     tally: Counter = field(default_factory=Counter)  # (tool, outcome) of every call the campaign made
 
@@ -77,29 +82,23 @@ class Campaign:
         self.expected.paid = {r.order_id: r.paid_minor for r in rows}
         self.expected.cancelled = {r.order_id for r in rows if r.status == "cancelled"}
 
-    async def one_run(self, failpoint: str, seed: int) -> tuple[Row, list[str]]:
-        rng = random.Random(f"{failpoint}:{seed}")
-        target = FAILPOINTS[failpoint] or rng.choice(OUTBOX_OWNERS)
+    async def one_run(self, target: Target, seed: int) -> tuple[Row, list[str]]:
+        workload_plan = plan(target.label, seed)
         started = time.monotonic()
         seqs = await self.ts.last_seqs()
-        self.ts.arm(target, f"{failpoint}=crash")
         async with httpx.AsyncClient(base_url=self.ts.base_url, timeout=60) as client:
-            driver = Driver(self.ts, target, client, make_tokens(self.ts.secret, f"{seed}-{rng.random():.6f}"))
-            notes: list[str] = []
-            calls = await Workload(driver, rng, self.ledger, expiry_ttl=self.ts.expiry_ttl).run()
+            driver = Driver(self.ts, target.service, client, make_tokens(self.ts.secret, workload_plan.people))
+            workload = Workload(driver, workload_plan, expiry_ttl=self.ts.expiry_ttl)
+            calls = await workload.prepare(dict(await self.ts.scalars("select sku, on_hand from erp.products")))
+            self.ts.arm(target.service, f"{target.failpoint}=crash")
+            calls += await workload.run()
             await driver.wait_finished(calls, timeout=self.quiet_timeout)
-            self.ts.disarm(target)
+            self.ts.disarm(target.service)
             await driver.recover()
             backlog = await self.ts.wait_quiet(self.quiet_timeout)
             await driver.wait_finished(calls, timeout=self.quiet_timeout)
             await driver.recover()
-            if not driver.crashes:
-                notes.append(f"{failpoint} was not reached in {target}")
-            findings = Findings()
-            if backlog:
-                findings.violations.append(f"not quiet after {self.quiet_timeout:.0f}s: {backlog}")
-            findings.violations += [f"crash at {failpoint} exited {c}, not 137" for c in driver.crashes if c != 137]
-            findings.violations += [f"another process exited: {e}" for e in driver.other_exits]
+            findings = run_findings(target, driver.crashes, driver.other_exits, backlog, self.quiet_timeout)
             sessions = sorted({c.session_id for c in calls})
             self.sessions += sessions
             check_messages(await self.ts.messages_since(seqs), findings)
@@ -108,29 +107,29 @@ class Campaign:
             for call in calls:
                 await check_call(driver, call, self.expected, findings, self.tally)
             await check_ledger(self.ts, self.expected, self.sessions, findings)
+            await check_approvals(self.ts, sessions, findings)
+            check_audit(await self.ts.verify_audit(), findings)
         if not findings.ok:
             await self.rebaseline()
-        self.ledger.low_stock = [sku for sku, n in self.expected.stock.items() if n < LOW_STOCK
-                                 and sku in SKUS]
-        self.ledger.open_orders = self.expected.refundable()
         row = Row(runs=1, crashed=int(bool(driver.crashes)), lost=len(findings.lost), doubled=len(findings.doubled),
                   violations=len(findings.violations), failed=int(not findings.ok),
                   seconds=time.monotonic() - started)
-        return row, findings.all() + notes
+        return row, findings.all() + [f"note: {n}" for n in driver.notes]
 
-    async def run(self, failpoints: list[str], runs: int, seed: int, progress: Progress) -> None:
+    def record(self, target: Target, seed: int, result: Row, messages: list[str]) -> None:
+        self.rows.setdefault(target.label, Row()).add(result)
+        if result.failed and self.first_failure is None:
+            self.first_failure = (target.label, seed, messages)
+
+    async def run(self, chosen: list[Target], runs: int, seed: int, progress: Progress) -> None:
         await self.rebaseline()
-        for failpoint in failpoints:
-            self.rows[failpoint] = Row()
-        for k in range(runs):  # round after round over every failpoint: an interrupted campaign stays even
-            for failpoint in failpoints:
-                row = self.rows[failpoint]
-                progress.show(failpoint, seed + k)
-                result, messages = await self.one_run(failpoint, seed + k)
-                for name in ("runs", "crashed", "lost", "doubled", "violations", "failed", "seconds"):
-                    setattr(row, name, getattr(row, name) + getattr(result, name))
-                if result.failed and self.first_failure is None:
-                    self.first_failure = (failpoint, seed + k, messages)
+        for target in chosen:
+            self.rows[target.label] = Row()
+        for k in range(runs):  # round after round over every target: an interrupted campaign stays even
+            for target in chosen:
+                progress.show(target.label, run_seed(seed, k))
+                result, messages = await self.one_run(target, run_seed(seed, k))
+                self.record(target, run_seed(seed, k), result, messages)
                 progress.advance(failed=bool(result.failed), crashed=bool(result.crashed))
         await self.ts.db().dispose()
 
@@ -166,10 +165,12 @@ class Progress:
 
 
 def summary(campaign: Campaign, runs: int) -> str:
-    head = f"{'failpoint':<36} {'runs':>5} {'crashed':>7} {'lost':>5} {'doubled':>7} {'invariant':>9} {'s/run':>6}"
+    width = max([36, *(len(name) for name in campaign.rows)])
+    head = (f"{'failpoint':<{width}} {'runs':>5} {'crashed':>7} {'lost':>5} {'doubled':>7} {'invariant':>9} "
+            f"{'s/run':>6}")
     lines = [head, "-" * len(head)]
     for name, row in campaign.rows.items():
-        lines.append(f"{name:<36} {row.runs:>5} {row.crashed:>7} {row.lost:>5} {row.doubled:>7} "
+        lines.append(f"{name:<{width}} {row.runs:>5} {row.crashed:>7} {row.lost:>5} {row.doubled:>7} "
                      f"{row.violations:>9} {row.seconds / max(1, row.runs):>6.1f}")
     if campaign.tally:
         tools = sorted({tool for tool, _ in campaign.tally})
@@ -177,20 +178,21 @@ def summary(campaign: Campaign, runs: int) -> str:
             f"{tool} " + ", ".join(f"{outcome} {n}" for (t, outcome), n in sorted(campaign.tally.items()) if t == tool)
             for tool in tools)]
     if campaign.first_failure:
-        failpoint, seed, messages = campaign.first_failure
-        lines += ["", f"first failing run: {failpoint} seed {seed}",
-                  f"replay: erpilot torture --failpoint {failpoint} --seed {seed} --runs 1",
+        label, seed, messages = campaign.first_failure
+        lines += ["", f"first failing run: {label} seed {seed}",
+                  f"replay: erpilot torture --failpoint {label} --seed {seed} --runs 1",
                   *(f"  {m}" for m in messages[:20])]
     elif sum(row.runs for row in campaign.rows.values()):
-        lines += ["", f"every run passed ({runs} per failpoint requested)"]
+        lines += ["", f"every run passed and crashed at its failpoint ({runs} per failpoint requested)"]
     return "\n".join(lines)
 
 
 def cmd_torture(args: argparse.Namespace) -> None:
-    unknown = set(args.failpoint or ()) - set(FAILPOINTS)
-    if unknown:
-        sys.exit(f"erpilot torture: unknown failpoint(s) {sorted(unknown)}; known: {sorted(FAILPOINTS)}")
-    failpoints = list(args.failpoint or FAILPOINTS)
+    try:
+        chosen = select(targets(), args.failpoint)
+    except TableError as exc:
+        print(f"erpilot torture: {exc}", file=sys.stderr)
+        sys.exit(2)
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="erpilot-torture-"))
     ts = from_environment(data_dir, ack_wait=args.ack_wait)
     campaign = Campaign(ts)
@@ -199,7 +201,7 @@ def cmd_torture(args: argparse.Namespace) -> None:
     try:
         print(f"starting the campaign's stack in {data_dir} ...", file=sys.stderr, flush=True)
         ts.start()
-        asyncio.run(campaign.run(failpoints, args.runs, args.seed, Progress(args.runs * len(failpoints))))
+        asyncio.run(campaign.run(chosen, args.runs, args.seed, Progress(args.runs * len(chosen))))
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -212,11 +214,27 @@ def cmd_torture(args: argparse.Namespace) -> None:
     sys.exit(1 if campaign.first_failure else 0)
 
 
+def _runs(text: str) -> int:
+    try:
+        runs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if runs < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {runs}: a campaign without runs crashes "
+                                         "nothing and proves nothing")
+    return runs
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    torture = sub.add_parser("torture", help="seeded crash campaign at every failpoint, checked after each run")
-    torture.add_argument("--runs", type=int, default=10, help="runs per failpoint (default 10)")
+    torture = sub.add_parser("torture", help="seeded crash campaign at every failpoint, checked after each run",
+                             epilog="Exit status: 0 when every run crashed at its failpoint and passed every check; "
+                                    "1 when a run failed (a broken invariant, or a failpoint it never reached); "
+                                    "2 for a bad command line (--runs below 1, an unknown failpoint); "
+                                    "130 when interrupted.")
+    torture.add_argument("--runs", type=_runs, default=10, help="runs per failpoint, at least 1 (default 10)")
     torture.add_argument("--seed", type=int, default=1, help="seed of the first run; run k uses seed+k")
-    torture.add_argument("--failpoint", action="append", help="only this failpoint (repeatable)")
+    torture.add_argument("--failpoint", action="append",
+                         help="only this failpoint (every service it is armed in) or NAME@SERVICE (repeatable)")
     torture.add_argument("--ack-wait", type=float, default=2.0,
                          help="JetStream ack wait of the campaign's services, in seconds (default 2)")
     torture.add_argument("--data-dir", help="where the campaign's NATS, PostgreSQL and logs live (default: a temp dir)")

@@ -188,6 +188,14 @@ class TortureStack:
             await connection.close()
         return events
 
+    async def verify_audit(self) -> tuple[bool, str]:
+        """What `erpilot audit verify` says of the approval service's audit chain: (intact, its report)."""
+        from erpilot import audit_cli
+        from erpilot_platform.grants import load_verify_key
+
+        key = self.running.env.get("ERPILOT_GRANT_VERIFY_KEY") or os.environ["ERPILOT_GRANT_VERIFY_KEY"]
+        return await audit_cli.verify(self.database_url, load_verify_key(key))
+
     async def wait_quiet(self, timeout: float) -> dict[str, int]:
         """Wait until nothing is in flight twice in a row; returns what was still in flight at the deadline."""
         deadline = asyncio.get_running_loop().time() + timeout

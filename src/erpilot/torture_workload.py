@@ -1,5 +1,10 @@
 """What one `erpilot torture` run does through the HTTP API: a seeded mix of tool calls and decisions.
 
+A run's choices (which tools, which arguments, which decisions, when) are drawn up front by `plan` from the
+run's target and seed alone, so `--failpoint F --seed S --runs 1` on a fresh stack does what run S did in
+any campaign: nothing carries over from earlier runs. What the plan needs from the ledger it makes itself
+before the failpoint is armed (`Workload.prepare`): stock topped up, and the orders it will cancel or refund.
+
 Every request is watched: when the armed service dies at its failpoint, the process group is SIGKILLed
 and the service restarted (disarmed) while the request is still waiting; a request the crash broke
 is repeated as a person would (same `call_id`, same decision), which the API must answer idempotently.
@@ -8,6 +13,7 @@ is repeated as a person would (same `call_id`, same decision), which the API mus
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import uuid
 from collections.abc import Callable
@@ -39,14 +45,6 @@ class Call:
     problems: list[str] = field(default_factory=list)
 
 
-@dataclass
-class Ledger:
-    """Campaign orders known to be committed (from the checks of earlier runs), for cancel/refund targets."""
-
-    open_orders: dict[str, int] = field(default_factory=dict)  # order_id -> refundable remainder (minor)
-    low_stock: list[str] = field(default_factory=list)  # SKUs the next run restocks (an approved adjust_stock)
-
-
 class Driver:
     def __init__(self, ts: TortureStack, target: str, client: httpx.AsyncClient, tokens_: dict[str, str]):
         self.ts = ts
@@ -55,6 +53,7 @@ class Driver:
         self.tokens = tokens_
         self.crashes: list[int] = []
         self.other_exits: list[str] = []
+        self.notes: list[str] = []
         self._lock = asyncio.Lock()
 
     async def recover(self) -> None:
@@ -133,59 +132,118 @@ class Driver:
                 await asyncio.sleep(0.3)
 
 
-class Workload:
-    """The seeded actions of one run; `run` returns every tool call it made."""
+@dataclass(frozen=True)
+class Action:
+    """One planned step of a run, with every choice already drawn."""
 
-    def __init__(self, driver: Driver, rng: random.Random, ledger: Ledger, *, expiry_ttl: float):
+    kind: str  # order | adjust | cancel | refund
+    intent: str  # approve | reject | edit | expire
+    delay: float  # seconds after the run starts (the steps run concurrently)
+    customer: str = ""
+    lines: tuple[tuple[str, int], ...] = ()  # an order's (sku, qty)
+    sku: str = ""  # adjust_stock
+    delta: int = 0
+    order: int = -1  # cancel/refund: the index of the prepared order it acts on
+    share: float = 0.0  # refund: the fraction of the order's refundable amount (up to REFUND_CAP)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run's workload: the orders it places before arming (to cancel or refund), then its actions."""
+
+    people: str  # the run's part of every person's name
+    orders: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # (customer, lines) placed and approved first
+    actions: tuple[Action, ...]
+
+
+REFUND_CAP = 400
+LOW_STOCK = 60  # below this, prepare() tops a product up first (so earlier runs cannot starve this one)
+RESTOCK = 200
+
+
+def plan(target: str, seed: int) -> Plan:
+    """The run of `target` with `seed`: 3-5 actions, always an approved order (it passes every failpoint of a
+    write: prepare, request, decide, commit, the outboxes) and an edited stock adjustment (the edit's points),
+    drawn from the target and the seed alone."""
+    rng = random.Random(f"{target}:{seed}")
+    kinds = [("order", "approve"), ("adjust", "edit")]
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(KINDS)
+        kinds.append((kind, rng.choice(INTENTS[kind])))
+    rng.shuffle(kinds)
+    orders: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+    actions = []
+    for kind, intent in kinds:
+        delay = round(rng.random() * 0.3, 3)
+        if kind == "order":
+            actions.append(Action(kind, intent, delay, customer=rng.choice(CUSTOMERS), lines=_lines(rng)))
+        elif kind == "adjust":
+            actions.append(Action(kind, intent, delay, sku=rng.choice(SKUS), delta=rng.randint(1, 9)))
+        else:  # cancel or refund an order of its own, placed before the failpoint is armed
+            orders.append((rng.choice(CUSTOMERS), _lines(rng)))
+            actions.append(Action(kind, intent, delay, order=len(orders) - 1, share=rng.random()))
+    people = hashlib.sha256(f"{target}:{seed}".encode()).hexdigest()[:12]
+    return Plan(people, tuple(orders), tuple(actions))
+
+
+def _lines(rng: random.Random) -> tuple[tuple[str, int], ...]:
+    return tuple((sku, rng.randint(1, 3)) for sku in rng.sample(SKUS, rng.randint(1, 2)))
+
+
+class Workload:
+    """One run's plan carried out: `prepare` (disarmed), then `run` (armed); both return the calls they made."""
+
+    def __init__(self, driver: Driver, plan_: Plan, *, expiry_ttl: float):
         self.driver = driver
-        self.rng = rng
-        self.ledger = ledger
+        self.plan = plan_
         self.expiry_ttl = expiry_ttl
         self.calls: list[Call] = []
+        self.placed: list[dict | None] = []  # the prepared orders' results (order_id, paid_minor), by index
 
-    def plan(self) -> list[tuple[str, str]]:
-        """3-5 actions; always one approved order, which passes every failpoint of the write path."""
-        actions = [("order", "approve")]
-        for _ in range(self.rng.randint(2, 4)):
-            kind = self.rng.choice(KINDS)
-            actions.append((kind, self.rng.choice(INTENTS[kind])))
-        self.rng.shuffle(actions)
-        return actions
+    async def prepare(self, stock: dict[str, int]) -> list[Call]:
+        """Before arming: top up every product below LOW_STOCK, then place and approve the plan's orders."""
+        session_id = await self._session()
+        await asyncio.gather(*(self._write(session_id, "adjust_stock", {
+            "sku": sku, "delta": RESTOCK, "reason": "torture restock"}, "approve")
+            for sku in SKUS if stock.get(sku, 0) < LOW_STOCK))
+        placed = await asyncio.gather(*(self._order(session_id, customer, lines, "approve")
+                                        for customer, lines in self.plan.orders))
+        await self.driver.wait_finished([c for c in self.calls], timeout=90)
+        for call in placed:
+            view = await self.driver.view(call) if call is not None else None
+            self.placed.append(view["result"] if view and view.get("outcome") == "succeeded" else None)
+        calls, self.calls = self.calls, []
+        return calls
 
     async def run(self) -> list[Call]:
+        session_id = await self._session()
+        await asyncio.gather(*(self._action(session_id, action) for action in self.plan.actions))
+        return self.calls  # concurrently: the crash meets several requests in flight
+
+    async def _session(self) -> str:
         session = await self.driver.send("requester", "POST", "/v1/sessions", {})
         if session is None or session.status_code != 201:
             raise RuntimeError(f"could not open a session: {_describe(session)}")
-        session_id = session.json()["session_id"]
-        steps = [self._action(session_id, kind, intent) for kind, intent in self.plan()]
-        steps += [self._write(session_id, "adjust_stock", {"sku": sku, "delta": 200, "reason": "torture restock"},
-                              "approve") for sku in self.ledger.low_stock]
-        self.ledger.low_stock = []
-        await asyncio.gather(*steps)  # concurrently: the crash meets several requests in flight
-        return self.calls
+        return session.json()["session_id"]
 
-    async def _action(self, session_id: str, kind: str, intent: str) -> None:
-        await asyncio.sleep(self.rng.random() * 0.3)
-        if kind == "order":
-            await self._order(session_id, intent)
-        elif kind == "adjust":
-            sku = self.rng.choice(SKUS)
-            await self._write(session_id, "adjust_stock", {"sku": sku, "delta": self.rng.randint(1, 9),
-                                                           "reason": "torture"}, intent,
+    async def _action(self, session_id: str, action: Action) -> None:
+        await asyncio.sleep(action.delay)
+        if action.kind == "order":
+            await self._order(session_id, action.customer, action.lines, action.intent)
+        elif action.kind == "adjust":
+            await self._write(session_id, "adjust_stock", {"sku": action.sku, "delta": action.delta,
+                                                           "reason": "torture"}, action.intent,
                               edited=lambda args: {**args, "delta": args["delta"] + 1})
-        elif kind == "cancel" and self.ledger.open_orders:
-            order_id = self.rng.choice(sorted(self.ledger.open_orders))
-            self.ledger.open_orders.pop(order_id)
-            await self._write(session_id, "cancel_order", {"order_id": order_id, "reason": "torture"}, intent)
-        elif kind == "refund" and self.ledger.open_orders:
-            order_id = self.rng.choice(sorted(self.ledger.open_orders))
-            remaining = self.ledger.open_orders.pop(order_id)  # one refund per order at a time
-            amount = self.rng.randint(1, max(1, min(remaining, 400)))
-            await self._write(session_id, "refund_payment", {"order_id": order_id, "amount_minor": amount,
-                                                             "currency": "EUR", "channel": "original"}, intent,
+        elif (order := self.placed[action.order]) is None:
+            self.driver.notes.append(f"{action.kind}: its order could not be placed beforehand")
+        elif action.kind == "cancel":
+            await self._write(session_id, "cancel_order", {"order_id": order["order_id"], "reason": "torture"},
+                              action.intent)
+        else:
+            amount = max(1, int(action.share * min(order["paid_minor"], REFUND_CAP)))
+            await self._write(session_id, "refund_payment", {"order_id": order["order_id"], "amount_minor": amount,
+                                                             "currency": "EUR", "channel": "original"}, action.intent,
                               edited=lambda args: {**args, "amount_minor": max(1, args["amount_minor"] - 1)})
-        else:  # nothing to cancel or refund yet
-            await self._order(session_id, "approve")
 
     async def _current(self, call: Call) -> dict:
         """The call's pending version as its view shows it (an edit whose answer a crash swallowed)."""
@@ -196,16 +254,16 @@ class Workload:
             call.pending_ids.append(view["pending_id"])
         return {"pending_id": view["pending_id"], "fingerprint": view["fingerprint"]}
 
-    async def _order(self, session_id: str, intent: str) -> None:
-        lines = [{"sku": sku, "qty": self.rng.randint(1, 3)} for sku in self.rng.sample(SKUS, self.rng.randint(1, 2))]
-        draft, answer = await self.driver.call(session_id, "create_order_draft",
-                                               {"customer_id": self.rng.choice(CUSTOMERS), "lines": lines})
+    async def _order(self, session_id: str, customer: str, lines: tuple[tuple[str, int], ...],
+                     intent: str) -> Call | None:
+        draft, answer = await self.driver.call(session_id, "create_order_draft", {
+            "customer_id": customer, "lines": [{"sku": sku, "qty": qty} for sku, qty in lines]})
         self.calls.append(draft)
         if answer.get("outcome") != "succeeded":
-            return  # a business rejection is a legitimate answer; a broken call is already noted
+            return None  # a business rejection is a legitimate answer; a broken call is already noted
         revision = answer["result"]
-        await self._write(session_id, "submit_order",
-                          {"draft_id": revision["draft_id"], "revision": revision["revision"]}, intent)
+        return await self._write(session_id, "submit_order",
+                                 {"draft_id": revision["draft_id"], "revision": revision["revision"]}, intent)
 
     async def _write(self, session_id: str, tool: str, arguments: dict, intent: str,
                      edited: Callable[[dict], dict] | None = None) -> Call:
@@ -227,6 +285,7 @@ class Workload:
 
 
 def make_tokens(secret: str, run: str) -> dict[str, str]:
+    """The run's three people (separation of duties: the requester, an editor and a decider are distinct)."""
     return {"requester": tokens.make_token(secret, f"torture-req-{run}", ["requester"]),
             "editor": tokens.make_token(secret, f"torture-edit-{run}", ["approver", "manager", "admin"]),
             "decider": tokens.make_token(secret, f"torture-dec-{run}", ["approver", "manager", "admin"])}

@@ -9,9 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,6 +19,7 @@ from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.testing.backends import postgres_scratch_dir
 from tests.e2e.conftest import SECRET, Api, wait_for
 from tests.e2e.test_write_flow import decide, draft, finished, request_write, stock
+from tests.e2e.up_process import UpProcess, alive
 
 pytestmark = pytest.mark.e2e
 
@@ -153,32 +152,6 @@ def test_a_missing_secret_stops_start_up_with_a_clear_message(database_url, nats
     assert "ERPILOT_AUTH_SECRET is not set" in result.stderr
 
 
-def _descendants(root: int) -> set[int]:
-    """Every living process below ``root`` (from /proc's parent links)."""
-    parents: dict[int, int] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parents[int(proc.name)] = int(fields[1])
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.fixture
 def up_data_dir():
     """Outside pytest's tmp tree: as root, `erpilot up` runs PostgreSQL as another user, who must traverse
@@ -188,37 +161,29 @@ def up_data_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"])
-def test_erpilot_up_leaves_no_stray_process(up_data_dir, sig):
-    data_dir = up_data_dir
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ERPILOT_")}
-    env["ERPILOT_DATA_DIR"] = str(data_dir)
-    up = subprocess.Popen([sys.executable, "-m", "erpilot", "up", "--port", str(free_port())], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+@pytest.mark.parametrize("sig, moment", [
+    (signal.SIGINT, "running"), (signal.SIGINT, "starting"), (signal.SIGTERM, "running"),
+    (signal.SIGTERM, "starting"), (signal.SIGKILL, "running")],
+    ids=["sigint", "sigint-at-start-up", "sigterm", "sigterm-at-start-up", "sigkill"])
+def test_erpilot_up_leaves_no_stray_process(up_data_dir, sig, moment):
+    """A stop by SIGINT/SIGTERM exits 0 after "stopped." wherever it lands (CLI help: `erpilot up --help`):
+    while serving, or during start-up (here: while it migrates, with NATS and PostgreSQL already running)."""
+    up = UpProcess(up_data_dir)
     try:
-        lines = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = up.stdout.readline()
-            lines.append(line)
-            if "Press Ctrl-C" in line or not line:
-                break
-        assert "Erpilot is running." in "".join(lines), "".join(lines)
-        children = _descendants(up.pid)
-        assert len(children) >= 6, "NATS, PostgreSQL and four services should be running"
-
-        if sig == signal.SIGINT:  # Ctrl-C: the terminal signals the whole foreground process group
-            os.killpg(up.pid, sig)
+        if moment == "starting":
+            up.wait_line(r"^migrating \.\.\.$")
+            children = set(up.processes())
+            assert len(children) >= 2, "NATS and PostgreSQL should be running"
         else:
-            up.send_signal(sig)
-        up.wait(timeout=60)
+            up.wait_running()
+            children = set(up.processes())
+            assert len(children) >= 6, "NATS, PostgreSQL and four services should be running"
+        code = up.stop(sig, timeout=60)
         if sig != signal.SIGKILL:  # an orderly stop: everything stopped, then a clean exit
-            rest = up.stdout.read()
-            assert up.returncode == 0, rest
-            assert rest.rstrip().endswith("stopped."), rest
+            assert code == 0, up.output
+            assert up.lines[-1] == "stopped.", up.output
+            assert "Traceback" not in up.output, up.output
     finally:
-        if up.poll() is None:  # the test failed early: never leave a stack running
-            up.kill()
-            up.wait()
+        up.kill()  # the test failed early: never leave a stack running
 
-    wait_for(lambda: not [pid for pid in children if _alive(pid)], timeout=30)
+    wait_for(lambda: not [pid for pid in children if alive(pid)], timeout=30)
