@@ -72,7 +72,7 @@ class ErpilotMcp:
             session_id = await self._session(caller, params.meta)
             if params.name == STATUS_TOOL:
                 return await self._status(caller, session_id, arguments)
-            view = await start_tool_call(self.services, session_id=session_id, owner=caller.user.sub,
+            view = await start_tool_call(self.services, session_id=session_id, user=caller.user,
                                          tool=params.name, arguments=arguments,
                                          call_id=call_id_for(session_id, params.meta))
         except InvalidMeta as exc:
@@ -91,7 +91,8 @@ class ErpilotMcp:
             return named
         session_id = derived_session_id(caller.user.sub, caller.connection_key)
         if session_id not in self._created:
-            cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session")
+            cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session",
+                                  assertion=self.services.vouch(caller.user, session_id))
             await self.services.data(requests.AGENT_CREATE_SESSION, cmd)
             if len(self._created) > 10_000:
                 self._created.clear()
@@ -103,9 +104,9 @@ class ErpilotMcp:
         if set(arguments) != {"call_id"} or not isinstance(call_id, str) or not 0 < len(call_id) <= 100:
             return error_result(422, "invalid_arguments", f"{STATUS_TOOL} takes exactly one string call_id")
         view = await get_tool_call(self.services, session_id=session_id, owner=caller.user.sub, call_id=call_id)
-        keys = ("call_id", "tool", "status", "outcome", "result", "error", "pending_id", "fingerprint", "expires_at",
-                "approval_url", "preview", "approval_status", "operation_id")
-        body = {k: view.get(k) for k in keys if view.get(k) is not None}
+        keys = {"call_id", "tool", "status", "outcome", "result", "error", "pending_id", "fingerprint", "expires_at",
+                "approval_url", "preview", "approval_status", "operation_id"}
+        body = view.model_dump(mode="json", include=keys, exclude_none=True)
         return types.CallToolResult(content=[_text(body)], structured_content={"session_id": session_id, **body},
                                     is_error=False)
 

@@ -14,6 +14,7 @@ from mcp.server.stdio import stdio_server
 from erpilot_gateway.auth import TokenRules, User, decode_token
 from erpilot_gateway.mcp_server.server import Caller, ErpilotMcp
 from erpilot_gateway.problems import Problem
+from erpilot_gateway.requesters import RequesterAssertions
 from erpilot_gateway.services import Services
 from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.broker import create_broker
@@ -45,7 +46,8 @@ async def serve_stdio(settings: GatewaySettings, user: User) -> None:
     await connect_with_retry(broker)
     try:
         caller = Caller(user=user, connection_key=f"stdio:{uuid.uuid4().hex}")
-        mcp = ErpilotMcp(Services(broker, settings.request_timeout_seconds), lambda _ctx: caller)
+        services = Services(broker, settings.request_timeout_seconds, RequesterAssertions(settings.assertion_key()))
+        mcp = ErpilotMcp(services, lambda _ctx: caller)
         async with stdio_server() as (read_stream, write_stream):
             await mcp.server.run(read_stream, write_stream, mcp.server.create_initialization_options())
     finally:
