@@ -49,13 +49,16 @@ def test_outside_dev_mode_the_gateway_and_the_erp_refuse_to_start_without_their_
         GatewaySettings(auth_secret="s" * 40, data_dir=tmp_path).assertion_key()
     with pytest.raises(ConfigurationError, match="ERPILOT_ASSERTION_VERIFY_KEY is not set"):
         ErpSettings(database_url=DB, data_dir=tmp_path).assertion_key()
+    with pytest.raises(ConfigurationError, match="ERPILOT_ASSERTION_VERIFY_KEY is not set"):
+        ApprovalSettings(database_url=DB, data_dir=tmp_path).assertion_key()
     assert list(tmp_path.iterdir()) == []
 
     keys = new_keypair_env("ERPILOT_ASSERTION")
     signing = GatewaySettings(auth_secret="s" * 40,
                               assertion_signing_key=keys["ERPILOT_ASSERTION_SIGNING_KEY"]).assertion_key()
     verify = ErpSettings(database_url=DB, assertion_verify_key=keys["ERPILOT_ASSERTION_VERIFY_KEY"]).assertion_key()
-    assert encode_public_key(signing.public_key()) == encode_public_key(verify)
+    also = ApprovalSettings(database_url=DB, assertion_verify_key=keys["ERPILOT_ASSERTION_VERIFY_KEY"]).assertion_key()
+    assert encode_public_key(signing.public_key()) == encode_public_key(verify) == encode_public_key(also)
     with pytest.raises(ConfigurationError, match="ERPILOT_ASSERTION_VERIFY_KEY"):
         ErpSettings(database_url=DB, assertion_verify_key="bm90IGEga2V5").assertion_key()
 
