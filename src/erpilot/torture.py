@@ -30,6 +30,7 @@ OUTBOX_OWNERS = ("erp", "approval", "agent")
 # Every failpoint in docs/FAILPOINTS.md and the service that reaches it (None: one of OUTBOX_OWNERS).
 FAILPOINTS: dict[str, str | None] = {
     "erp.draft.after_db_commit": "erp",
+    "erp.prepare.before_db_commit": "erp",
     "erp.prepare.after_db_commit": "erp",
     "erp.commit.before_db_commit": "erp",
     "erp.commit.after_db_commit": "erp",
