@@ -90,7 +90,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class StoredRevision:
-    """A draft revision as stored: the revision, the draft's owning session and its latest revision number."""
+    """A draft revision as stored (with its draft's session and status) and the draft's latest revision number."""
 
     revision: DraftRevision
     latest_revision: int
