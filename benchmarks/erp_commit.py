@@ -40,6 +40,7 @@ from erpilot_contracts.erp.v1 import CommitOperationV1, ExecuteToolV1, PrepareOp
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.adapters.tables import customers, products
+from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import ServiceUnavailable, request
 from erpilot_platform.db import create_engine
 from erpilot_platform.grants import encode_public_key, sign_grant
@@ -62,10 +63,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 class Bench:
-    def __init__(self, broker: NatsBroker, engine: Any, key: Ed25519PrivateKey, concurrency: int):
+    def __init__(self, broker: NatsBroker, engine: Any, key: Ed25519PrivateKey, concurrency: int,
+                 assertion_key: Ed25519PrivateKey):
         self.broker = broker
         self.engine = engine
         self.key = key
+        self.assertion_key = assertion_key  # the gateway's: the ERP prepares and drafts only for a vouched requester
         self.limit = asyncio.Semaphore(concurrency)
 
     async def ask(self, subject: str, payload: Message) -> ReplyV1:
@@ -90,7 +93,7 @@ class Bench:
         if tool == "submit_order":
             draft = await self.ask(subjects.ERP_CMD_DRAFT, ExecuteToolV1(
                 session_id=session_id, call_id=uuid.uuid4().hex, operation_id=uuid.uuid4().hex,
-                tool="create_order_draft", requested_by="bench",
+                tool="create_order_draft", requested_by="bench", assertion=self.assertion(session_id),
                 arguments={"customer_id": customer_id, "lines": [{"sku": sku, "qty": 1}]}))
             arguments = {"draft_id": draft.data["result"]["draft_id"], "revision": 1}
         else:
@@ -98,9 +101,12 @@ class Bench:
         args = normalise(tool, arguments)
         cmd = PrepareOperationV1(operation_id=uuid.uuid4().hex, session_id=session_id, call_id=uuid.uuid4().hex,
                                  tool=tool, arguments=args, fingerprint=fingerprint(tool, 1, args),
-                                 requested_by="bench")
+                                 requested_by="bench", assertion=self.assertion(session_id))
         await self.ask(subjects.ERP_CMD_PREPARE, cmd)
         return cmd
+
+    def assertion(self, session_id: str) -> str:
+        return sign_assertion(self.assertion_key, sub="bench", roles=["requester"], session_id=session_id)
 
     def grant(self, cmd: PrepareOperationV1) -> CommitOperationV1:
         grant = sign_grant(GrantV1(pending_id=uuid.uuid4().hex, operation_id=cmd.operation_id,
@@ -155,9 +161,10 @@ async def wait_ready(broker: NatsBroker, supervisor: Supervisor, names: list[str
 
 
 async def main_async(opts: argparse.Namespace, nats_url: str, database_url: str, work_dir: Path) -> list[dict]:
-    key = Ed25519PrivateKey.generate()
+    key, assertion_key = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     env = {"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url, "ERPILOT_DATA_DIR": str(work_dir),
-           "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(key.public_key()), "ERPILOT_LOG_LEVEL": "INFO"}
+           "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(key.public_key()),
+           "ERPILOT_ASSERTION_VERIFY_KEY": encode_public_key(assertion_key.public_key()), "ERPILOT_LOG_LEVEL": "INFO"}
     broker = NatsBroker(nats_url, max_reconnect_attempts=-1, log_level=40)
     await broker.connect()
     await migrate_jetstream_on(broker.config.connection_state.stream)
@@ -171,7 +178,7 @@ async def main_async(opts: argparse.Namespace, nats_url: str, database_url: str,
                 for name in names:
                     supervisor.start(name, [sys.executable, "-m", "erpilot", "serve", "erp"], env=env)
                 await wait_ready(broker, supervisor, names)
-                bench = Bench(broker, engine, key, opts.concurrency)
+                bench = Bench(broker, engine, key, opts.concurrency, assertion_key)
                 result = await bench.run(opts.tool, opts.operations)
             finally:
                 supervisor.stop_all()

@@ -22,6 +22,7 @@ from erpilot_contracts.approval.v1 import (
     ApprovalRequestedV1,
     ApprovalResolvedV1,
     ApprovalVotedV1,
+    RequestApprovalV1,
 )
 from erpilot_contracts.base import Message
 from erpilot_contracts.erp.v1 import OperationStatusV1
@@ -33,7 +34,9 @@ SERVER = "nats://127.0.0.1:4222"
 # What each service publishes from its transactional outbox: (subject, model, description).
 PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
     "erp": [(subjects.ERP_EVT_OPERATION_FINISHED, OperationStatusV1,
-             "An operation was committed or rejected (its final status).")],
+             "An operation was committed or rejected (its final status)."),
+            (subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1,
+             "Ask for the approval of an operation just prepared, built from the ledger's record of it.")],
     "approval": [
         (subjects.APPROVAL_EVT_REQUESTED, ApprovalRequestedV1, "A pending approval was stored."),
         (subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1,

@@ -18,6 +18,11 @@ How JetStream maps onto subject permissions:
   forgot it (``erpilot_platform.broker.watch_consumer_leaders``).
 - A JetStream request carries its reply inbox in a ``reply_to`` header, so the services that answer
   commands publish to the callers' inboxes; core queries are answered through ``allow_responses``.
+- The write path's next step leaves an outbox as a command (``outbox_commands``: the ERP's
+  ``cmd.approval.request``, the approval service's ``cmd.erp.commit``): a publish on the subject, no answer
+  awaited. Each is denied to every other service (``WRITE_PATH_STEPS``), the agent above all.
+- The gateway watches the session subjects with core subscriptions (``watches_session_events``): the 202 of a
+  tool call waits there for the call's ``approval_pending``.
 - Streams and durable consumers belong to ``admin`` (``erpilot migrate``, the JetStream migration of
   ``erpilot_platform.jetstream``). A service may only read their configuration (``STREAM.INFO``,
   ``CONSUMER.INFO``) to verify it at start-up; no service may create, update, delete or purge a stream
@@ -50,45 +55,53 @@ DEFAULT_INBOX = "_INBOX"
 class Traffic:
     """What one service sends and receives over NATS (from its entrypoints, adapters and outbox)."""
 
-    sends_commands: tuple[str, ...] = ()    # JetStream requests into ERPILOT_COMMANDS
+    sends_commands: tuple[str, ...] = ()    # JetStream requests into ERPILOT_COMMANDS (answered in its inbox)
+    outbox_commands: tuple[str, ...] = ()   # the write path's next step, relayed from its outbox (no answer awaited)
     sends_queries: tuple[str, ...] = ()     # core request/reply
     publishes_events: tuple[str, ...] = ()  # outbox relay into ERPILOT_EVENTS / ERPILOT_SESSIONS
     consumes_commands: tuple[str, ...] = ()  # durable consumers on ERPILOT_COMMANDS
     consumes_events: tuple[str, ...] = ()    # durable consumers on ERPILOT_EVENTS
     answers_queries: tuple[str, ...] = ()    # core subscriptions with a queue group
     reads_session_events: bool = False       # ordered (ephemeral) consumers on ERPILOT_SESSIONS (SSE)
+    watches_session_events: bool = False     # core subscriptions to the session subjects (a tool call's 202)
     runs_service_app: bool = True            # ServiceApp.start: verify streams, dead letters
 
 
+# The write path (ARCHITECTURE "The life of a write"): the agent asks the ERP to prepare; the ERP's outbox asks
+# the approval service; the approval service's outbox sends the commit with the decision. The agent may send
+# neither the approval request nor the commit: what a person approves and who asked for it come from the ledger,
+# and only a decision starts a commit.
 TRAFFIC: dict[str, Traffic] = {
     "gateway": Traffic(
         sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                         s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
-                        s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW, s.ERP_CMD_UPDATE_PRODUCT),
+                        s.APPROVAL_CMD_EDIT, s.ERP_CMD_UPDATE_PRODUCT),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                        s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
                        s.ERP_QUERY_VIEW,
                        s.ERP_QUERY_OPERATION,
                        s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
         reads_session_events=True,
+        watches_session_events=True,
         runs_service_app=False,
     ),
     "agent": Traffic(
-        sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.APPROVAL_CMD_REQUEST),
-        sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION),
+        sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE),
+        sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ),
         publishes_events=(s.session_events_subject("*"), s.AGENT_EVT_RUN_CANCELLED),
         consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                            s.AGENT_CMD_CANCEL_RUN),
-        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
-                         s.APPROVAL_EVT_VOTED),
+        # The call's approval (requested, refused by the policy, voted, expiring, resolved) and its commit's outcome.
+        consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_REQUEST_REFUSED, s.APPROVAL_EVT_RESOLVED,
+                         s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_VOTED, s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                          s.ping_subject("agent")),
     ),
     "approval": Traffic(
-        sends_commands=(s.ERP_CMD_PREPARE,),
-        sends_queries=(s.ERP_QUERY_PREPARED,),
-        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
-                          s.APPROVAL_EVT_VOTED),
+        sends_commands=(s.ERP_CMD_PREPARE,),  # an edit's new version, prepared by the ledger
+        outbox_commands=(s.ERP_CMD_COMMIT,),  # with the approving decision, in its transaction
+        publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_REQUEST_REFUSED, s.APPROVAL_EVT_RESOLVED,
+                          s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_VOTED),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
                            s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW),
         # The agent's record of a cancel (withdrawals.py), then webhooks (service_layer/webhooks.py) and the
@@ -99,17 +112,21 @@ TRAFFIC: dict[str, Traffic] = {
                          s.APPROVAL_QUERY_AUDIT, s.ping_subject("approval")),
     ),
     "erp": Traffic(
+        outbox_commands=(s.APPROVAL_CMD_REQUEST,),  # built from the prepared operation, in its transaction
         publishes_events=(s.ERP_EVT_OPERATION_FINISHED,),
         consumes_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.ERP_CMD_UPDATE_PRODUCT),
-        answers_queries=(s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION, s.ERP_QUERY_PREPARED, s.ERP_QUERY_VIEW,
-                         s.ping_subject("erp")),
+        answers_queries=(s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION, s.ERP_QUERY_VIEW, s.ping_subject("erp")),
     ),
 }
 
 # Reserved whatever the allow lists say: a later, broader allow cannot undo these (deny wins in NATS).
-# Only the gateway sends decisions (and the owner's withdrawals) in.
+# Only the gateway sends decisions in (withdrawals now follow the agent's evt.agent.run_cancelled: nobody sends
+# cmd.approval.withdraw any more).
 DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT,
                      s.APPROVAL_CMD_WITHDRAW)
+# The write path's steps that only one service may take: who asks for an approval (the ledger, from its record)
+# and who starts a commit (the approval service, with the decision). Denied to every other service.
+WRITE_PATH_STEPS = {s.APPROVAL_CMD_REQUEST: "erp", s.ERP_CMD_COMMIT: "approval"}
 # Stream and consumer configuration is `erpilot migrate`'s (the admin user): denied to every service.
 # ``CONSUMER.CREATE.<stream>.>`` denies every named (durable) create; the bare ``CONSUMER.CREATE.<stream>``
 # (an ephemeral) stays possible only where a service is allowed it (the gateway's ordered consumer).
@@ -213,8 +230,11 @@ def callers(service: str) -> list[str]:
 def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) -> Permissions:
     inboxes = inboxes or service_inboxes()
     traffic = TRAFFIC[service]
-    publish: list[str] = [*traffic.sends_commands, *traffic.sends_queries, *traffic.publishes_events]
+    publish: list[str] = [*traffic.sends_commands, *traffic.outbox_commands, *traffic.sends_queries,
+                          *traffic.publishes_events]
     subscribe: list[str] = [*traffic.answers_queries, f"{inboxes[service]}.>"]
+    if traffic.watches_session_events:
+        subscribe.append(s.session_events_subject("*"))
     publish += [f"{inboxes[caller]}.>" for caller in callers(service)]  # answers to JetStream requests
     if traffic.runs_service_app:
         publish.append(s.dead_letter_subject(service, ">"))
@@ -233,6 +253,7 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) 
         deny += DECISION_SUBJECTS
     if service != "agent":
         deny.append(s.session_events_subject("*"))
+    deny += [subject for subject, owner in WRITE_PATH_STEPS.items() if owner != service]
     deny += DESTRUCTIVE_JS_API
     return Permissions(tuple(dict.fromkeys(publish)), tuple(deny), tuple(dict.fromkeys(subscribe)),
                        allow_responses=bool(traffic.answers_queries))

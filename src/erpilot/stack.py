@@ -23,6 +23,9 @@ SERVICES = ("erp", "approval", "agent", "gateway")
 PRIVATE_ENV: dict[str, tuple[str, ...]] = {
     "ERPILOT_GRANT_SIGNING_KEY": ("approval",),
     "ERPILOT_AUTH_SECRET": ("gateway",),
+    # The gateway vouches for the person behind each command it sends the agent (requester assertions): with
+    # this key the agent could name anyone as the requester of a write.
+    "ERPILOT_ASSERTION_SIGNING_KEY": ("gateway",),
     # Each service gets its own credentials as ERPILOT_NATS_PASSWORD / in its ERPILOT_DATABASE_URL.
     **{f"ERPILOT_NATS_{user.upper()}_PASSWORD": () for user in (*SERVICES, "admin")},
     **{f"ERPILOT_DB_{service.upper()}_PASSWORD": () for service in SERVICES},
@@ -92,10 +95,13 @@ class Stack:
     def __post_init__(self) -> None:
         # Grant keys reach the approval (signing) and ERP (verify) as variables, never through a shared
         # directory; a stack given none gets a fresh pair of its own.
-        if not (self.env.get("ERPILOT_GRANT_SIGNING_KEY") or os.environ.get("ERPILOT_GRANT_SIGNING_KEY")):
-            from erpilot_platform.grants import new_keypair_env
+        # The same for the requester assertions: the gateway signs, the ERP and the approval service verify
+        # (each service has a data directory of its own, so a dev pair per directory would not agree).
+        from erpilot_platform.grants import new_keypair_env
 
-            self.env = {**self.env, **new_keypair_env()}
+        for prefix in ("ERPILOT_GRANT", "ERPILOT_ASSERTION"):
+            if not (self.env.get(f"{prefix}_SIGNING_KEY") or os.environ.get(f"{prefix}_SIGNING_KEY")):
+                self.env = {**self.env, **new_keypair_env(prefix)}
 
     @property
     def base_url(self) -> str:

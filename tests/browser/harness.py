@@ -30,6 +30,7 @@ from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_gateway.app import create_app
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.settings import GatewaySettings
+from erpilot_platform.grants import new_keypair_env
 
 SECRET = "browser-secret-" + "y" * 32
 
@@ -133,6 +134,10 @@ class FakeServices:
     async def call(self, endpoint, payload):
         """The typed request, as ``Services.call``: the answer parsed into its declared reply model."""
         return endpoint.reply.model_validate(self._answer(endpoint.subject, payload))
+
+    def vouch(self, user, session_id: str) -> str:
+        """``Services.vouch``: the fake agent checks no requester assertion."""
+        return f"assertion-of-{user.sub}-in-{session_id}"
 
     def _answer(self, subject: str, p) -> dict[str, Any]:
         if subject == subjects.AGENT_CMD_CREATE_SESSION:
@@ -245,7 +250,8 @@ class ConsoleServer:
         self.nats_url = nats_url
         self.fake = FakeServices()
         settings = GatewaySettings(nats_url=nats_url, auth_secret=SECRET, http_port=self.port,
-                                   public_url=self.base_url)
+                                   public_url=self.base_url, assertion_signing_key=new_keypair_env(
+                                       "ERPILOT_ASSERTION")["ERPILOT_ASSERTION_SIGNING_KEY"])
         self.app = create_app(settings)
         self.app.state.services = self.fake
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",

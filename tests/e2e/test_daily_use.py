@@ -13,7 +13,9 @@ import pytest
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import CancelRunV1
 from erpilot_contracts.base import ReplyV1
+from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import create_broker, request
+from erpilot_platform.grants import load_signing_key
 from tests.e2e.conftest import Api, wait_for
 from tests.e2e.test_model_runs import assistant_texts, run_events, start_run
 
@@ -83,18 +85,21 @@ def test_cancelling_a_waiting_run_withdraws_its_approval_and_nothing_commits(req
     assert view["pending_approvals"] == []
 
 
-def test_a_cancel_the_gateway_never_follows_up_still_withdraws_the_approval(stack, requester: Api, approver: Api):
-    """The gateway dies between the agent's cancel and its own ``cmd.approval.withdraw``: here, the cancel
-    is sent to the agent directly and no withdraw command is ever sent. The agent's cancel record (its
-    outbox) makes the approval service withdraw the run's approval all the same."""
+def test_a_cancel_the_gateway_never_answers_still_withdraws_the_approval(stack, requester: Api, approver: Api):
+    """The gateway dies right after sending the cancel to the agent: here, the cancel (with the gateway's
+    requester assertion) is sent to the agent directly and nobody reads the outcome. The agent's cancel record
+    (its outbox, the only path) makes the approval service withdraw the run's approval all the same."""
     session_id, run_id, pending = waiting_submit(requester)
+    key = load_signing_key(stack.env_for("gateway")[0]["ERPILOT_ASSERTION_SIGNING_KEY"])  # the gateway's key
+    vouched = sign_assertion(key, sub=requester.sub, roles=["requester"], session_id=session_id)
 
     async def cancel_at_the_agent() -> ReplyV1:
         broker = create_broker(stack.nats_url, "e2e-gateway")
         await broker.start()
         try:
             return await request(broker, subjects.AGENT_CMD_CANCEL_RUN,
-                                 CancelRunV1(session_id=session_id, owner=requester.sub, run_id=run_id),
+                                 CancelRunV1(session_id=session_id, owner=requester.sub, run_id=run_id,
+                                             assertion=vouched),
                                  durable=True, timeout=30)
         finally:
             await broker.stop()

@@ -28,6 +28,7 @@ from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
 from erpilot_contracts.tools.v1 import TOOLS
 from erpilot_gateway.app import create_app
 from erpilot_gateway.settings import GatewaySettings
+from erpilot_platform.grants import new_keypair_env
 from tests.e2e.conftest import SECRET, isolated_stack, token
 from tests.e2e.hostile import (
     HOSTILE_JSON,
@@ -42,7 +43,8 @@ from tests.e2e.hostile import (
 
 pytestmark = pytest.mark.e2e
 
-OPENAPI = create_app(GatewaySettings(auth_secret=SECRET), broker=object()).openapi()
+OPENAPI = create_app(GatewaySettings(auth_secret=SECRET, assertion_signing_key=new_keypair_env(
+    "ERPILOT_ASSERTION")["ERPILOT_ASSERTION_SIGNING_KEY"]), broker=object()).openapi()
 ALL_ROLES = ("requester", "approver", "manager", "admin")
 SCHEMA = schemathesis.openapi.from_dict(OPENAPI)
 SCHEMA.config.generation.update(modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE],

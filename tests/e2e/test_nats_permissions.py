@@ -3,9 +3,9 @@ permissions in the deployed configuration enforce it too)").
 
 A NATS server of this module alone runs the configuration `erpilot up --secure` and the deployment
 use (src/erpilot/nats_security.py); every service connects with its own user. The agent's
-credentials are refused when they try to send a decision, publish an approval event, change or delete
-a stream, or use another service's consumer; the whole approve flow still works, and no service
-hits a single permission violation on the way.
+credentials are refused when they try to send a decision, ask for an approval, send a commit, publish an
+approval event, change or delete a stream, or use another service's consumer; the whole approve flow still
+works, and no service hits a single permission violation on the way.
 """
 
 from __future__ import annotations
@@ -149,7 +149,9 @@ def test_the_approve_flow_works_with_every_service_on_least_privilege(secure):
     assert services == [], "a service needs a permission it was not given"
 
 
-async def test_the_agent_cannot_send_a_decision_or_an_approval_event(secure):
+async def test_the_agent_cannot_send_a_decision_an_approval_request_a_commit_or_an_approval_event(secure):
+    """The agent runs the model: it may not decide, nor ask for an approval itself (the request is the ledger's,
+    built from its record, so the agent cannot choose what a person sees or who asked), nor start a commit."""
     server, passwords = secure.server, secure.passwords
     errors: list[str] = []
     agent = await connect(server, "agent", passwords["agent"], errors)
@@ -160,6 +162,8 @@ async def test_the_agent_cannot_send_a_decision_or_an_approval_event(secure):
         for subject, stream in ((subjects.APPROVAL_CMD_DECIDE, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_CMD_EDIT, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_CMD_WITHDRAW, COMMANDS_STREAM.name),
+                                (subjects.APPROVAL_CMD_REQUEST, COMMANDS_STREAM.name),
+                                (subjects.ERP_CMD_COMMIT, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_EVT_RESOLVED, EVENTS_STREAM.name),
                                 (subjects.APPROVAL_EVT_REQUESTED, EVENTS_STREAM.name)):
             with pytest.raises(nats.errors.TimeoutError):  # no PubAck: the server dropped it
@@ -263,17 +267,19 @@ REFUSED = {
     },
     "agent": {
         "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.approval.edit",
+                       "erpilot.v1.cmd.approval.request", "erpilot.v1.cmd.erp.commit",
                        "erpilot.v1.evt.approval.resolved", "erpilot.v1.evt.approval.requested",
                        "erpilot.v1.evt.erp.operation_finished", "erpilot.v1.cmd.erp.update_product", DELETE_STREAM),
         "subscription to": ("_INBOX.approval.>", "_INBOX.erp.>", "_INBOX.>", "erpilot.v1.query.approval.>"),
     },
     "approval": {
-        "publish to": ("erpilot.v1.cmd.erp.commit", "erpilot.v1.cmd.erp.draft", "erpilot.v1.cmd.agent.tool_call",
+        "publish to": ("erpilot.v1.cmd.approval.request", "erpilot.v1.cmd.erp.draft", "erpilot.v1.cmd.agent.tool_call",
                        "erpilot.v1.evt.erp.operation_finished", SESSION_EVENTS, DELETE_STREAM),
-        "subscription to": ("_INBOX.erp.>", "_INBOX.agent.>", "erpilot.v1.query.erp.>"),
+        "subscription to": ("_INBOX.erp.>", "_INBOX.agent.>", "erpilot.v1.query.erp.>",
+                            "erpilot.v1.sessions.*.events"),
     },
     "erp": {
-        "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.approval.request",
+        "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.erp.commit",
                        "erpilot.v1.cmd.agent.tool_call", "erpilot.v1.evt.approval.resolved", SESSION_EVENTS,
                        DELETE_STREAM),
         "subscription to": ("_INBOX.agent.>", "_INBOX.approval.>", "erpilot.v1.cmd.approval.>"),

@@ -39,12 +39,33 @@ def test_only_the_approval_service_publishes_approval_events(subject):
         assert any(ns.covers(deny, "erpilot.v1.evt.approval.>") for deny in USERS[user].publish_deny), user
 
 
-@pytest.mark.parametrize("subject", [subjects.APPROVAL_CMD_DECIDE, subjects.APPROVAL_CMD_EDIT,
-                                     subjects.APPROVAL_CMD_WITHDRAW])
+@pytest.mark.parametrize("subject", [subjects.APPROVAL_CMD_DECIDE, subjects.APPROVAL_CMD_DECIDE_MANY,
+                                     subjects.APPROVAL_CMD_EDIT])
 def test_only_the_gateway_sends_decisions(subject):
     assert [user for user, perms in USERS.items() if perms.may_publish(subject)] == ["gateway"]
     for user in ("agent", "approval", "erp"):
         assert subject in USERS[user].publish_deny, user
+
+
+def test_nobody_sends_withdrawals_any_more_they_follow_the_agents_record_of_a_cancel():
+    assert [user for user, perms in USERS.items() if perms.may_publish(subjects.APPROVAL_CMD_WITHDRAW)] == []
+
+
+@pytest.mark.parametrize(("subject", "only"), [(subjects.APPROVAL_CMD_REQUEST, "erp"),
+                                               (subjects.ERP_CMD_COMMIT, "approval")])
+def test_only_the_ledger_asks_for_approval_and_only_the_approval_service_starts_a_commit(subject, only):
+    """SPEC §10: what a person approves and who asked come from the ledger's record, and a commit follows only a
+    decision; the agent (which runs the model) may send neither, whatever a later allow says."""
+    assert [user for user, perms in USERS.items() if perms.may_publish(subject)] == [only]
+    for user in ns.SERVICES:
+        if user != only:
+            assert subject in USERS[user].publish_deny, user
+
+
+def test_only_the_gateway_watches_the_session_subjects_and_only_the_agent_publishes_there():
+    events = subjects.session_events_subject("ses_1")
+    assert [user for user, perms in USERS.items() if perms.may_subscribe(events)] == ["gateway"]
+    assert [user for user, perms in USERS.items() if perms.may_publish(events)] == ["agent"]
 
 
 def test_the_admin_publishes_nothing_but_the_jetstream_api():

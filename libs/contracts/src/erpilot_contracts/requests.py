@@ -44,14 +44,14 @@ from erpilot_contracts.approval.v1 import (
 from erpilot_contracts.base import Message
 from erpilot_contracts.erp.v1 import (
     CommitOperationV1,
+    ErpViewResultV1,
     ErpViewV1,
     ExecuteToolV1,
     GetOperationV1,
-    GetPreparedOperationV1,
     OperationStatusV1,
     PreparedOperationV1,
-    PreparedRecordV1,
     PrepareOperationV1,
+    ProductV1,
     ToolResultV1,
     UpdateProductV1,
 )
@@ -89,11 +89,10 @@ def query(subject: str, request: type[Req], reply: type[Rep]) -> Endpoint[Req, R
 ERP_DRAFT = command(subjects.ERP_CMD_DRAFT, ExecuteToolV1, ToolResultV1)
 ERP_PREPARE = command(subjects.ERP_CMD_PREPARE, PrepareOperationV1, PreparedOperationV1)
 ERP_COMMIT = command(subjects.ERP_CMD_COMMIT, CommitOperationV1, OperationStatusV1)
-ERP_UPDATE_PRODUCT = command(subjects.ERP_CMD_UPDATE_PRODUCT, UpdateProductV1, Data)
+ERP_UPDATE_PRODUCT = command(subjects.ERP_CMD_UPDATE_PRODUCT, UpdateProductV1, ProductV1)
 ERP_READ = query(subjects.ERP_QUERY_READ, ExecuteToolV1, ToolResultV1)
 ERP_OPERATION = query(subjects.ERP_QUERY_OPERATION, GetOperationV1, OperationStatusV1)
-ERP_VIEW = query(subjects.ERP_QUERY_VIEW, ErpViewV1, Data)
-ERP_PREPARED = query(subjects.ERP_QUERY_PREPARED, GetPreparedOperationV1, PreparedRecordV1)
+ERP_VIEW = query(subjects.ERP_QUERY_VIEW, ErpViewV1, ErpViewResultV1)
 
 # --- Approval ----------------------------------------------------------------------------------
 APPROVAL_REQUEST = command(subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1, ApprovalRecordV1)

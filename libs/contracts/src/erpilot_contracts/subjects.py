@@ -41,13 +41,13 @@ ALL_STREAMS = (COMMANDS_STREAM, EVENTS_STREAM, SESSIONS_STREAM, DEAD_LETTER_STRE
 
 # --- ERP ---------------------------------------------------------------------------------------
 ERP_CMD_DRAFT = f"{PREFIX}.cmd.erp.draft"            # ExecuteToolV1 for draft tools -> ReplyV1(ToolResultV1)
-ERP_CMD_PREPARE = f"{PREFIX}.cmd.erp.prepare"        # PrepareOperationV1 -> ReplyV1(PreparedOperationV1)
-ERP_CMD_COMMIT = f"{PREFIX}.cmd.erp.commit"          # CommitOperationV1 -> ReplyV1(OperationStatusV1)
-ERP_CMD_UPDATE_PRODUCT = f"{PREFIX}.cmd.erp.update_product"  # UpdateProductV1 -> ReplyV1(product)
+ERP_CMD_PREPARE = f"{PREFIX}.cmd.erp.prepare"        # PrepareOperationV1 -> PreparedOperationV1 (+ its outbox:
+#                                                      cmd.approval.request, built from the ledger's record)
+ERP_CMD_COMMIT = f"{PREFIX}.cmd.erp.commit"          # CommitOperationV1 (approval's outbox) -> OperationStatusV1
+ERP_CMD_UPDATE_PRODUCT = f"{PREFIX}.cmd.erp.update_product"  # UpdateProductV1 -> ReplyV1(ProductV1)
 ERP_QUERY_READ = f"{PREFIX}.query.erp.read"          # ExecuteToolV1 for read tools -> ReplyV1(ToolResultV1)
 ERP_QUERY_OPERATION = f"{PREFIX}.query.erp.operation"  # GetOperationV1 -> ReplyV1(OperationStatusV1)
-ERP_QUERY_VIEW = f"{PREFIX}.query.erp.view"          # ErpViewV1 -> ReplyV1(view)
-ERP_QUERY_PREPARED = f"{PREFIX}.query.erp.prepared"  # GetPreparedOperationV1 -> ReplyV1(PreparedRecordV1)
+ERP_QUERY_VIEW = f"{PREFIX}.query.erp.view"          # ErpViewV1 -> ReplyV1(ErpViewResultV1)
 ERP_EVT_OPERATION_FINISHED = f"{PREFIX}.evt.erp.operation_finished"  # OperationStatusV1
 
 # --- Approval ----------------------------------------------------------------------------------

@@ -6,14 +6,19 @@ database directly only to set up rows (unique SKUs and customers per test) and t
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from sqlalchemy import func, select
 
+from erpilot.supervisor import Supervisor
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.base import Message, ReplyV1
@@ -31,11 +36,20 @@ from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.adapters.tables import customers, draft_revisions, drafts, operations, orders, products
 from erpilot_erp.app import build
 from erpilot_erp.settings import ErpSettings
+from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import request
 from erpilot_platform.db import create_engine
 from erpilot_platform.grants import encode_public_key, sign_grant
+from erpilot_platform.testing.readiness import wait_answering
 
 SIGNING_KEY = Ed25519PrivateKey.generate()
+ASSERTION_KEY = Ed25519PrivateKey.generate()  # the gateway's, for the requester assertions the client sends
+REQUESTER = "tester"
+
+
+def assertion(session_id: str, *, sub: str = REQUESTER, key: Ed25519PrivateKey = ASSERTION_KEY, **kw: Any) -> str:
+    """The gateway's requester assertion for ``sub`` in ``session_id``."""
+    return sign_assertion(key, sub=sub, roles=["requester"], session_id=session_id, **kw)
 
 
 def uid(prefix: str = "") -> str:
@@ -61,7 +75,11 @@ class ErpClient:
     def draft_cmd(self, tool: str, arguments: dict, *, session_id: str, operation_id: str | None = None
                   ) -> ExecuteToolV1:
         return ExecuteToolV1(session_id=session_id, call_id=uid("call-"), operation_id=operation_id or uid("op-"),
-                             tool=tool, arguments=arguments, requested_by="tester")
+                             tool=tool, arguments=arguments, requested_by=REQUESTER, assertion=assertion(session_id))
+
+    def read_cmd(self, tool: str, arguments: dict, *, session_id: str) -> ExecuteToolV1:
+        return ExecuteToolV1(session_id=session_id, call_id=uid("call-"), operation_id=uid("op-"), tool=tool,
+                             arguments=arguments, requested_by=REQUESTER, assertion=assertion(session_id))
 
     async def draft(self, tool: str, arguments: dict, *, session_id: str, operation_id: str | None = None
                     ) -> ReplyV1:
@@ -79,7 +97,8 @@ class ErpClient:
         args = normalise(tool, arguments)
         return PrepareOperationV1(
             operation_id=operation_id or uid("op-"), session_id=session_id, call_id=uid("call-"), tool=tool,
-            arguments=args, fingerprint=fingerprint(tool, 1, args), requested_by="tester", stock_check=stock_check)
+            arguments=args, fingerprint=fingerprint(tool, 1, args), requested_by=REQUESTER, stock_check=stock_check,
+            assertion=assertion(session_id))
 
     async def prepare(self, tool: str, arguments: dict, *, session_id: str, **kw: Any) -> PrepareOperationV1:
         """Prepare and expect success; returns the command (operation_id, fingerprint)."""
@@ -143,6 +162,24 @@ class ErpClient:
             return await conn.scalar(select(func.count()).select_from(draft_revisions)
                                      .where(draft_revisions.c.draft_id == draft_id))
 
+    async def approval_requests(self, operation_id: str) -> list[dict]:
+        """The ``cmd.approval.request`` messages of ``operation_id`` in the command stream (its message id names it;
+        nothing consumes them in these tests)."""
+        js = self.broker.config.connection_state.stream
+        found = []
+        sub = await js.subscribe(subjects.APPROVAL_CMD_REQUEST, ordered_consumer=True,
+                                 config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
+        try:
+            while True:
+                try:
+                    message = await sub.next_msg(timeout=0.5)
+                except TimeoutError:
+                    return found
+                if message.headers.get("Nats-Msg-Id") == f"approval.request.{operation_id}":
+                    found.append(json.loads(message.data))
+        finally:
+            await sub.unsubscribe()
+
     async def operation_row(self, operation_id: str) -> Any:
         async with self.engine.connect() as conn:
             return (await conn.execute(select(operations).where(operations.c.operation_id == operation_id))).first()
@@ -154,6 +191,12 @@ def verify_key() -> str:
     return encode_public_key(SIGNING_KEY.public_key())
 
 
+@pytest.fixture(scope="session")
+def assertion_verify_key() -> str:
+    """ERPILOT_ASSERTION_VERIFY_KEY matching the key the client's requester assertions are signed with."""
+    return encode_public_key(ASSERTION_KEY.public_key())
+
+
 @pytest.fixture(scope="module")
 async def erp_client(broker, database_url) -> ErpClient:
     """A client of whatever ERP is listening (no ERP started here)."""
@@ -163,9 +206,10 @@ async def erp_client(broker, database_url) -> ErpClient:
 
 
 @pytest.fixture(scope="module")
-async def erp_app(database_url, nats_url, tmp_path_factory, verify_key):
+async def erp_app(database_url, nats_url, tmp_path_factory, verify_key, assertion_verify_key):
     settings = ErpSettings(nats_url=nats_url, database_url=database_url,
-                           data_dir=tmp_path_factory.mktemp("erp-data"), grant_verify_key=verify_key)
+                           data_dir=tmp_path_factory.mktemp("erp-data"), grant_verify_key=verify_key,
+                           assertion_verify_key=assertion_verify_key)
     app = build(settings)
     await app.start()
     yield app
@@ -181,3 +225,30 @@ async def erp(erp_app, erp_client) -> ErpClient:
 @pytest.fixture
 def session_id() -> str:
     return uid("S-")
+
+
+class ErpProcess:
+    """The ERP as a process of its own (``erpilot serve erp``), for the crash tests: armed failpoints kill it."""
+
+    def __init__(self, supervisor: Supervisor, client: ErpClient, env: dict[str, str]):
+        self.supervisor, self.client, self.env = supervisor, client, env
+
+    async def start(self, failpoints: str | None = None) -> None:
+        env = {**self.env, **({"ERPILOT_FAILPOINTS": failpoints} if failpoints else {})}
+        self.supervisor.start("erp", [sys.executable, "-m", "erpilot", "serve", "erp"], env=env)
+        await wait_answering(self.client.broker, "erp", self._check_running)
+
+    def _check_running(self) -> None:
+        assert self.supervisor.children["erp"].running(), self.supervisor.check()
+
+    async def exit_status(self, timeout: float = 30.0) -> int:
+        return await asyncio.to_thread(self.supervisor.children["erp"].process.wait, timeout)
+
+
+@pytest.fixture
+def erp_process(database_url, nats_url, erp_client, verify_key, assertion_verify_key, tmp_path):
+    supervisor = Supervisor(tmp_path / "logs")
+    env = {"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url, "ERPILOT_DATA_DIR": str(tmp_path),
+           "ERPILOT_GRANT_VERIFY_KEY": verify_key, "ERPILOT_ASSERTION_VERIFY_KEY": assertion_verify_key}
+    yield ErpProcess(supervisor, erp_client, env)
+    supervisor.stop_all()

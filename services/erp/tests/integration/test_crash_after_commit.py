@@ -5,46 +5,19 @@ the recorded result, and the effect exists exactly once."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 
 import pytest
 
-from erpilot.supervisor import Supervisor
 from erpilot_contracts.erp.v1 import CommitOperationV1
 from erpilot_platform.broker import ServiceUnavailable, request
-from erpilot_platform.testing.readiness import wait_answering
 
 pytestmark = pytest.mark.integration
 
 
-async def wait_ready(broker, supervisor, name):
-    await wait_answering(broker, "erp", lambda: _check_running(supervisor, name))
-
-
-def _check_running(supervisor, name) -> None:
-    assert supervisor.children[name].running(), supervisor.check()
-
-
-async def wait_exit(supervisor, name, timeout=30.0) -> int:
-    return await asyncio.to_thread(supervisor.children[name].process.wait, timeout)
-
-
-@pytest.fixture
-def processes(tmp_path):
-    supervisor = Supervisor(tmp_path / "logs")
-    yield supervisor
-    supervisor.stop_all()
-
-
-async def test_crash_after_the_commit_transaction_then_restart_answers_the_recorded_result(
-        database_url, nats_url, erp_client, verify_key, tmp_path, processes):
-    erp = erp_client
-    env = {"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url, "ERPILOT_DATA_DIR": str(tmp_path),
-           "ERPILOT_GRANT_VERIFY_KEY": verify_key}
-    argv = [sys.executable, "-m", "erpilot", "serve", "erp"]
-    processes.start("erp", argv, env={**env, "ERPILOT_FAILPOINTS": "erp.commit.after_db_commit=crash"})
-    await wait_ready(erp.broker, processes, "erp")
+async def test_crash_after_the_commit_transaction_then_restart_answers_the_recorded_result(erp_process):
+    erp = erp_process.client
+    await erp_process.start("erp.commit.after_db_commit=crash")
     session_id = "S-crash-" + str(time.monotonic_ns())
     sku = await erp.make_product(on_hand=10)
     draft = await erp.new_draft(session_id, await erp.make_customer(), [(sku, 4)])
@@ -54,15 +27,14 @@ async def test_crash_after_the_commit_transaction_then_restart_answers_the_recor
     lost = asyncio.create_task(request(erp.broker, "erpilot.v1.cmd.erp.commit",
                                        CommitOperationV1(operation_id=cmd.operation_id, grant=grant),
                                        durable=True, timeout=4))
-    assert await wait_exit(processes, "erp") == 137
+    assert await erp_process.exit_status() == 137
     with pytest.raises(ServiceUnavailable):
         await lost  # no answer ever came: the outcome is unknown to the caller
     row = await erp.operation_row(cmd.operation_id)
     assert row.status == "committed"  # ... but the transaction had committed
     assert await erp.on_hand(sku) == 6 and await erp.orders_of_draft(draft["draft_id"]) == 1
 
-    processes.start("erp", argv, env=env)
-    await wait_ready(erp.broker, processes, "erp")
+    await erp_process.start()
     status = await erp.operation(cmd.operation_id)
     resent = await erp.commit(cmd.operation_id, grant)
 

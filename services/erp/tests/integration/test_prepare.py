@@ -1,11 +1,18 @@
-"""cmd.erp.prepare: fingerprint check, stored operation and preview, idempotency by operation_id."""
+"""cmd.erp.prepare: the requester's assertion, fingerprint check, stored operation and preview, the approval
+request the ledger sends from its own record (outbox, command stream), idempotency by operation_id, edits."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from erpilot_contracts import subjects
-from erpilot_contracts.erp.v1 import PrepareOperationV1
+from erpilot_contracts.approval.v1 import RequestApprovalV1
+from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
+from erpilot_contracts.tools.v1 import normalise
 
 pytestmark = pytest.mark.integration
 
@@ -18,17 +25,28 @@ async def test_prepare_stores_the_operation_and_answers_its_preview(erp, session
     reply = await erp.send(subjects.ERP_CMD_PREPARE, cmd)
 
     assert reply.ok, reply
-    assert (reply.data["operation_id"], reply.data["tool"], reply.data["fingerprint"]) == (
-        cmd.operation_id, "submit_order", cmd.fingerprint)
-    preview = reply.data["preview"]
-    assert preview["operation"] == "Submit order" and preview["amount_minor"] == 1000
-    assert preview["effects"] == [{"label": f"stock {sku}", "before": 8, "after": 6, "unit": "pcs"}]
+    answer = PreparedOperationV1.model_validate(reply.data)
+    assert (answer.operation_id, answer.tool, answer.fingerprint) == (cmd.operation_id, "submit_order",
+                                                                     cmd.fingerprint)
+    assert answer.preview.operation == "Submit order" and answer.preview.amount_minor == 1000
     row = await erp.operation_row(cmd.operation_id)
-    assert (row.status, row.fingerprint, row.arguments, row.call_id) == (
-        "prepared", cmd.fingerprint, cmd.arguments, cmd.call_id)
-    assert row.facts["stock_before"] == {sku: 8} and row.preview == preview
+    assert (row.status, row.fingerprint, row.arguments, row.call_id, row.tool_schema_version) == (
+        "prepared", cmd.fingerprint, cmd.arguments, cmd.call_id, 1)
+    assert (row.requested_by, row.assertion, row.supersedes) == ("tester", cmd.assertion, None)
+    assert row.asserted_at == row.prepared_at and row.prepared_at is not None
+    assert row.facts["stock_before"] == {sku: 8}
+    assert row.preview["effects"] == [{"label": f"stock {sku}", "before": 8, "after": 6, "unit": "pcs"}]
     status = (await erp.operation(cmd.operation_id)).data
     assert status["status"] == "prepared" and status["session_id"] == session_id and status["requested_by"] == "tester"
+
+    [request] = await erp.approval_requests(cmd.operation_id)  # relayed from the outbox, once
+    asked = RequestApprovalV1.model_validate(request)
+    assert (asked.operation_id, asked.call_id, asked.session_id, asked.tool, asked.fingerprint, asked.arguments) == (
+        cmd.operation_id, cmd.call_id, session_id, "submit_order", cmd.fingerprint, cmd.arguments)
+    assert (asked.requested_by, asked.assertion) == ("tester", cmd.assertion)
+    assert (asked.asserted_at, asked.prepared_at) == (row.asserted_at, row.prepared_at)
+    assert asked.preview == row.preview  # as a person will see it: no schema_version anywhere
+    assert "schema_version" not in json.dumps(asked.preview)
 
 
 async def test_the_same_operation_again_gets_the_stored_preview_and_another_fingerprint_conflicts(erp, session_id):
@@ -43,9 +61,11 @@ async def test_the_same_operation_again_gets_the_stored_preview_and_another_fing
     conflict = await erp.send(subjects.ERP_CMD_PREPARE, other)
 
     assert first.ok and again == first
-    assert first.data["preview"]["effects"] == [{"label": f"on hand {sku}", "before": 8, "after": 5, "unit": "pcs"}]
+    assert [e.model_dump(exclude={"schema_version"}) for e in PreparedOperationV1.model_validate(
+        first.data).preview.effects] == [{"label": f"on hand {sku}", "before": 8, "after": 5, "unit": "pcs"}]
     assert not conflict.ok and conflict.error.code == "operation_conflict" and conflict.error.status == 409
     assert (await erp.operation_row(cmd.operation_id)).fingerprint == cmd.fingerprint
+    assert len(await erp.approval_requests(cmd.operation_id)) == 1
 
 
 async def test_a_fingerprint_that_does_not_match_the_arguments_is_refused(erp, session_id):
@@ -93,3 +113,48 @@ async def test_a_prepare_rejection_is_stored_and_repeated(erp, session_id, make,
     assert not first.ok and first.error.code == code and first.error.status == status
     assert again == first
     assert await erp.operation_row(cmd.operation_id) is None
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"assertion": None}, "assertion_missing"),
+    ({"requested_by": "victim"}, "assertion_subject_mismatch"),
+    ({"assertion": "eyJhbGciOiJFZERTQSJ9.e30.c2ln"}, "assertion_invalid"),
+])
+async def test_a_prepare_that_names_a_requester_without_the_gateways_word_stores_nothing(
+        erp, session_id, change, reason):
+    """The forged-requester sequence of issue 25: a prepare in someone's session naming another person."""
+    sku = await erp.make_product()
+    cmd = erp.prepare_cmd("adjust_stock", {"sku": sku, "delta": 1, "reason": "x"}, session_id=session_id)
+
+    reply = await erp.send(subjects.ERP_CMD_PREPARE, cmd.model_copy(update=change))
+
+    assert not reply.ok and (reply.error.code, reply.error.details) == ("invalid_message", {"reason": reason})
+    assert await erp.operation_row(cmd.operation_id) is None
+    assert await erp.approval_requests(cmd.operation_id) == []
+    js = erp.broker.config.connection_state.stream
+    last = await js.get_last_msg(DEAD_LETTER_STREAM.name, dead_letter_subject("erp", subjects.ERP_CMD_PREPARE))
+    assert json.loads(last.data)["operation_id"] == cmd.operation_id
+    assert (await erp.send(subjects.ERP_CMD_PREPARE, cmd)).ok  # the genuine one still goes through
+
+
+async def test_an_edit_is_prepared_for_the_requester_of_the_version_it_supersedes(erp, session_id):
+    sku = await erp.make_product(on_hand=10)
+    first = await erp.prepare("adjust_stock", {"sku": sku, "delta": 1, "reason": "x"}, session_id=session_id)
+    args = normalise("adjust_stock", {"sku": sku, "delta": 2, "reason": "x"})
+    edit = first.model_copy(update={
+        "operation_id": first.operation_id + "-e1", "arguments": args,
+        "fingerprint": fingerprint("adjust_stock", 1, args), "supersedes": first.operation_id,
+        "edited_by": "approver-1", "assertion": None, "requested_by": "someone"})
+
+    reply = await erp.send(subjects.ERP_CMD_PREPARE, edit)
+    stray = await erp.send(subjects.ERP_CMD_PREPARE, edit.model_copy(update={
+        "operation_id": first.operation_id + "-e2", "call_id": "another-call"}))
+
+    assert reply.ok, reply
+    [original] = await erp.approval_requests(first.operation_id)
+    [edited] = await erp.approval_requests(edit.operation_id)
+    assert edited["supersedes"] == first.operation_id and edited["fingerprint"] == edit.fingerprint
+    assert (edited["requested_by"], edited["assertion"], edited["asserted_at"]) == (
+        "tester", original["assertion"], original["asserted_at"])
+    assert (stray.error.code, stray.error.details) == ("invalid_message", {"reason": "supersedes_unknown"})
+    assert await erp.operation_row(first.operation_id + "-e2") is None

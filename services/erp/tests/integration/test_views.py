@@ -5,15 +5,12 @@ from __future__ import annotations
 import pytest
 
 from erpilot_contracts import subjects
-from erpilot_contracts.erp.v1 import ExecuteToolV1
 
 pytestmark = pytest.mark.integration
 
 
 async def read(erp, tool, arguments, session_id):
-    cmd = ExecuteToolV1(session_id=session_id, call_id="c", operation_id="o", tool=tool, arguments=arguments,
-                        requested_by="tester")
-    return await erp.send(subjects.ERP_QUERY_READ, cmd, durable=False)
+    return await erp.send(subjects.ERP_QUERY_READ, erp.read_cmd(tool, arguments, session_id=session_id), durable=False)
 
 
 async def test_get_order_task_is_none_ok_or_ambiguous(erp, session_id):
@@ -31,6 +28,10 @@ async def test_get_order_task_is_none_ok_or_ambiguous(erp, session_id):
         {"draft_id": d["draft_id"], "revision": 1, "customer_id": customer, "total_amount_minor":
          d["total_amount_minor"]} for d in (first, second)]}
     assert (await read(erp, "get_order_task", {}, "S-other")).data["result"] == {"status": "none"}
+    unvouched = erp.read_cmd("get_order_task", {}, session_id="S-other").model_copy(
+        update={"assertion": erp.read_cmd("get_order_task", {}, session_id=session_id).assertion})
+    refused = await erp.send(subjects.ERP_QUERY_READ, unvouched, durable=False)
+    assert (refused.error.code, refused.error.details) == ("invalid_message", {"reason": "assertion_session_mismatch"})
 
 
 async def test_get_draft_is_private_to_its_session_but_not_in_the_back_office(erp, session_id):

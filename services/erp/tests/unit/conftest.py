@@ -12,11 +12,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_contracts.approval.v1 import GrantV1
-from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.erp.v1 import CommitOperationV1, ExecuteToolV1, PrepareOperationV1
+from erpilot_contracts.erp.v1 import CommitOperationV1, ExecuteToolV1, OperationStatusV1, PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import normalise
-from erpilot_erp.adapters.memory_ledger import LedgerState, MemoryLedger
 from erpilot_erp.domain import operations
 from erpilot_erp.domain.drafts import CreateDraft, create_draft, edit_draft
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, OrderLine, Product
@@ -25,7 +23,11 @@ from erpilot_erp.service_layer import to_domain
 from erpilot_erp.service_layer.backoffice import ProductService
 from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
+from erpilot_erp.service_layer.reads import ReadTools
+from erpilot_erp.service_layer.requesters import Requesters
+from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.grants import sign_grant
+from services.erp.tests.fakes import LedgerState, memory_ledger
 
 NOW = datetime(2026, 10, 1, 12, 0, tzinfo=UTC)
 SESSION = "S-1"
@@ -131,17 +133,25 @@ def catalog() -> Catalog:
 
 
 class Desk:
-    """The ERP's command services on an in-memory ledger seeded from a ``Catalog``: no broker, no database.
+    """The ERP's use cases on an in-memory ledger seeded from a ``Catalog``: no broker, no database.
 
-    Builds the commands as the agent sends them (normalised arguments, their fingerprint) and signs
-    grants with its own key, which the ``OperationService`` verifies.
+    Builds the commands as the agent sends them (normalised arguments, their fingerprint, the gateway's requester
+    assertion for ``tester`` in ``S-1``) and signs grants with its own key, which the ``OperationService``
+    verifies. The services read the ledger's clock (``desk.ledger.advance`` moves time).
     """
 
+    requester = "tester"
+
     def __init__(self, catalog: Catalog) -> None:
-        self.ledger = MemoryLedger(LedgerState(products=dict(catalog.products), customers=dict(catalog.customers)))
+        self.ledger = memory_ledger(LedgerState(products=dict(catalog.products), customers=dict(catalog.customers)),
+                                    now=NOW)
         self.key = Ed25519PrivateKey.generate()
-        self.drafts = DraftService(self.ledger, quote_ttl=timedelta(minutes=30))
-        self.operations = OperationService(self.ledger, self.key.public_key())
+        self.assertion_key = Ed25519PrivateKey.generate()
+        requesters = Requesters(self.assertion_key.public_key())
+        clock = self.ledger.clock
+        self.drafts = DraftService(self.ledger, requesters, quote_ttl=timedelta(minutes=30), clock=clock)
+        self.operations = OperationService(self.ledger, self.key.public_key(), requesters, clock=clock)
+        self.reads = ReadTools(self.ledger, requesters, clock=clock)
         self.products = ProductService(self.ledger)
         self._ids = itertools.count(1)
 
@@ -152,29 +162,37 @@ class Desk:
     def next(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
 
+    def assertion(self, *, sub: str = requester, session_id: str = SESSION, key: Ed25519PrivateKey | None = None,
+                  issued: datetime | None = None) -> str:
+        """The gateway's requester assertion (valid for an hour from ``issued``, default now)."""
+        return sign_assertion(key or self.assertion_key, sub=sub, roles=["requester"], session_id=session_id,
+                              now=issued or self.ledger.clock())
+
     def draft_cmd(self, tool: str, arguments: dict[str, Any], *, operation_id: str | None = None,
-                  session_id: str = SESSION) -> ExecuteToolV1:
-        return ExecuteToolV1(session_id=session_id, call_id=self.next("call"), tool=tool, requested_by="tester",
-                             operation_id=operation_id or self.next("op"), arguments=arguments)
+                  session_id: str = SESSION, **changes: Any) -> ExecuteToolV1:
+        cmd = ExecuteToolV1(session_id=session_id, call_id=self.next("call"), tool=tool, requested_by=self.requester,
+                            operation_id=operation_id or self.next("op"), arguments=arguments,
+                            assertion=self.assertion(session_id=session_id))
+        return cmd.model_copy(update=changes)
 
     async def new_draft(self, lines: list[tuple[str, int]], *, customer_id: str = "C-1") -> dict[str, Any]:
-        reply = await self.drafts.handle(self.draft_cmd("create_order_draft", {
+        result = await self.drafts.handle(self.draft_cmd("create_order_draft", {
             "customer_id": customer_id, "lines": [{"sku": sku, "qty": qty} for sku, qty in lines]}))
-        assert reply.ok and reply.data["outcome"] == "succeeded", reply
-        return reply.data["result"]
+        assert result.outcome == "succeeded", result
+        return result.result
 
     def prepare_cmd(self, tool: str, arguments: dict[str, Any], *, operation_id: str | None = None,
-                    stock_check: str | None = None) -> PrepareOperationV1:
+                    stock_check: str | None = None, **changes: Any) -> PrepareOperationV1:
         args = normalise(tool, arguments)
-        return PrepareOperationV1(operation_id=operation_id or self.next("op"), session_id=SESSION,
-                                  call_id=self.next("call"), tool=tool, arguments=args,
-                                  fingerprint=fingerprint(tool, 1, args), requested_by="tester",
-                                  stock_check=stock_check)
+        cmd = PrepareOperationV1(operation_id=operation_id or self.next("op"), session_id=SESSION,
+                                 call_id=self.next("call"), tool=tool, arguments=args,
+                                 fingerprint=fingerprint(tool, 1, args), requested_by=self.requester,
+                                 stock_check=stock_check, assertion=self.assertion())
+        return cmd.model_copy(update=changes)
 
     async def prepared(self, tool: str, arguments: dict[str, Any], **kw: Any) -> PrepareOperationV1:
         cmd = self.prepare_cmd(tool, arguments, **kw)
-        reply = await self.operations.prepare(cmd)
-        assert reply.ok, reply
+        await self.operations.prepare(cmd)
         return cmd
 
     def grant(self, cmd: PrepareOperationV1, *, pending_id: str | None = None,
@@ -183,7 +201,7 @@ class Desk:
                            fingerprint=cmd.fingerprint, decided_by="approver", decided_at=NOW)
         return sign_grant(unsigned.model_copy(update=changes), key or self.key)
 
-    async def commit(self, cmd: PrepareOperationV1, grant: GrantV1 | None = None) -> ReplyV1:
+    async def commit(self, cmd: PrepareOperationV1, grant: GrantV1 | None = None) -> OperationStatusV1:
         grant = grant or self.grant(cmd)
         return await self.operations.commit(CommitOperationV1(operation_id=cmd.operation_id, grant=grant))
 

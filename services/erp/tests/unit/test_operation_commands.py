@@ -1,18 +1,29 @@
-"""PREPARE and COMMIT (``OperationService``) on the in-memory ledger: the commit re-checks price, stock
-and revision against what prepare saw, a grant is used once, a repeated commit only repeats its outcome,
-and a crash before the database commit leaves nothing behind."""
+"""PREPARE and COMMIT (``OperationService``) on the in-memory ledger.
+
+Prepare stores the operation and, in the same unit of work, the approval request built from that record; only
+for the requester the gateway vouched for (an edit: the requester of the version it replaces). Commit re-checks
+price, stock and revision against what prepare saw, uses a grant once, repeats its outcome, refuses (as a message
+that may not be acted on) every commit it cannot honour, and a crash before the database commit leaves nothing.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import RequestApprovalV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.service_layer import operations
+from erpilot_platform.assertions import verify_assertion
+from erpilot_platform.refusals import InvalidMessage, Refused
 
 pytestmark = pytest.mark.unit
+STOCK = {"sku": "SKU-A", "delta": 1, "reason": "found"}
 
 
 async def submit(desk, lines=(("SKU-A", 2),), **kw):
@@ -20,56 +31,188 @@ async def submit(desk, lines=(("SKU-A", 2),), **kw):
     return await desk.prepared("submit_order", {"draft_id": draft["draft_id"], "revision": 1}, **kw)
 
 
-async def test_prepare_stores_the_operation_and_answers_its_preview_without_an_effect(desk):
+def requests_sent(desk) -> list[dict]:
+    return desk.ledger.sent_on(subjects.APPROVAL_CMD_REQUEST)
+
+
+async def test_prepare_stores_the_operation_asks_for_approval_and_answers_its_preview_without_an_effect(desk):
     draft = await desk.new_draft([("SKU-A", 2)])
     cmd = desk.prepare_cmd("submit_order", {"draft_id": draft["draft_id"], "revision": 1})
-    reply = await desk.operations.prepare(cmd)
+    answer = await desk.operations.prepare(cmd)
 
-    assert reply.ok and reply.data["operation_id"] == cmd.operation_id
-    assert reply.data["tool"] == "submit_order"
-    assert reply.data["preview"]["amount_minor"] == 2000  # 2 x SKU-A at 1000 for C-1 (no discount)
-    assert "schema_version" not in reply.data["preview"]
-    assert desk.state.operations[cmd.operation_id].status == "prepared"
-    assert desk.state.products["SKU-A"].on_hand == 12
-    assert desk.state.orders == {}
+    assert (answer.operation_id, answer.tool, answer.fingerprint) == (cmd.operation_id, "submit_order",
+                                                                     cmd.fingerprint)
+    assert answer.preview.amount_minor == 2000  # 2 x SKU-A at 1000 for C-1 (no discount)
+    record = desk.state.operations[cmd.operation_id]
+    assert record.status == "prepared"
+    assert (record.requested_by, record.assertion, record.asserted_at, record.prepared_at) == (
+        "tester", cmd.assertion, desk.ledger.clock(), desk.ledger.clock())
+    assert desk.state.products["SKU-A"].on_hand == 12 and desk.state.orders == {}
+
+    [message] = [m for m in desk.ledger.sent if m.subject == subjects.APPROVAL_CMD_REQUEST]
+    assert message.msg_id == f"approval.request.{cmd.operation_id}"
+    request = RequestApprovalV1.model_validate(message.payload)
+    assert (request.operation_id, request.session_id, request.call_id, request.tool, request.tool_schema_version) == (
+        cmd.operation_id, cmd.session_id, cmd.call_id, "submit_order", 1)
+    assert (request.arguments, request.fingerprint, request.requested_by, request.assertion) == (
+        cmd.arguments, cmd.fingerprint, "tester", cmd.assertion)
+    assert request.asserted_at == request.prepared_at == desk.ledger.clock() and request.supersedes is None
+    assert request.preview == answer.preview.model_dump(mode="json", exclude={
+        "schema_version": True, "effects": {"__all__": {"schema_version"}}})
+    assert "schema_version" not in request.preview and "schema_version" not in request.preview["effects"][0]
+
+
+async def test_the_request_comes_from_the_ledgers_record_not_from_a_second_look(desk):
+    """What the approval service is asked is what was stored: one message per operation, even if asked again."""
+    cmd = await desk.prepared("adjust_stock", STOCK)
+    desk.state.products["SKU-A"] = replace(desk.state.products["SKU-A"], on_hand=99)  # the ledger moves on
+    await desk.operations.prepare(cmd)
+
+    [request] = requests_sent(desk)
+    assert request["preview"]["effects"][0]["before"] == 12
 
 
 async def test_a_repeated_prepare_gets_the_first_answer_and_another_request_under_its_id_a_conflict(desk):
     cmd = await submit(desk)
     first = await desk.operations.prepare(cmd)
-    other = desk.prepare_cmd("adjust_stock", {"sku": "SKU-A", "delta": 1, "reason": "found"},
-                             operation_id=cmd.operation_id)
+    other = desk.prepare_cmd("adjust_stock", STOCK, operation_id=cmd.operation_id)
 
     assert await desk.operations.prepare(cmd) == first
-    conflict = await desk.operations.prepare(other)
-    assert not conflict.ok and conflict.error.code == "operation_conflict"
+    with pytest.raises(Refused) as conflict:
+        await desk.operations.prepare(other)
+    assert conflict.value.code == "operation_conflict"
     assert desk.state.operations[cmd.operation_id].tool == "submit_order"
+    assert len(requests_sent(desk)) == 1
 
 
 async def test_prepare_refuses_a_fingerprint_that_does_not_match(desk):
-    cmd = desk.prepare_cmd("adjust_stock", {"sku": "SKU-A", "delta": 1, "reason": "found"})
-    reply = await desk.operations.prepare(cmd.model_copy(update={"fingerprint": "sha256:" + "0" * 64}))
+    cmd = desk.prepare_cmd("adjust_stock", STOCK)
+    with pytest.raises(Refused) as refused:
+        await desk.operations.prepare(cmd.model_copy(update={"fingerprint": "sha256:" + "0" * 64}))
 
-    assert not reply.ok and (reply.error.code, reply.error.status) == ("fingerprint_mismatch", 422)
-    assert desk.state.operations == {}
+    assert (refused.value.code, refused.value.status) == ("fingerprint_mismatch", 422)
+    assert desk.state.operations == {} and requests_sent(desk) == []
+
+
+async def test_a_business_rejection_stores_no_operation_asks_nothing_and_is_repeated(desk):
+    cmd = desk.prepare_cmd("adjust_stock", {"sku": "SKU-A", "delta": -50, "reason": "lost"})
+    with pytest.raises(Refused) as first:
+        await desk.operations.prepare(cmd)
+    desk.state.products["SKU-A"] = replace(desk.state.products["SKU-A"], on_hand=100)  # the cause goes away
+    with pytest.raises(Refused) as again:
+        await desk.operations.prepare(cmd)
+
+    assert (first.value.code, first.value.status) == ("insufficient_stock", 409)
+    assert again.value.reply() == first.value.reply()  # its agent finished the call on the first answer
+    assert desk.state.operations == {} and requests_sent(desk) == []
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"assertion": None}, "assertion_missing"),
+    ({"requested_by": "victim"}, "assertion_subject_mismatch"),
+    ({"session_id": "S-victim"}, "assertion_session_mismatch"),
+])
+async def test_a_prepare_without_an_assertion_for_its_requester_and_session_stores_and_asks_nothing(
+        desk, change, reason):
+    cmd = desk.prepare_cmd("adjust_stock", STOCK, **change)
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(cmd)
+
+    assert refused.value.reason == reason
+    assert desk.state.operations == {} and requests_sent(desk) == [] and desk.ledger.inbox == {}
+
+
+async def test_an_expired_assertion_is_refused_at_prepare(desk):
+    cmd = desk.prepare_cmd("adjust_stock", STOCK)
+    desk.ledger.advance(timedelta(hours=1, minutes=1))
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(cmd)
+
+    assert refused.value.reason == "assertion_expired" and requests_sent(desk) == []
+
+
+def edit_of(desk, cmd, arguments, **changes):
+    """The approval service's prepare of an edited version (no assertion of its own)."""
+    args = normalise(cmd.tool, arguments)
+    return cmd.model_copy(update={"operation_id": f"{cmd.operation_id}-e", "arguments": args,
+                                  "fingerprint": fingerprint(cmd.tool, 1, args), "supersedes": cmd.operation_id,
+                                  "edited_by": "editor", "requested_by": "tester", "assertion": None, **changes})
+
+
+async def test_an_edit_takes_requester_and_assertion_from_the_version_it_supersedes(desk):
+    cmd = await desk.prepared("adjust_stock", STOCK)
+    asked_at = desk.ledger.clock()
+    desk.ledger.advance(timedelta(hours=3))  # long after the assertion expired: the edit needs none
+    edit = edit_of(desk, cmd, {**STOCK, "delta": 2})
+
+    answer = await desk.operations.prepare(edit)
+
+    assert answer.operation_id == edit.operation_id
+    first, second = requests_sent(desk)
+    assert second["supersedes"] == cmd.operation_id and second["operation_id"] == edit.operation_id
+    assert (second["requested_by"], second["assertion"]) == (first["requested_by"], first["assertion"])
+    assert second["asserted_at"] == first["asserted_at"] == asked_at.isoformat().replace("+00:00", "Z")
+    assert second["prepared_at"] != first["prepared_at"]
+    assert verify_assertion(second["assertion"], desk.assertion_key.public_key(), session_id=cmd.session_id,
+                            sub="tester", at=asked_at).sub == "tester"
+    assert desk.state.operations[edit.operation_id].supersedes == cmd.operation_id
+
+
+@pytest.mark.parametrize("change", [{"call_id": "another-call"}, {"session_id": "S-other"},
+                                    {"supersedes": "op-never-prepared"}])
+async def test_an_edit_of_another_call_session_or_of_nothing_is_refused(desk, change):
+    cmd = await desk.prepared("adjust_stock", STOCK)
+    edit = edit_of(desk, cmd, {**STOCK, "delta": 2}, **change)
+
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(edit)
+
+    assert refused.value.reason == "supersedes_unknown"
+    assert edit.operation_id not in desk.state.operations and len(requests_sent(desk)) == 1
+
+
+async def test_an_edit_cannot_name_another_requester(desk):
+    cmd = await desk.prepared("adjust_stock", STOCK)
+    await desk.operations.prepare(edit_of(desk, cmd, {**STOCK, "delta": 2}, requested_by="victim"))
+
+    assert requests_sent(desk)[-1]["requested_by"] == "tester"
+    assert desk.state.operations[f"{cmd.operation_id}-e"].requested_by == "tester"
+
+
+async def test_a_crash_before_the_prepare_commits_leaves_neither_operation_nor_request(desk, monkeypatch):
+    cmd = desk.prepare_cmd("adjust_stock", STOCK)
+
+    def crash(name):
+        if name == "erp.prepare.before_db_commit":
+            raise SystemExit(137)
+
+    monkeypatch.setattr(operations, "failpoint", crash)
+    with pytest.raises(SystemExit):
+        await desk.operations.prepare(cmd)
+    assert desk.state.operations == {} and desk.ledger.sent == [] and desk.ledger.inbox == {}
+
+    monkeypatch.undo()
+    await desk.operations.prepare(cmd)
+    assert [r["operation_id"] for r in requests_sent(desk)] == [cmd.operation_id]
 
 
 async def test_commit_applies_the_effect_consumes_the_grant_and_writes_the_event(desk):
     cmd = await submit(desk)
     grant = desk.grant(cmd, pending_id="pa-1")
-    reply = await desk.commit(cmd, grant)
+    status = await desk.commit(cmd, grant)
 
-    assert reply.ok and reply.data["status"] == "committed"
-    order_id = reply.data["result"]["order_id"]
+    assert status.status == "committed"
+    assert (status.session_id, status.call_id, status.pending_id, status.decided_by) == (
+        cmd.session_id, cmd.call_id, "pa-1", "approver")
+    order_id = status.result["order_id"]
     assert desk.state.orders[order_id].draft_id == "D-1"
     assert desk.state.products["SKU-A"].on_hand == 10
     assert desk.state.drafts["D-1"].status == "submitted"
     assert desk.state.consumed_grants == {"pa-1": cmd.operation_id}
-    [(subject, payload, msg_id)] = desk.state.outbox
-    assert subject == subjects.ERP_EVT_OPERATION_FINISHED
-    assert msg_id == f"erp.operation_finished.{cmd.operation_id}"
-    assert payload["status"] == "committed"
-    assert desk.ledger.wakes == 1
+    [event] = [m for m in desk.ledger.sent if m.subject == subjects.ERP_EVT_OPERATION_FINISHED]
+    assert event.msg_id == f"erp.operation_finished.{cmd.operation_id}"
+    assert event.payload == status.model_dump(mode="json")
+    assert desk.ledger.wakes >= 1
 
 
 async def test_a_repeated_commit_answers_the_recorded_outcome_without_a_second_effect(desk):
@@ -81,7 +224,7 @@ async def test_a_repeated_commit_answers_the_recorded_outcome_without_a_second_e
     assert again == first
     assert desk.state.products["SKU-A"].on_hand == 10
     assert len(desk.state.orders) == 1
-    assert len(desk.state.outbox) == 1
+    assert len(desk.ledger.sent_on(subjects.ERP_EVT_OPERATION_FINISHED)) == 1
 
 
 @pytest.mark.parametrize(("change", "code"), [
@@ -91,66 +234,74 @@ async def test_a_repeated_commit_answers_the_recorded_outcome_without_a_second_e
 async def test_commit_rejects_a_submit_whose_price_or_stock_moved_since_prepare(desk, change, code):
     cmd = await submit(desk)
     desk.state.products["SKU-A"] = replace(desk.state.products["SKU-A"], **change)
-    reply = await desk.commit(cmd)
+    status = await desk.commit(cmd)
 
-    assert reply.ok and reply.data["status"] == "rejected"
-    assert reply.data["error"]["code"] == code
+    assert status.status == "rejected" and status.error.code == code
     assert desk.state.orders == {}
     assert desk.state.drafts["D-1"].status == "open"
-    assert desk.state.outbox[0][1]["status"] == "rejected"
+    assert desk.ledger.sent_on(subjects.ERP_EVT_OPERATION_FINISHED)[0]["status"] == "rejected"
 
 
 async def test_sufficient_stock_check_commits_when_stock_moved_but_still_covers_the_lines(desk):
     cmd = await submit(desk)
     desk.state.products["SKU-A"] = replace(desk.state.products["SKU-A"], on_hand=5)
-    reply = await desk.commit(cmd, desk.grant(cmd, stock_check="sufficient"))
+    status = await desk.commit(cmd, desk.grant(cmd, stock_check="sufficient"))
 
-    assert reply.data["status"] == "committed"
+    assert status.status == "committed"
     assert desk.state.products["SKU-A"].on_hand == 3
 
 
 async def test_commit_rejects_a_submit_whose_draft_got_a_new_revision_since_prepare(desk):
     cmd = await submit(desk)
     await desk.drafts.handle(desk.draft_cmd("set_draft_note", {"draft_id": "D-1", "base_revision": 1, "note": "x"}))
-    reply = await desk.commit(cmd)
+    status = await desk.commit(cmd)
 
-    assert reply.data["status"] == "rejected"
-    assert reply.data["error"]["code"] == "draft_changed"
+    assert status.status == "rejected" and status.error.code == "draft_changed"
     assert desk.state.orders == {}
 
 
-async def test_a_grant_that_does_not_verify_or_names_another_operation_changes_nothing(desk):
+def unchanged(desk, cmd, events_before: int) -> None:
+    assert desk.state.operations[cmd.operation_id].status == "prepared"
+    assert len(desk.ledger.sent_on(subjects.ERP_EVT_OPERATION_FINISHED)) == events_before
+
+
+async def test_a_grant_that_does_not_verify_or_names_another_operation_is_an_invalid_message(desk):
     cmd = await submit(desk)
     forged = desk.grant(cmd, key=Ed25519PrivateKey.generate())
     elsewhere = desk.grant(cmd, operation_id="op-other")
 
-    for grant in (forged, elsewhere):
-        reply = await desk.commit(cmd, grant)
-        assert not reply.ok and (reply.error.code, reply.error.status) == ("invalid_grant", 403)
-    assert desk.state.operations[cmd.operation_id].status == "prepared"
+    for grant, reason in ((forged, "invalid_grant"), (elsewhere, "grant_for_another_operation")):
+        with pytest.raises(InvalidMessage) as refused:
+            await desk.commit(cmd, grant)
+        assert (refused.value.reason, refused.value.status) == (reason, 422)
+    unchanged(desk, cmd, 0)
     assert desk.state.consumed_grants == {}
 
 
 async def test_a_grant_is_used_once_even_across_operations(desk):
-    first = await desk.prepared("adjust_stock", {"sku": "SKU-A", "delta": 1, "reason": "found"})
-    second = await desk.prepared("adjust_stock", {"sku": "SKU-A", "delta": 1, "reason": "found again"})
+    first = await desk.prepared("adjust_stock", STOCK)
+    second = await desk.prepared("adjust_stock", {**STOCK, "reason": "found again"})
     await desk.commit(first, desk.grant(first, pending_id="pa-1"))
-    reply = await desk.commit(second, desk.grant(second, pending_id="pa-1"))
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.commit(second, desk.grant(second, pending_id="pa-1"))
 
-    assert not reply.ok and reply.error.code == "invalid_grant"
-    assert desk.state.operations[second.operation_id].status == "prepared"
+    assert refused.value.reason == "grant_already_used"
+    unchanged(desk, second, 1)
     assert desk.state.products["SKU-A"].on_hand == 13
 
 
-async def test_commit_of_an_unprepared_operation_or_with_another_fingerprint_is_refused(desk):
+async def test_commit_of_an_unprepared_operation_or_with_another_fingerprint_is_an_invalid_message(desk):
     cmd = await submit(desk)
-    unknown = desk.prepare_cmd("adjust_stock", {"sku": "SKU-A", "delta": 1, "reason": "found"})
-    assert (await desk.commit(unknown)).error.code == "not_found"
+    unknown = desk.prepare_cmd("adjust_stock", STOCK)
+    with pytest.raises(InvalidMessage) as never:
+        await desk.commit(unknown)
+    assert never.value.reason == "never_prepared"
 
-    other = desk.prepare_cmd("adjust_stock", {"sku": "SKU-A", "delta": 2, "reason": "found"},
-                             operation_id=cmd.operation_id)
-    reply = await desk.commit(cmd, desk.grant(other))
-    assert (reply.error.code, reply.error.status) == ("operation_conflict", 409)
+    other = desk.prepare_cmd("adjust_stock", {**STOCK, "delta": 2}, operation_id=cmd.operation_id)
+    with pytest.raises(InvalidMessage) as conflict:
+        await desk.commit(cmd, desk.grant(other))
+    assert conflict.value.reason == "operation_conflict"
+    unchanged(desk, cmd, 0)
 
 
 async def test_a_crash_before_the_database_commit_leaves_nothing_and_the_redelivery_commits(desk, monkeypatch):
@@ -164,11 +315,11 @@ async def test_a_crash_before_the_database_commit_leaves_nothing_and_the_redeliv
     monkeypatch.setattr(operations, "failpoint", crash)
     with pytest.raises(SystemExit):
         await desk.commit(cmd, grant)
-    assert desk.state.operations[cmd.operation_id].status == "prepared"
-    assert desk.state.consumed_grants == {} and desk.state.outbox == []
+    unchanged(desk, cmd, 0)
+    assert desk.state.consumed_grants == {}
     assert desk.state.products["SKU-A"].on_hand == 12
 
     monkeypatch.undo()
-    reply = await desk.commit(cmd, grant)
-    assert reply.data["status"] == "committed"
+    status = await desk.commit(cmd, grant)
+    assert status.status == "committed"
     assert desk.state.products["SKU-A"].on_hand == 10

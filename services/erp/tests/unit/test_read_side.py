@@ -1,90 +1,124 @@
-"""The read side (read tools, back-office views, operation status) on the in-memory ledger's read port:
-what is committed, in SPEC §2 shapes, a missing object ``not_found``."""
+"""The read side (read tools, back-office views, operation status) on the in-memory ledger's ``read``: what is
+committed, in SPEC §2 shapes, a missing object ``not_found``; a read tool only for a vouched requester."""
 
 from __future__ import annotations
 
 import pytest
 
-from erpilot_contracts.erp.v1 import ErpViewV1, ExecuteToolV1, GetOperationV1, GetPreparedOperationV1
-from erpilot_erp.adapters.memory_ledger import MemoryLedgerReads
+from erpilot_contracts.erp.v1 import (
+    CustomerListV1,
+    DraftRevisionV1,
+    ErpViewV1,
+    ExecuteToolV1,
+    GetOperationV1,
+    OrderV1,
+    ProductListV1,
+    ProductV1,
+)
 from erpilot_erp.service_layer import backoffice
-from erpilot_erp.service_layer.reads import run_read_tool
+from erpilot_platform.refusals import InvalidMessage, Refused
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def reads(desk) -> MemoryLedgerReads:
-    return MemoryLedgerReads(desk.ledger)
-
-
-def read(tool: str, session_id: str = "S-1", **arguments) -> ExecuteToolV1:
+def read(desk, tool: str, session_id: str = "S-1", **arguments) -> ExecuteToolV1:
     return ExecuteToolV1(session_id=session_id, call_id="c-1", operation_id="op-read", tool=tool,
-                         arguments=arguments, requested_by="tester")
+                         arguments=arguments, requested_by="tester", assertion=desk.assertion(session_id=session_id))
 
 
-async def test_searches_find_by_id_or_name_in_order(reads):
-    found = await run_read_tool(reads, read("search_products", query="widget b"))
-    everyone = await run_read_tool(reads, read("search_customers", query=""))
+async def test_searches_find_by_id_or_name_in_order(desk):
+    found = await desk.reads.run(read(desk, "search_products", query="widget b"))
+    everyone = await desk.reads.run(read(desk, "search_customers", query=""))
 
     assert [p["sku"] for p in found.result["items"]] == ["SKU-B"]
     assert [c["customer_id"] for c in everyone.result["items"]] == ["C-1", "C-2"]
 
 
-async def test_a_product_and_a_missing_one(reads):
-    found = await run_read_tool(reads, read("get_product", sku="SKU-A"))
-    missing = await run_read_tool(reads, read("get_product", sku="SKU-NONE"))
+async def test_a_product_and_a_missing_one(desk):
+    found = await desk.reads.run(read(desk, "get_product", sku="SKU-A"))
+    missing = await desk.reads.run(read(desk, "get_product", sku="SKU-NONE"))
 
     assert (found.outcome, found.result["on_hand"]) == ("succeeded", 12)
     assert (missing.outcome, missing.error.code, missing.error.status) == ("business_rejected", "not_found", 200)
 
 
-async def test_a_draft_is_read_in_its_own_session_only_and_paged(desk, reads):
+async def test_a_draft_is_read_in_its_own_session_only_and_paged(desk):
     draft = await desk.new_draft([("SKU-A", 1), ("SKU-B", 2)])
 
-    page = await run_read_tool(reads, read("get_draft", draft_id=draft["draft_id"], offset=1, limit=1))
-    theirs = await run_read_tool(reads, read("get_draft", session_id="S-2", draft_id=draft["draft_id"]))
+    page = await desk.reads.run(read(desk, "get_draft", draft_id=draft["draft_id"], offset=1, limit=1))
+    theirs = await desk.reads.run(read(desk, "get_draft", session_id="S-2", draft_id=draft["draft_id"]))
 
     assert (page.result["revision"], page.result["latest_revision"], page.result["line_count"]) == (1, 1, 2)
     assert [line["sku"] for line in page.result["lines"]] == ["SKU-B"]
     assert theirs.error.code == "not_found"
 
 
-async def test_the_order_task_is_the_sessions_one_open_draft(desk, reads):
-    none = await run_read_tool(reads, read("get_order_task"))
+async def test_the_order_task_is_the_sessions_one_open_draft(desk):
+    none = await desk.reads.run(read(desk, "get_order_task"))
     draft = await desk.new_draft([("SKU-A", 1)])
-    one = await run_read_tool(reads, read("get_order_task"))
+    one = await desk.reads.run(read(desk, "get_order_task"))
     await desk.new_draft([("SKU-B", 1)])
-    two = await run_read_tool(reads, read("get_order_task"))
+    two = await desk.reads.run(read(desk, "get_order_task"))
 
     assert none.result == {"status": "none"}
     assert (one.result["status"], one.result["draft"]["draft_id"]) == ("ok", draft["draft_id"])
     assert two.result["status"] == "ambiguous" and len(two.result["candidates"]) == 2
 
 
-async def test_back_office_views_show_any_sessions_draft_and_refuse_a_missing_id(desk, reads):
+async def test_a_read_tool_for_another_session_than_its_assertion_is_refused(desk):
+    """Another session's draft and order task are not the agent's to ask for with this person's assertion."""
+    draft = await desk.new_draft([("SKU-A", 1)])
+    cmd = read(desk, "get_draft", draft_id=draft["draft_id"]).model_copy(update={"session_id": "S-2"})
+
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.reads.run(cmd)
+    assert refused.value.reason == "assertion_session_mismatch"
+    with pytest.raises(Refused) as not_read:
+        await desk.reads.run(read(desk, "create_order_draft", customer_id="C-1", lines=[{"sku": "SKU-A", "qty": 1}]))
+    assert not_read.value.code == "not_a_read_tool"
+
+
+async def test_back_office_views_show_any_sessions_draft_and_refuse_a_missing_id(desk):
     draft = await desk.new_draft([("SKU-A", 1)])
 
-    shown = await backoffice.view(reads, ErpViewV1(view="draft", id=draft["draft_id"]))
-    products = await backoffice.view(reads, ErpViewV1(view="products", query="SKU-Z"))
-    no_id = await backoffice.view(reads, ErpViewV1(view="order"))
-    missing = await backoffice.view(reads, ErpViewV1(view="draft", id=draft["draft_id"], revision=7))
+    shown = await backoffice.view(desk.ledger, ErpViewV1(view="draft", id=draft["draft_id"]))
+    products = await backoffice.view(desk.ledger, ErpViewV1(view="products", query="SKU-Z"))
+    customers = await backoffice.view(desk.ledger, ErpViewV1(view="customers", query="beta"))
+    product = await backoffice.view(desk.ledger, ErpViewV1(view="product", id="SKU-B"))
 
-    assert shown.ok and shown.data["draft_id"] == draft["draft_id"]
-    assert [p["sku"] for p in products.data["items"]] == ["SKU-ZERO"]
-    assert (no_id.error.code, no_id.error.status) == ("invalid_message", 422)
-    assert (missing.error.code, missing.error.status) == ("not_found", 404)
+    assert isinstance(shown.root, DraftRevisionV1) and shown.root.draft_id == draft["draft_id"]
+    assert shown.root.latest_revision == 1 and shown.root.lines[0].sku == "SKU-A"
+    assert isinstance(products.root, ProductListV1) and [p.sku for p in products.root.items] == ["SKU-ZERO"]
+    assert isinstance(customers.root, CustomerListV1) and [c.customer_id for c in customers.root.items] == ["C-2"]
+    assert isinstance(product.root, ProductV1) and product.root.on_hand == 5
+    for query, (code, status) in ((ErpViewV1(view="order"), ("invalid_message", 422)),
+                                  (ErpViewV1(view="draft", id=draft["draft_id"], revision=7), ("not_found", 404)),
+                                  (ErpViewV1(view="order", id="O-404"), ("not_found", 404))):
+        with pytest.raises(Refused) as refused:
+            await backoffice.view(desk.ledger, query)
+        assert (refused.value.code, refused.value.status) == (code, status)
 
 
-async def test_an_operation_is_seen_as_prepared_then_committed(desk, reads):
+async def test_an_order_view_is_the_order_placed_by_a_commit(desk):
+    draft = await desk.new_draft([("SKU-A", 2)])
+    cmd = await desk.prepared("submit_order", {"draft_id": draft["draft_id"], "revision": 1})
+    placed = await desk.commit(cmd)
+
+    order = await backoffice.view(desk.ledger, ErpViewV1(view="order", id=placed.result["order_id"]))
+    assert isinstance(order.root, OrderV1)
+    assert order.root.model_dump(mode="json")["lines"] == placed.result["lines"]
+    assert (order.root.draft_id, order.root.total_amount_minor) == (draft["draft_id"], 2000)
+
+
+async def test_an_operation_is_seen_as_prepared_then_committed(desk):
     cmd = await desk.prepared("adjust_stock", {"sku": "SKU-A", "delta": -2, "reason": "count"})
 
-    prepared = await backoffice.get_prepared(reads, GetPreparedOperationV1(operation_id=cmd.operation_id))
-    before = await backoffice.get_operation(reads, GetOperationV1(operation_id=cmd.operation_id))
+    before = await backoffice.get_operation(desk.ledger, GetOperationV1(operation_id=cmd.operation_id))
     await desk.commit(cmd)
-    after = await backoffice.get_operation(reads, GetOperationV1(operation_id=cmd.operation_id))
-    unknown = await backoffice.get_operation(reads, GetOperationV1(operation_id="op-none"))
+    after = await backoffice.get_operation(desk.ledger, GetOperationV1(operation_id=cmd.operation_id))
+    with pytest.raises(Refused) as unknown:
+        await backoffice.get_operation(desk.ledger, GetOperationV1(operation_id="op-none"))
 
-    assert (prepared.data["fingerprint"], prepared.data["status"]) == (cmd.fingerprint, "prepared")
-    assert (before.data["status"], after.data["status"]) == ("prepared", "committed")
-    assert (unknown.error.code, unknown.error.status) == ("not_found", 404)
+    assert (before.status, before.call_id, before.pending_id) == ("prepared", cmd.call_id, None)
+    assert (after.status, after.decided_by) == ("committed", "approver")
+    assert (unknown.value.code, unknown.value.status) == ("not_found", 404)

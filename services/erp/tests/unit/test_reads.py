@@ -9,12 +9,22 @@ from erpilot_erp.domain.model import Customer, Product
 from erpilot_erp.domain.reads import (
     MAX_SEARCH_RESULTS,
     get_order_task,
+    listing,
+    matching_customers,
+    matching_products,
     page_draft,
-    search_customers,
-    search_products,
 )
 
 pytestmark = pytest.mark.unit
+
+
+def search_products(products, query: str) -> dict:
+    """What the ``search_products`` tool answers: the matching products as a list."""
+    return listing(matching_products(products, query))
+
+
+def search_customers(customers, query: str) -> dict:
+    return listing(matching_customers(customers, query))
 
 
 # --- get_order_task ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from erpilot_gateway import console, problems
 from erpilot_gateway.input_guard import InputGuard
 from erpilot_gateway.mcp_server.http import McpHttp
+from erpilot_gateway.requesters import RequesterAssertions
 from erpilot_gateway.routes import approvals, audit, erp, health, sessions, tools
 from erpilot_gateway.services import Services
 from erpilot_gateway.settings import GatewaySettings
@@ -49,7 +50,9 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     # name stays for the routes that pass it on.
     app.state.auth_secret = rules
     app.state.broker = broker
-    app.state.services = Services(broker, settings.request_timeout_seconds)
+    # Every command to the agent carries the caller's requester assertion, signed with the gateway's key alone.
+    assertions = RequesterAssertions(settings.assertion_key())
+    app.state.services = Services(broker, settings.request_timeout_seconds, assertions)
     mcp = McpHttp(app.state.services, rules)
     problems.install(app)
     app.add_middleware(InputGuard)  # size, hostile JSON and NUL checks before routing and authentication

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field, field_validator
 
 from erpilot_gateway.auth import TokenRules
+from erpilot_platform.assertions import SIGNING_KEY_ENV
+from erpilot_platform.grants import ensure_keypair, load_signing_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings, parse_duration, require_secret
 
 MIN_SECRET_BYTES = 32
 MAKE_A_SECRET = ("make one with `openssl rand -base64 48` "
                  "(or `python3 -c 'import secrets; print(secrets.token_urlsafe(48))'`)")
+ASSERTION_KEYS_HINT = ("outside dev mode the gateway needs ERPILOT_ASSERTION_SIGNING_KEY and the ERP and the approval "
+                       "service ERPILOT_ASSERTION_VERIFY_KEY; `erpilot keygen` prints a new pair")
 
 
 class GatewaySettings(PlatformSettings):
@@ -24,6 +29,9 @@ class GatewaySettings(PlatformSettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8000
     request_timeout_seconds: float = 20.0
+    assertion_signing_key: str | None = Field(
+        None, description="Base64 raw Ed25519 key the gateway signs requester assertions with (the gateway's alone); "
+                          "unset: only in dev mode, the assertion key pair under ERPILOT_DATA_DIR.")
 
     @field_validator("auth_issuer", "auth_audience")
     @classmethod
@@ -47,3 +55,19 @@ class GatewaySettings(PlatformSettings):
             raise ConfigurationError(f"ERPILOT_AUTH_MAX_TTL: {exc}") from None
         return TokenRules(secret=self.secret(), issuer=self.auth_issuer, audience=self.auth_audience,
                           max_ttl_seconds=max_ttl.total_seconds())
+
+    def assertion_key(self) -> Ed25519PrivateKey:
+        """ERPILOT_ASSERTION_SIGNING_KEY; only in dev mode, else the assertion key pair under ERPILOT_DATA_DIR.
+
+        Outside dev mode a missing key stops start-up: with a key generated into a data directory, whoever reads
+        that directory could vouch for anyone, and a replica with another directory would sign with another key.
+        """
+        if not self.assertion_signing_key and not self.dev_mode:
+            raise ConfigurationError(f"{SIGNING_KEY_ENV} is not set; {ASSERTION_KEYS_HINT}")
+        try:
+            if self.assertion_signing_key:
+                return load_signing_key(self.assertion_signing_key, kind="assertion signing")
+            return ensure_keypair(self.data_dir, stem="assertion")[0]
+        except (ValueError, OSError) as exc:
+            source = SIGNING_KEY_ENV if self.assertion_signing_key else f"assertion key under {self.data_dir}"
+            raise ConfigurationError(f"{source}: {exc}") from None

@@ -27,8 +27,9 @@ CALL = {"tool": "get_product", "arguments": {"sku": "SKU-PEN-BLUE"}}
 def answer(subject: str, payload: Any) -> dict:
     if subject == subjects.AGENT_CMD_POST_MESSAGE:
         return {"run_id": "run_1"}
-    return {"call_id": payload.call_id, "session_id": payload.session_id, "status": "finished",
-            "outcome": "succeeded", "result": {"sku": "SKU-PEN-BLUE"}}
+    return {"call_id": payload.call_id, "session_id": payload.session_id, "tool": payload.tool,
+            "arguments": payload.arguments, "status": "finished", "outcome": "succeeded",
+            "result": {"sku": "SKU-PEN-BLUE"}}
 
 
 AGENT = RecordingServices(answer)

@@ -30,6 +30,15 @@ STATUS = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
 PATH = "/v1/approvals/pa_1/decision"
 
 
+def record(pending_id: str, **changes: Any) -> dict:
+    """An approval record as the approval service answers it (``ApprovalRecordV1``)."""
+    return {"pending_id": pending_id, "call_id": "call_1", "session_id": "ses_1", "tool": "submit_order",
+            "arguments": {"draft_id": "D-1", "revision": 1}, "fingerprint": FINGERPRINT, "operation_id": "op_1",
+            "risk": "medium", "preview": {}, "required_roles": ["approver"], "requested_by": "alice",
+            "created_at": "2026-10-01T12:00:00Z", "expires_at": "2026-10-01T12:15:00Z", "status": "pending",
+            "policy_version": "p1", **changes}
+
+
 def answer(subject: str, payload: Any) -> dict:
     """Like the real approval service: 409 ``stale_fingerprint`` to any fingerprint but the one it holds."""
     if payload.fingerprint != FINGERPRINT:
@@ -37,8 +46,10 @@ def answer(subject: str, payload: Any) -> dict:
     if payload.actor.sub == "requester-manager":
         raise Problem(403, "separation_of_duties", "the requester may not approve their own request")
     if subject == subjects.APPROVAL_CMD_EDIT:
-        return {"pending_id": "pa_2", "supersedes": payload.pending_id, "arguments": payload.arguments}
-    return {"pending_id": payload.pending_id, "status": STATUS[payload.action], "comment": payload.comment}
+        return record("pa_2", supersedes=payload.pending_id, arguments=payload.arguments)
+    if subject == subjects.APPROVAL_CMD_DECIDE_MANY:
+        return {"items": [record(item.pending_id, status=STATUS[payload.action]) for item in payload.items]}
+    return record(payload.pending_id, status=STATUS[payload.action], comment=payload.comment)
 
 
 def token(sub: str = "bob", roles: tuple[str, ...] = ("approver",)) -> str:

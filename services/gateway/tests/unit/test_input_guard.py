@@ -16,9 +16,10 @@ from fastapi.testclient import TestClient
 
 from erpilot_contracts.base import ReplyV1
 from erpilot_gateway.app import create_app
-from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform import broker as broker_module
 from erpilot_platform.broker import PayloadTooLarge
+
+from .fake_services import settings
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +45,7 @@ class FakeBroker:
 def gateway(monkeypatch):
     fake = FakeBroker()
     monkeypatch.setattr(broker_module, "request", fake.request)  # under broker.call, which Services uses
-    app = create_app(GatewaySettings(auth_secret=SECRET), broker=object())
+    app = create_app(settings(SECRET), broker=object())
     return TestClient(app), fake
 
 

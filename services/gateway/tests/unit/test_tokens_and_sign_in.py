@@ -19,6 +19,8 @@ from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.logs import JsonFormatter
 from erpilot_platform.settings import ConfigurationError
 
+from .fake_services import settings
+
 pytestmark = pytest.mark.unit
 
 SECRET = "gateway-token-test-" + "z" * 32
@@ -73,7 +75,7 @@ def test_a_token_living_longer_than_the_max_ttl_is_refused() -> None:
         GatewaySettings(auth_secret=SECRET, auth_max_ttl="forever").token_rules()
 
 
-APP = create_app(GatewaySettings(auth_secret=SECRET), broker=object())
+APP = create_app(settings(SECRET), broker=object())
 CLIENT = TestClient(APP)  # no lifespan: nothing connects to NATS
 
 

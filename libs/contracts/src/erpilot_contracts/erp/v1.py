@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, RootModel
 
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.base import ErrorV1, Message
@@ -76,37 +76,19 @@ class PrepareOperationV1(Message):
 
 
 class PreparedOperationV1(Message):
+    """The ledger stored the operation and, in the same transaction, asked for its approval
+    (``cmd.approval.request`` from its outbox): the caller has nothing more to send."""
+
     operation_id: str
     tool: str
     fingerprint: str
     preview: PreviewV1
 
 
-class GetPreparedOperationV1(Message):
-    """Ask the ledger for its own record of a prepared operation (asked by the approval service)."""
-
-    operation_id: str
-
-
-class PreparedRecordV1(Message):
-    """The ledger's record of a prepared operation, as the ERP stored it at prepare.
-
-    The approval service shows this preview and applies its amount rules to it; a request whose
-    preview, fingerprint or arguments differ is refused, so the agent cannot decide what a person sees.
-    """
-
-    operation_id: str
-    tool: str
-    session_id: str
-    call_id: str
-    requested_by: str
-    arguments: dict[str, Any]
-    fingerprint: str
-    preview: dict[str, Any] = Field(description="The preview exactly as `cmd.erp.prepare` answered it.")
-    status: Literal["prepared", "committed", "rejected"]
-
-
 class CommitOperationV1(Message):
+    """Commit a prepared operation under its grant. Sent by the approval service only, from its outbox, in the
+    transaction that recorded the approving decision; answered when it carries a reply inbox."""
+
     operation_id: str
     grant: GrantV1
 
@@ -116,6 +98,9 @@ class GetOperationV1(Message):
 
 
 class OperationStatusV1(Message):
+    """An operation's state; also ``evt.erp.operation_finished`` (status committed or rejected), which tells the
+    agent the outcome of the call (``session_id``, ``call_id``) and the approval service whose grant it used."""
+
     operation_id: str
     tool: str
     status: Literal["prepared", "committed", "rejected"]
@@ -136,6 +121,96 @@ class ErpViewV1(Message):
     id: str | None = None
     revision: int | None = None
     query: str = ""
+
+
+# --- results in SPEC §2 shapes (the ERP's views and the product change answer these; not versioned messages:
+# they travel on to HTTP clients exactly as shown, without a schema_version) ---------------------------------
+class ResultShape(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+# Times as the tools' results write them (``datetime.isoformat()``), so a view of an object equals the result a
+# tool gave for it.
+IsoDateTime = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str, when_used="json")]
+
+
+class ProductV1(ResultShape):
+    sku: str
+    name: str
+    status: Literal["active", "discontinued"]
+    price_minor: int
+    currency: str
+    on_hand: int
+
+
+class CustomerV1(ResultShape):
+    customer_id: str
+    name: str
+    discount_pct: int
+
+
+class ProductListV1(ResultShape):
+    items: list[ProductV1]
+
+
+class CustomerListV1(ResultShape):
+    items: list[CustomerV1]
+
+
+class OrderLineV1(ResultShape):
+    sku: str
+    name: str
+    qty: int
+    unit_price_minor: int
+    line_total_minor: int
+
+
+class OrderV1(ResultShape):
+    order_id: str
+    status: Literal["placed", "cancelled"]
+    customer_id: str
+    customer_name: str
+    lines: list[OrderLineV1]
+    total_amount_minor: int
+    currency: str
+    paid_minor: int
+    refunded_minor: int
+    draft_id: str | None
+    revision: int | None
+    created_at: IsoDateTime
+
+
+class DraftLineV1(ResultShape):
+    item_number: int
+    sku: str
+    name: str
+    qty: int
+    unit_price_minor: int
+    discount_pct: int
+    line_total_minor: int
+    stock_before: int
+
+
+class DraftRevisionV1(ResultShape):
+    """A draft revision as the back office sees it, with the draft's latest revision number."""
+
+    draft_id: str
+    revision: int
+    status: Literal["open", "submitted"]
+    customer_id: str
+    customer_name: str
+    lines: list[DraftLineV1]
+    total_amount_minor: int
+    currency: str
+    note: str | None
+    valid_until: IsoDateTime
+    created_at: IsoDateTime
+    latest_revision: int
+
+
+class ErpViewResultV1(RootModel[ProductListV1 | CustomerListV1 | ProductV1 | OrderV1 | DraftRevisionV1]):
+    """The answer of ``query.erp.view``: the model of the view asked for (``products``: ``ProductListV1``,
+    ``customers``: ``CustomerListV1``, ``product``, ``order``, ``draft``: the one object)."""
 
 
 class UpdateProductV1(Message):

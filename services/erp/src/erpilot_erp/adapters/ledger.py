@@ -1,29 +1,28 @@
-"""The ERP's ledger in PostgreSQL (the ``Ledger`` of ``service_layer.ports``).
+"""The ERP's ledger in PostgreSQL: the ``Work`` of ``service_layer.ports`` on ``erpilot_platform.uow``.
 
-One unit of work is one transaction on one connection (``run_in_transaction``: retried on a
-serialization failure or deadlock); the repository is ``adapters.repository`` bound to that connection,
-the inbox and outbox are the service's ``inbox`` and ``outbox`` tables.
+``bind`` turns the platform's ``Transaction`` (one connection, the outbox, the inbox) into the ERP's ``SqlWork``:
+the same transaction plus ``SqlLedgerRepository`` on its connection (``adapters.repository``'s statements).
+``ledger(engine)`` is the unit of work the ERP runs every command and read on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import fields
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, fields
+from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_erp.adapters import repository
-from erpilot_erp.adapters.tables import draft_numbers, order_numbers, refund_numbers
+from erpilot_erp.adapters.tables import draft_numbers, inbox, order_numbers, outbox, refund_numbers
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
 from erpilot_erp.domain.plans import CommitPlan
-from erpilot_erp.service_layer.ports import IdKind, OperationRecord
-from erpilot_platform.db import run_in_transaction
+from erpilot_erp.service_layer.ports import IdKind, NewOperation, OperationRecord, Outcome, StoredRevision
+from erpilot_platform import advisory_locks
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.outbox import Outbox
+from erpilot_platform.uow import Transaction, UnitOfWork
 
-T = TypeVar("T")
 SEQUENCES = {"draft": (draft_numbers, "D"), "order": (order_numbers, "O"), "refund": (refund_numbers, "R")}
 _OPERATION_FIELDS = [f.name for f in fields(OperationRecord)]
 
@@ -45,8 +44,20 @@ class SqlLedgerRepository:
     async def products_by_sku(self, skus: Iterable[str], *, lock: bool = False) -> dict[str, Product]:
         return await repository.products_by_sku(self.conn, skus, lock=lock)
 
+    async def search_products(self, query: str) -> list[Product]:
+        return await repository.search_products(self.conn, query)
+
+    async def search_customers(self, query: str) -> list[Customer]:
+        return await repository.search_customers(self.conn, query)
+
     async def latest_draft(self, draft_id: str, *, lock: bool = False) -> DraftRevision | None:
         return await repository.latest_draft(self.conn, draft_id, lock=lock)
+
+    async def draft_revision(self, draft_id: str, revision: int | None) -> StoredRevision | None:
+        return await repository.draft_revision(self.conn, draft_id, revision)
+
+    async def open_drafts(self, session_id: str) -> list[DraftRevision]:
+        return await repository.open_drafts(self.conn, session_id)
 
     async def insert_revision(self, revision: DraftRevision, *, operation_id: str) -> None:
         await repository.insert_revision(self.conn, revision, operation_id=operation_id)
@@ -61,14 +72,13 @@ class SqlLedgerRepository:
         row = await repository.operation(self.conn, operation_id, lock=lock)
         return operation_record(row) if row is not None else None
 
-    async def insert_operation(self, **values: Any) -> None:
-        await repository.insert_operation(self.conn, **values)
+    async def insert_operation(self, operation: NewOperation) -> OperationRecord:
+        return operation_record(await repository.insert_operation(self.conn, asdict(operation)))
 
-    async def finish_operation(self, operation_id: str, *, status: str, pending_id: str,
-                               result: dict[str, Any] | None = None,
-                               error: dict[str, Any] | None = None) -> OperationRecord:
+    async def finish_operation(self, operation_id: str, outcome: Outcome) -> OperationRecord:
         return operation_record(await repository.finish_operation(
-            self.conn, operation_id, status=status, pending_id=pending_id, result=result, error=error))
+            self.conn, operation_id, status=outcome.status, pending_id=outcome.pending_id,
+            decided_by=outcome.decided_by, result=outcome.result, error=outcome.error))
 
     async def consume_grant(self, pending_id: str, operation_id: str) -> bool:
         return await repository.consume_grant(self.conn, pending_id, operation_id)
@@ -77,28 +87,15 @@ class SqlLedgerRepository:
         return await repository.update_product(self.conn, sku, changes)
 
 
-class SqlLedgerUnitOfWork:
-    def __init__(self, conn: AsyncConnection, inbox: Inbox, outbox: Outbox):
-        self.conn, self.inbox, self.outbox = conn, inbox, outbox
-        self.repo = SqlLedgerRepository(conn)
+class SqlWork:
+    """The ERP's ``Work`` in PostgreSQL: the platform's transaction and the ledger on its connection."""
 
-    async def claim(self, key: str) -> tuple[bool, dict[str, Any] | None]:
-        return await self.inbox.claim(self.conn, key)
-
-    async def record(self, key: str, response: dict[str, Any]) -> None:
-        await self.inbox.record(self.conn, key, response)
-
-    async def emit(self, subject: str, payload: BaseModel, *, msg_id: str) -> None:
-        await self.outbox.add(self.conn, subject, payload, msg_id=msg_id)
+    def __init__(self, tx: Transaction):
+        self.tx = tx
+        self.ledger = SqlLedgerRepository(tx.conn)
+        self.emit, self.claim, self.record = tx.emit, tx.claim, tx.record
 
 
-class SqlLedger:
-    def __init__(self, engine: AsyncEngine, inbox: Inbox, outbox: Outbox):
-        self.engine, self.inbox, self.outbox = engine, inbox, outbox
-
-    async def run(self, work: Callable[[SqlLedgerUnitOfWork], Awaitable[T]]) -> T:
-        return await run_in_transaction(
-            self.engine, lambda conn: work(SqlLedgerUnitOfWork(conn, self.inbox, self.outbox)))
-
-    def wake(self) -> None:
-        self.outbox.wake()
+def ledger(engine: AsyncEngine) -> UnitOfWork[SqlWork]:
+    """The ERP's unit of work: its ledger, its inbox (answers of handled commands) and its outbox."""
+    return UnitOfWork(engine, SqlWork, outbox=Outbox(outbox, lock_key=advisory_locks.ERP_OUTBOX), inbox=Inbox(inbox))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Sequence, func, select, update
+from sqlalchemy import Sequence, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -26,6 +26,8 @@ from erpilot_erp.adapters.tables import (
 )
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
 from erpilot_erp.domain.plans import CommitPlan
+from erpilot_erp.domain.reads import MAX_SEARCH_RESULTS
+from erpilot_erp.service_layer.ports import StoredRevision
 
 
 class StaleWrite(RuntimeError):
@@ -143,15 +145,18 @@ async def operation(conn: AsyncConnection, operation_id: str, *, lock: bool = Fa
     return (await conn.execute(stmt.with_for_update() if lock else stmt)).first()
 
 
-async def insert_operation(conn: AsyncConnection, **values: Any) -> None:
-    await conn.execute(operations.insert().values(status="prepared", **values))
+async def insert_operation(conn: AsyncConnection, values: Mapping[str, Any]) -> Any:
+    """Store a prepared operation; returns its row."""
+    stmt = operations.insert().values(status="prepared", **values).returning(*operations.c)
+    return (await conn.execute(stmt)).first()
 
 
 async def finish_operation(conn: AsyncConnection, operation_id: str, *, status: str, pending_id: str,
-                           result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> Any:
+                           decided_by: str, result: dict[str, Any] | None = None,
+                           error: dict[str, Any] | None = None) -> Any:
     """Record the outcome of a commit; returns the updated row."""
     stmt = (update(operations).where(operations.c.operation_id == operation_id, operations.c.status == "prepared")
-            .values(status=status, result=result, error=error, grant_pending_id=pending_id,
+            .values(status=status, result=result, error=error, grant_pending_id=pending_id, decided_by=decided_by,
                     committed_at=func.now() if status == "committed" else None)
             .returning(*operations.c))
     row = (await conn.execute(stmt)).first()
@@ -165,3 +170,38 @@ async def consume_grant(conn: AsyncConnection, pending_id: str, operation_id: st
     stmt = (insert(consumed_grants).values(pending_id=pending_id, operation_id=operation_id)
             .on_conflict_do_nothing().returning(consumed_grants.c.pending_id))
     return (await conn.execute(stmt)).first() is not None
+
+
+# --- reads (each one statement: in a read unit of work it needs no transaction) ----------------------
+def _like(query: str) -> str:
+    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+async def search_customers(conn: AsyncConnection, query: str) -> list[Customer]:
+    """Customers whose id or name contains ``query`` (case-insensitive, blanks around it ignored), by id."""
+    stmt = select(customers).order_by(customers.c.customer_id).limit(MAX_SEARCH_RESULTS)
+    if needle := query.strip():
+        stmt = stmt.where(or_(customers.c.customer_id.ilike(_like(needle)), customers.c.name.ilike(_like(needle))))
+    return [rows.customer(r) for r in (await conn.execute(stmt)).all()]
+
+
+async def search_products(conn: AsyncConnection, query: str) -> list[Product]:
+    """Products whose SKU or name contains ``query`` (case-insensitive, blanks around it ignored), by SKU."""
+    stmt = select(products).order_by(products.c.sku).limit(MAX_SEARCH_RESULTS)
+    if needle := query.strip():
+        stmt = stmt.where(or_(products.c.sku.ilike(_like(needle)), products.c.name.ilike(_like(needle))))
+    return [rows.product(r) for r in (await conn.execute(stmt)).all()]
+
+
+async def draft_revision(conn: AsyncConnection, draft_id: str, revision: int | None) -> StoredRevision | None:
+    """One revision of a draft (None: the latest) with the draft's session, status and latest revision."""
+    wanted = draft_revisions.c.revision == (revision if revision is not None else drafts.c.latest_revision)
+    row = (await conn.execute(
+        select(drafts.c.session_id, drafts.c.status, drafts.c.latest_revision, draft_revisions.c.snapshot)
+        .join(draft_revisions, (draft_revisions.c.draft_id == drafts.c.draft_id) & wanted)
+        .where(drafts.c.draft_id == draft_id))).first()
+    if row is None:
+        return None
+    return StoredRevision(rows.revision(row.snapshot, session_id=row.session_id, status=row.status),
+                          row.latest_revision)

@@ -106,9 +106,15 @@ operations = Table(
     "operations", metadata,
     Column("operation_id", String(100), primary_key=True),
     Column("tool", String(64), nullable=False),
+    Column("tool_schema_version", Integer, nullable=False, server_default="1"),
     Column("session_id", String(64), nullable=False),
     Column("call_id", String(100), nullable=False),
     Column("requested_by", String(200), nullable=False),
+    # The gateway's requester assertion that vouched for requested_by, and when the ledger accepted it (an edit
+    # keeps its version's): the approval service checks it again from the request this row is sent as.
+    Column("assertion", Text, nullable=True),  # None only for operations prepared before assertions existed
+    Column("asserted_at", DateTime(timezone=True), nullable=True),
+    Column("supersedes", String(100), nullable=True),  # an edit: the operation this version replaces
     Column("arguments", JSON, nullable=False),
     Column("fingerprint", String(80), nullable=False),
     Column("facts", JSON, nullable=False),
@@ -117,7 +123,9 @@ operations = Table(
     Column("result", JSON, nullable=True),
     Column("error", JSON, nullable=True),
     Column("grant_pending_id", String(100), nullable=True),
+    Column("decided_by", String(200), nullable=True),  # the grant's decided_by, recorded with the outcome
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("prepared_at", DateTime(timezone=True), nullable=True),
     Column("committed_at", DateTime(timezone=True), nullable=True),
     CheckConstraint("status IN ('prepared', 'committed', 'rejected')", name="operation_status"),
 )

@@ -10,18 +10,20 @@ from erpilot_erp.domain.model import Customer, DraftRevision, Product
 MAX_SEARCH_RESULTS = 50
 
 
-def search_products(products: Iterable[Product], query: str) -> dict[str, Any]:
-    """``{"items": [product, ...]}`` whose SKU or name contains ``query``, ordered by SKU."""
-    found = [p for p in products if _matches(query, p.sku, p.name)]
-    found.sort(key=lambda p: p.sku)
-    return {"items": [p.to_result() for p in found[:MAX_SEARCH_RESULTS]]}
+def matching_products(products: Iterable[Product], query: str) -> list[Product]:
+    """Products whose SKU or name contains ``query``, ordered by SKU, at most ``MAX_SEARCH_RESULTS``."""
+    return sorted((p for p in products if _matches(query, p.sku, p.name)), key=lambda p: p.sku)[:MAX_SEARCH_RESULTS]
 
 
-def search_customers(customers: Iterable[Customer], query: str) -> dict[str, Any]:
-    """``{"items": [customer, ...]}`` whose id or name contains ``query``, ordered by id."""
-    found = [c for c in customers if _matches(query, c.customer_id, c.name)]
-    found.sort(key=lambda c: c.customer_id)
-    return {"items": [c.to_result() for c in found[:MAX_SEARCH_RESULTS]]}
+def matching_customers(customers: Iterable[Customer], query: str) -> list[Customer]:
+    """Customers whose id or name contains ``query``, ordered by id, at most ``MAX_SEARCH_RESULTS``."""
+    return sorted((c for c in customers if _matches(query, c.customer_id, c.name)),
+                  key=lambda c: c.customer_id)[:MAX_SEARCH_RESULTS]
+
+
+def listing(found: Iterable[Product | Customer]) -> dict[str, Any]:
+    """``{"items": [...]}``: a search's result (SPEC §2 lists)."""
+    return {"items": [value.to_result() for value in found]}
 
 
 def get_order_task(latest_revisions: Iterable[DraftRevision], session_id: str) -> dict[str, Any]:

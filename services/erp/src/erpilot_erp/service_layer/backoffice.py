@@ -1,51 +1,63 @@
-"""Back-office views behind ``/v1/erp/...``, the operation status, and the product change (price/status)."""
+"""Back-office views behind ``/v1/erp/...``, the operation status, and the product change (price/status).
+
+Each view and the status is one read of committed state (``Ledger.read``: one statement, no transaction).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, GetPreparedOperationV1, UpdateProductV1
+from erpilot_contracts.erp.v1 import (
+    ErpViewResultV1,
+    ErpViewV1,
+    GetOperationV1,
+    OperationStatusV1,
+    ProductV1,
+    UpdateProductV1,
+)
 from erpilot_contracts.json_input import CANONICAL_INT_MAX
-from erpilot_erp.service_layer.operations import operation_status, prepared_record
-from erpilot_erp.service_layer.ports import Ledger, LedgerReads, LedgerUnitOfWork
-from erpilot_erp.service_layer.replies import once
+from erpilot_erp.service_layer import messages
+from erpilot_erp.service_layer.ports import Ledger, Work
+from erpilot_erp.service_layer.replies import answered, once
+from erpilot_platform.refusals import Refused
 
 
-def _not_found(kind: str, key: object) -> ReplyV1:
-    return ReplyV1.failure("not_found", f"{kind} {key} not found", 404)
+def not_found(kind: str, key: object) -> Refused:
+    return Refused("not_found", f"{kind} {key} not found", 404)
 
 
-async def get_operation(reads: LedgerReads, query: GetOperationV1) -> ReplyV1:
-    record = await reads.operation(query.operation_id)
-    return ReplyV1.success(operation_status(record)) if record else _not_found("operation", query.operation_id)
+async def get_operation(ledger: Ledger, query: GetOperationV1) -> OperationStatusV1:
+    record = await ledger.read(lambda w: w.ledger.operation(query.operation_id))
+    if record is None:
+        raise not_found("operation", query.operation_id)
+    return messages.operation_status(record)
 
 
-async def get_prepared(reads: LedgerReads, query: GetPreparedOperationV1) -> ReplyV1:
-    """The ledger's record of a prepared operation (its preview, arguments, fingerprint), for the approval."""
-    record = await reads.operation(query.operation_id)
-    return ReplyV1.success(prepared_record(record)) if record else _not_found("operation", query.operation_id)
-
-
-async def view(reads: LedgerReads, query: ErpViewV1) -> ReplyV1:
+async def view(ledger: Ledger, query: ErpViewV1) -> ErpViewResultV1:
     """One ERP view in its SPEC §2 shape; a draft is shown whatever session it belongs to."""
     if query.view in ("product", "order", "draft") and not query.id:
-        return ReplyV1.failure("invalid_message", f"the {query.view} view needs an id", 422)
-    match query.view:
-        case "products":
-            return ReplyV1.success(await reads.search_products(query.query))
-        case "customers":
-            return ReplyV1.success(await reads.search_customers(query.query))
-        case "product":
-            found = await reads.product(query.id)
-        case "order":
-            found = await reads.order(query.id)
-        case _:
-            found = await reads.draft_revision(query.id, query.revision, None)
+        raise Refused("invalid_message", f"the {query.view} view needs an id", 422)
+
+    async def look(w: Work) -> Any:
+        match query.view:
+            case "products":
+                return messages.products(await w.ledger.search_products(query.query))
+            case "customers":
+                return messages.customers(await w.ledger.search_customers(query.query))
+            case "product":
+                found = (await w.ledger.products_by_sku([query.id])).get(query.id)
+                return messages.product(found) if found else None
+            case "order":
+                found = await w.ledger.order(query.id)
+                return messages.order(found) if found else None
+            case _:
+                found = await w.ledger.draft_revision(query.id, query.revision)
+                return messages.draft_revision(found) if found else None
+
+    found = await ledger.read(look)
     if found is None:
-        what = f"{query.id} revision {query.revision}" if query.revision else query.id
-        return _not_found(query.view, what)
-    return ReplyV1.success(found)
+        raise not_found(query.view, f"{query.id} revision {query.revision}" if query.revision else query.id)
+    return ErpViewResultV1(found)
 
 
 def _asked(cmd: UpdateProductV1) -> dict[str, Any]:
@@ -62,22 +74,21 @@ class ProductService:
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
 
-    async def update(self, cmd: UpdateProductV1) -> ReplyV1:
+    async def update(self, cmd: UpdateProductV1) -> ProductV1:
         if cmd.price_minor is None and cmd.status is None:
-            return ReplyV1.failure("invalid_message", "give price_minor, status or both", 422)
+            raise Refused("invalid_message", "give price_minor, status or both", 422)
         if cmd.price_minor is not None and cmd.price_minor < 0:
-            return ReplyV1.failure("invalid_message", "price_minor must not be negative", 422)
+            raise Refused("invalid_message", "price_minor must not be negative", 422)
 
-        async def work(uow: LedgerUnitOfWork) -> ReplyV1:
-            return await once(uow, f"product:{cmd.request_id}", _asked(cmd), lambda: self._apply(uow, cmd))
+        async def work(w: Work) -> ProductV1 | Refused:
+            return await once(w, f"product:{cmd.request_id}", _asked(cmd), ProductV1, lambda: self._apply(w, cmd))
 
-        return await self.ledger.run(work)
+        return answered(await self.ledger.run(work))
 
     @staticmethod
-    async def _apply(uow: LedgerUnitOfWork, cmd: UpdateProductV1) -> ReplyV1:
+    async def _apply(w: Work, cmd: UpdateProductV1) -> ProductV1:
         changes = {k: v for k, v in (("price_minor", cmd.price_minor), ("status", cmd.status)) if v is not None}
-        product = await uow.repo.update_product(cmd.sku, changes)
+        product = await w.ledger.update_product(cmd.sku, changes)
         if product is None:
-            return _not_found("product", cmd.sku)
-        return ReplyV1.success(product.to_result())
-
+            raise not_found("product", cmd.sku)
+        return messages.product(product)

@@ -1,177 +1,169 @@
-"""PREPARE and COMMIT of the write tools (SPEC §3), each one database transaction.
+"""PREPARE and COMMIT of the write tools (SPEC §3, §10), each one database transaction.
 
-prepare: verify the fingerprint, run the domain's prepare, store the operation (arguments, fingerprint,
-facts, preview) and answer the preview; the answer (a rejection too) is stored under the operation id.
+prepare: check the requester (the gateway's assertion for ``requested_by`` in the session, valid now; an edit
+takes requester and assertion from the ledger's record of the version it supersedes), run the domain's prepare,
+store the operation (arguments, fingerprint, facts, preview, requester, assertion) and, in the same transaction,
+put ``cmd.approval.request`` built from that record in the outbox; answer the preview. A business rejection
+stores no operation and asks for nothing; like every answer it is kept under the operation id and given again
+to a redelivery.
 
-commit: verify the grant (signature, operation, fingerprint, not consumed), lock the operation and then the
-rows the tool needs, re-check the facts, apply the effect, record the outcome, consume the grant and write
-``evt.erp.operation_finished`` to the outbox, all in one transaction. A commit of a finished operation
-answers its recorded status and does nothing else. A grant that fails verification changes nothing.
+commit (sent by the approval service's outbox with the decision): verify the grant (signature, operation,
+fingerprint, not consumed), lock the operation and then the rows the tool needs, re-check the facts, apply the
+effect, record the outcome, consume the grant and put ``evt.erp.operation_finished`` in the outbox, all in one
+transaction. A commit of a finished operation answers its recorded status and does nothing else.
+
+A commit refused before any effect (a grant that does not verify or names another operation, a grant already
+used, another fingerprint, an operation never prepared) is ``InvalidMessage``: dead-lettered, nothing changes and
+nothing is published. It must not finish the agent's call: anyone who can put a message on ``cmd.erp.commit``
+could then end a real call (as failed) that is still waiting for, or about to receive, its genuine commit. Only
+the outcome of a commit under a valid grant is told, and the approval service sends exactly one per decision.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from erpilot_contracts import subjects
-from erpilot_contracts.base import ErrorV1, ReplyV1
-from erpilot_contracts.erp.v1 import (
-    CommitOperationV1,
-    OperationStatusV1,
-    PreparedOperationV1,
-    PreparedRecordV1,
-    PrepareOperationV1,
-    PreviewV1,
-)
+from erpilot_contracts.erp.v1 import CommitOperationV1, OperationStatusV1, PreparedOperationV1, PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import get_tool
 from erpilot_erp.domain import operations as domain
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.plans import StockCheck
 from erpilot_erp.service_layer import to_domain
-from erpilot_erp.service_layer.ports import Ledger, LedgerUnitOfWork, OperationRecord
-from erpilot_erp.service_layer.replies import (
-    business_error,
-    business_failure,
-    once,
-)
+from erpilot_erp.service_layer.messages import approval_request, operation_status
+from erpilot_erp.service_layer.ports import Ledger, NewOperation, Outcome, Work
+from erpilot_erp.service_layer.replies import answered, business_error, business_refusal, normalised, once
+from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
 from erpilot_erp.service_layer.write_state import write_state
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import verify_grant
+from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.telemetry import commit_outcomes, step
-from erpilot_platform.tool_arguments import normalised_or_refusal
 
 log = logging.getLogger(__name__)
-_NESTED_VERSIONS = {"preview": {"schema_version": True, "effects": {"__all__": {"schema_version"}}}}
-
-
-def operation_status(row: OperationRecord | Any) -> OperationStatusV1:
-    """The status of a stored operation, as ``query.erp.operation``, commits and the event tell it."""
-    return OperationStatusV1(
-        operation_id=row.operation_id, tool=row.tool, status=row.status, session_id=row.session_id,
-        requested_by=row.requested_by, result=row.result,
-        error=ErrorV1.model_validate(row.error) if row.error else None, committed_at=row.committed_at)
-
-
-def preview_json(preview: dict[str, Any]) -> dict[str, Any]:
-    """A stored preview as it travels to the approval and to people: without a schema_version anywhere."""
-    return PreviewV1.model_validate(preview).model_dump(mode="json", exclude=_NESTED_VERSIONS["preview"])
-
-
-def prepared_record(row: OperationRecord | Any) -> PreparedRecordV1:
-    """The ledger's own record of an operation: what ``query.erp.prepared`` answers the approval service."""
-    return PreparedRecordV1(
-        operation_id=row.operation_id, tool=row.tool, session_id=row.session_id, call_id=row.call_id,
-        requested_by=row.requested_by, arguments=row.arguments, fingerprint=row.fingerprint,
-        preview=preview_json(row.preview), status=row.status)
-
-
-def invalid_grant(reason: str) -> ReplyV1:
-    return ReplyV1.failure("invalid_grant", f"the grant is not valid: {reason}; nothing was committed", 403)
 
 
 class OperationService:
-    def __init__(self, ledger: Ledger, verify_key: Ed25519PublicKey, *, default_stock_check: StockCheck = "exact"):
+    def __init__(self, ledger: Ledger, verify_key: Ed25519PublicKey, requesters: Requesters, *,
+                 default_stock_check: StockCheck = "exact", clock: Clock = utc_now):
         self.ledger = ledger
         self.verify_key = verify_key
+        self.requesters = requesters
         self.default_stock_check = default_stock_check
+        self.clock = clock
 
     # --- prepare ------------------------------------------------------------------------------------
-    async def prepare(self, cmd: PrepareOperationV1) -> ReplyV1:
+    async def prepare(self, cmd: PrepareOperationV1) -> PreparedOperationV1:
         if cmd.tool not in domain.WRITE_TOOLS:
-            return ReplyV1.failure("not_a_write_tool", f"{cmd.tool} is not a write tool", 422)
+            raise Refused("not_a_write_tool", f"{cmd.tool} is not a write tool", 422)
         if cmd.tool_schema_version != get_tool(cmd.tool).schema_version:
-            return ReplyV1.failure("unsupported_schema_version",
-                                   f"{cmd.tool} has no schema_version {cmd.tool_schema_version}", 422)
-        args = normalised_or_refusal(cmd.tool, cmd.arguments)
-        if isinstance(args, ReplyV1):
-            return args
-        if args != cmd.arguments:
-            return ReplyV1.failure("invalid_arguments", "arguments must be sent in normalised form", 422)
-        if fingerprint(cmd.tool, cmd.tool_schema_version, args) != cmd.fingerprint:
-            return ReplyV1.failure("fingerprint_mismatch", "the fingerprint does not match tool and arguments", 422)
+            raise Refused("unsupported_schema_version", f"{cmd.tool} has no schema_version {cmd.tool_schema_version}",
+                          422)
+        if normalised(cmd.tool, cmd.arguments) != cmd.arguments:
+            raise Refused("invalid_arguments", "arguments must be sent in normalised form", 422)
+        if fingerprint(cmd.tool, cmd.tool_schema_version, cmd.arguments) != cmd.fingerprint:
+            raise Refused("fingerprint_mismatch", "the fingerprint does not match tool and arguments", 422)
         asked = {"fingerprint": cmd.fingerprint, "session_id": cmd.session_id, "call_id": cmd.call_id}
+        if cmd.supersedes is not None:
+            asked["supersedes"] = cmd.supersedes
 
-        async def work(uow: LedgerUnitOfWork) -> ReplyV1:
-            return await once(uow, f"prepare:{cmd.operation_id}", asked, lambda: self._prepare(uow, cmd))
+        async def work(w: Work) -> PreparedOperationV1 | Refused:
+            return await once(w, f"prepare:{cmd.operation_id}", asked, PreparedOperationV1,
+                              lambda: self._prepare(w, cmd))
 
         with step("erp", "prepare", session_id=cmd.session_id, call_id=cmd.call_id, operation_id=cmd.operation_id):
-            reply = await self.ledger.run(work)
+            result = await self.ledger.run(work)
         failpoint("erp.prepare.after_db_commit")
-        return reply
+        return answered(result)
 
-    async def _prepare(self, uow: LedgerUnitOfWork, cmd: PrepareOperationV1) -> ReplyV1:
-        state = await write_state(uow.repo, cmd.tool, cmd.arguments, cmd.session_id)
+    async def _prepare(self, w: Work, cmd: PrepareOperationV1) -> PreparedOperationV1:
+        now = self.clock()
+        requested_by, assertion, asserted_at = await self._requester(w, cmd, now)
+        state = await write_state(w.ledger, cmd.tool, cmd.arguments, cmd.session_id)
         try:
-            prepared = domain.prepare(to_domain.write(cmd.tool, cmd.arguments), state, datetime.now(UTC),
+            prepared = domain.prepare(to_domain.write(cmd.tool, cmd.arguments), state, now,
                                       stock_check=cmd.stock_check or self.default_stock_check)
         except BusinessError as exc:
-            return business_failure(exc)
-        await uow.repo.insert_operation(
-            operation_id=cmd.operation_id, tool=cmd.tool, session_id=cmd.session_id, call_id=cmd.call_id,
-            requested_by=cmd.requested_by, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
-            facts=prepared.facts, preview=prepared.preview)
-        answer = PreparedOperationV1(operation_id=cmd.operation_id, tool=cmd.tool, fingerprint=cmd.fingerprint,
-                                     preview=PreviewV1.model_validate(prepared.preview))
-        # The preview travels on to the approval and to people: without a schema_version on every effect.
-        return ReplyV1.success(answer.model_dump(mode="json", exclude=_NESTED_VERSIONS))
+            raise business_refusal(exc) from None
+        record = await w.ledger.insert_operation(NewOperation(
+            operation_id=cmd.operation_id, tool=cmd.tool, tool_schema_version=cmd.tool_schema_version,
+            session_id=cmd.session_id, call_id=cmd.call_id, requested_by=requested_by, assertion=assertion,
+            asserted_at=asserted_at, supersedes=cmd.supersedes, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
+            facts=prepared.facts, preview=prepared.preview, prepared_at=now))
+        await w.emit(subjects.APPROVAL_CMD_REQUEST, approval_request(record),
+                     msg_id=f"approval.request.{record.operation_id}")
+        failpoint("erp.prepare.before_db_commit")  # operation and its outboxed request written, not committed
+        return PreparedOperationV1.model_validate({"operation_id": record.operation_id, "tool": record.tool,
+                                                   "fingerprint": record.fingerprint, "preview": prepared.preview})
+
+    async def _requester(self, w: Work, cmd: PrepareOperationV1, now: datetime) -> tuple[str, str, datetime]:
+        """Who asked, the assertion that says so and when it was accepted.
+
+        A new operation: the command's ``requested_by``, vouched for by its assertion now. An edit (``supersedes``,
+        sent by the approval service, which checked the editor): the requester, assertion and acceptance time of the
+        version it replaces, from the ledger's own record, so an edit can neither change nor invent who asked.
+        """
+        if cmd.supersedes is None:
+            self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, requested_by=cmd.requested_by, at=now)
+            return cmd.requested_by, cmd.assertion, now
+        old = await w.ledger.operation(cmd.supersedes)
+        if old is None or (old.session_id, old.call_id, old.tool) != (cmd.session_id, cmd.call_id, cmd.tool):
+            raise InvalidMessage("supersedes_unknown", f"operation {cmd.supersedes} is not an earlier version of "
+                                                       f"call {cmd.call_id} of this session with tool {cmd.tool}")
+        if old.assertion is None or old.asserted_at is None:
+            raise InvalidMessage("assertion_missing", f"operation {cmd.supersedes} holds no requester assertion")
+        return old.requested_by, old.assertion, old.asserted_at
 
     # --- commit -------------------------------------------------------------------------------------
-    async def commit(self, cmd: CommitOperationV1) -> ReplyV1:
+    async def commit(self, cmd: CommitOperationV1) -> OperationStatusV1:
         grant = cmd.grant
         with step("erp", "commit", operation_id=cmd.operation_id, pending_id=grant.pending_id):
-            if not verify_grant(grant, self.verify_key):
-                return _counted(invalid_grant("its signature does not verify"))
-            if grant.operation_id != cmd.operation_id:
-                return _counted(invalid_grant("it was issued for another operation"))
-            reply, replayed = await self.ledger.run(lambda uow: self._commit(uow, cmd))
+            try:
+                if not verify_grant(grant, self.verify_key):
+                    raise InvalidMessage("invalid_grant",
+                                         "the grant's signature does not verify; nothing was committed")
+                if grant.operation_id != cmd.operation_id:
+                    raise InvalidMessage("grant_for_another_operation",
+                                         "the grant was issued for another operation; nothing was committed")
+                status, replayed = await self.ledger.run(lambda w: self._commit(w, cmd))
+            except InvalidMessage as refusal:
+                commit_outcomes.add(1, {"status": "refused", "code": refusal.reason})
+                raise
         failpoint("erp.commit.after_db_commit")
-        self.ledger.wake()
-        return reply if replayed else _counted(reply)
+        if not replayed:  # a replayed outcome was counted when it happened
+            commit_outcomes.add(1, {"status": status.status, "code": status.error.code if status.error else ""})
+        return status
 
-    async def _commit(self, uow: LedgerUnitOfWork, cmd: CommitOperationV1) -> tuple[ReplyV1, bool]:
-        """The answer, and whether it only repeats an outcome recorded earlier."""
+    async def _commit(self, w: Work, cmd: CommitOperationV1) -> tuple[OperationStatusV1, bool]:
+        """The outcome, and whether it only repeats an outcome recorded earlier."""
         grant = cmd.grant
-        op = await uow.repo.operation(cmd.operation_id, lock=True)
+        op = await w.ledger.operation(cmd.operation_id, lock=True)
         if op is None:
-            return ReplyV1.failure("not_found", f"operation {cmd.operation_id} was never prepared", 404), False
+            raise InvalidMessage("never_prepared", f"operation {cmd.operation_id} was never prepared")
         if grant.fingerprint != op.fingerprint:
-            return ReplyV1.failure("operation_conflict",
-                                   f"operation {cmd.operation_id} was prepared with another fingerprint", 409), False
+            raise InvalidMessage("operation_conflict",
+                                 f"operation {cmd.operation_id} was prepared with another fingerprint")
         if op.status != "prepared":  # already finished: the recorded outcome, no second effect
-            return ReplyV1.success(operation_status(op)), True
-        if not await uow.repo.consume_grant(grant.pending_id, op.operation_id):
-            return invalid_grant(f"grant {grant.pending_id} was already used"), False
-        state = await write_state(uow.repo, op.tool, op.arguments, op.session_id, facts=op.facts, lock=True)
+            return operation_status(op), True
+        if not await w.ledger.consume_grant(grant.pending_id, op.operation_id):
+            raise InvalidMessage("grant_already_used", f"grant {grant.pending_id} was already used")
+        state = await write_state(w.ledger, op.tool, op.arguments, op.session_id, facts=op.facts, lock=True)
         kind = domain.NEW_ID_KIND.get(op.tool)
-        new_id = await uow.repo.next_id(kind) if kind else None
+        new_id = await w.ledger.next_id(kind) if kind else None
         try:
-            plan = domain.commit(to_domain.write(op.tool, op.arguments), op.facts, state, datetime.now(UTC),
+            plan = domain.commit(to_domain.write(op.tool, op.arguments), op.facts, state, self.clock(),
                                  stock_check=grant.stock_check or "exact", new_id=new_id)
         except BusinessError as exc:
             log.info("operation %s rejected: %s", op.operation_id, exc)
-            row = await uow.repo.finish_operation(op.operation_id, status="rejected",
-                                                  pending_id=grant.pending_id, error=business_error(exc))
+            outcome = Outcome("rejected", grant.pending_id, grant.decided_by, error=business_error(exc))
         else:
-            await uow.repo.apply_plan(plan, operation_id=op.operation_id, session_id=op.session_id)
-            row = await uow.repo.finish_operation(op.operation_id, status="committed",
-                                                  pending_id=grant.pending_id, result=plan.result)
-        status = operation_status(row)
-        await uow.emit(subjects.ERP_EVT_OPERATION_FINISHED, status,
-                       msg_id=f"erp.operation_finished.{op.operation_id}")
+            await w.ledger.apply_plan(plan, operation_id=op.operation_id, session_id=op.session_id)
+            outcome = Outcome("committed", grant.pending_id, grant.decided_by, result=plan.result)
+        status = operation_status(await w.ledger.finish_operation(op.operation_id, outcome))
+        await w.emit(subjects.ERP_EVT_OPERATION_FINISHED, status, msg_id=f"erp.operation_finished.{op.operation_id}")
         failpoint("erp.commit.before_db_commit")  # effect, result and consumed grant written, not committed
-        return ReplyV1.success(status), False
-
-
-def _counted(reply: ReplyV1) -> ReplyV1:
-    """Count a commit's new outcome: committed, rejected (by business code) or refused (by error code)."""
-    if reply.ok:
-        status, code = reply.data["status"], (reply.data.get("error") or {}).get("code", "")
-    else:
-        status, code = "refused", reply.error.code
-    commit_outcomes.add(1, {"status": status, "code": code})
-    return reply
+        return status, False

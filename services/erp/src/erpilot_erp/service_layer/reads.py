@@ -1,4 +1,8 @@
-"""Read tools (SPEC §2): no effects, answered from the current state."""
+"""Read tools (SPEC §2): no effects, answered from committed state, each one statement (``Ledger.read``).
+
+Every read comes from a session's tool call: the requester's assertion is checked as for a draft (a draft and
+the session's order task are the session's own).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,12 @@ from typing import Any
 
 from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
-from erpilot_erp.domain.reads import get_order_task, page_draft
-from erpilot_erp.service_layer.ports import LedgerReads
+from erpilot_contracts.tools.v1 import ToolKind, get_tool
+from erpilot_erp.domain.reads import get_order_task, listing, page_draft
+from erpilot_erp.service_layer.ports import Ledger, Work
+from erpilot_erp.service_layer.replies import normalised
+from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
+from erpilot_platform.refusals import Refused
 
 
 def _found(result: dict[str, Any] | None, what: str) -> ToolResultV1:
@@ -17,23 +25,42 @@ def _found(result: dict[str, Any] | None, what: str) -> ToolResultV1:
     return ToolResultV1(outcome="succeeded", result=result)
 
 
-async def run_read_tool(reads: LedgerReads, cmd: ExecuteToolV1) -> ToolResultV1:
-    """Dispatch one read tool; unknown tools here are a programming error of the caller."""
-    args = cmd.arguments
-    match cmd.tool:
+class ReadTools:
+    """``query.erp.read``: one read tool for one session's requester."""
+
+    def __init__(self, ledger: Ledger, requesters: Requesters, *, clock: Clock = utc_now):
+        self.ledger = ledger
+        self.requesters = requesters
+        self.clock = clock
+
+    async def run(self, cmd: ExecuteToolV1) -> ToolResultV1:
+        args = normalised(cmd.tool, cmd.arguments)
+        if get_tool(cmd.tool).kind is not ToolKind.READ:
+            raise Refused("not_a_read_tool", f"{cmd.tool} is not a read tool", 422)
+        self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, requested_by=cmd.requested_by,
+                              at=self.clock())
+        return await self.ledger.read(lambda w: _read(w, cmd.tool, args, cmd.session_id))
+
+
+async def _read(w: Work, tool: str, args: dict[str, Any], session_id: str) -> ToolResultV1:
+    match tool:
         case "search_customers":
-            return _found(await reads.search_customers(args["query"]), "customers")
+            return _found(listing(await w.ledger.search_customers(args["query"])), "customers")
         case "search_products":
-            return _found(await reads.search_products(args["query"]), "products")
+            return _found(listing(await w.ledger.search_products(args["query"])), "products")
         case "get_product":
-            return _found(await reads.product(args["sku"]), f"product {args['sku']}")
+            found = (await w.ledger.products_by_sku([args["sku"]])).get(args["sku"])
+            return _found(found.to_result() if found else None, f"product {args['sku']}")
         case "get_order":
-            return _found(await reads.order(args["order_id"]), f"order {args['order_id']}")
+            order = await w.ledger.order(args["order_id"])
+            return _found(order.to_result() if order else None, f"order {args['order_id']}")
         case "get_draft":
-            draft = await reads.draft_revision(args["draft_id"], args.get("revision"), cmd.session_id)
-            if draft is not None:
-                draft = page_draft(draft, args.get("offset"), args.get("limit"))
+            stored = await w.ledger.draft_revision(args["draft_id"], args.get("revision"))
+            draft = None
+            if stored is not None and stored.revision.session_id == session_id:  # a draft is its session's only
+                draft = page_draft({**stored.revision.to_result(), "latest_revision": stored.latest_revision},
+                                   args.get("offset"), args.get("limit"))
             return _found(draft, f"draft {args['draft_id']}")
         case "get_order_task":
-            return _found(get_order_task(await reads.open_drafts(cmd.session_id), cmd.session_id), "task")
-    raise ValueError(f"{cmd.tool} is not a read tool")
+            return _found(get_order_task(await w.ledger.open_drafts(session_id), session_id), "task")
+    raise ValueError(f"{tool} is not a read tool")

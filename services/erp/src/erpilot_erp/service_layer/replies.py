@@ -1,9 +1,14 @@
-"""Answers shared by the handlers: business rejections, bad arguments, and answering a command once.
+"""Answers shared by the handlers: business refusals, and answering a command once.
 
-``once`` is the idempotent-command pattern of the ERP: the first delivery of a key computes its answer
-and stores it in the inbox, with the request's digest (``erpilot_platform.idempotency``), in the same
-transaction as its effects; every later delivery of that key is answered from the inbox (or refused
-with ``operation_conflict`` if it asks for something else).
+``once`` is the idempotent-command pattern of the ERP: the first delivery of a key computes its answer (a typed
+result, or a business ``Refused``) and stores it in the inbox, with the request's digest
+(``erpilot_platform.idempotency``), in the same transaction as its effects; every later delivery of that key is
+given the same answer (or refused with ``operation_conflict`` if it asks for something else). A refusal is
+stored too: a redelivered command whose first answer reached its caller must not succeed the second time (a
+prepare refused at first and accepted on a redelivery would ask for an approval of a call its agent already
+finished). An ``InvalidMessage`` (the message may not be acted on at all) is never stored: it rolls back.
+
+The inbox keeps the answer as the ``ReplyV1`` it is sent as, so rows written by earlier versions still answer.
 """
 
 from __future__ import annotations
@@ -11,13 +16,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from erpilot_contracts.base import ErrorV1, ReplyV1
 from erpilot_contracts.erp.v1 import ToolResultV1
 from erpilot_erp.domain.errors import BusinessError, ErrorCode
-from erpilot_erp.service_layer.ports import LedgerUnitOfWork
+from erpilot_erp.service_layer.ports import Work
 from erpilot_platform.idempotency import Decision, decide, request_digest
+from erpilot_platform.refusals import InvalidMessage, Refused
+from erpilot_platform.tool_arguments import normalised_or_refusal
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def business_status(exc: BusinessError) -> int:
@@ -31,8 +42,8 @@ def business_error(exc: BusinessError) -> dict[str, Any]:
                    details=exc.details or None).model_dump(mode="json")
 
 
-def business_failure(exc: BusinessError) -> ReplyV1:
-    return ReplyV1.failure(exc.code, exc.message, business_status(exc), **exc.details)
+def business_refusal(exc: BusinessError) -> Refused:
+    return Refused(exc.code, exc.message, business_status(exc), **exc.details)
 
 
 def rejected_tool(exc: BusinessError) -> ToolResultV1:
@@ -41,28 +52,53 @@ def rejected_tool(exc: BusinessError) -> ToolResultV1:
                         error=ErrorV1(code=exc.code, message=exc.message, status=200, details=exc.details or None))
 
 
+def normalised(tool: str, arguments: Any) -> dict[str, Any]:
+    """The tool's normalised arguments; ``unknown_tool`` / ``invalid_arguments`` (422) refused."""
+    args = normalised_or_refusal(tool, arguments)
+    if isinstance(args, ReplyV1):
+        raise Refused.of(args)
+    return args
+
+
 def legacy_request_print(request: dict[str, Any]) -> str:
     """The unversioned digest inbox rows stored before ``request_digest``: a command stored then and
     redelivered after the upgrade is still a repeat."""
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
-async def once(uow: LedgerUnitOfWork, key: str, asked: dict[str, Any],
-               compute: Callable[[], Awaitable[ReplyV1]]) -> ReplyV1:
-    """Answer ``key`` once in ``uow``: compute and store the answer the first time, replay it afterwards.
+def answered(result: M | Refused) -> M:
+    """The answer ``once`` gave, for the handler to return: a refusal is raised (after its transaction committed,
+    so the stored answer stays)."""
+    if isinstance(result, Refused):
+        raise result
+    return result
 
-    ``asked`` holds what the command asks for (I-JSON), to tell a redelivery from another use of the key.
+
+async def once(work: Work, key: str, asked: dict[str, Any], model: type[M],
+               compute: Callable[[], Awaitable[M]]) -> M | Refused:
+    """Answer ``key`` once in ``work``: compute and store the answer the first time, give it again afterwards.
+
+    ``asked`` holds what the command asks for (I-JSON), to tell a redelivery from another use of the key;
+    ``model`` is the answer's type. A business refusal is returned (stored), never raised, so the transaction
+    that stores it commits; pass the result through ``answered``.
     """
     digest = request_digest(asked)
-    claimed, recorded = await uow.claim(key)
+    claimed, recorded = await work.claim(key)
     if not claimed and recorded is None:  # the claim and the answer are written in one transaction
         raise RuntimeError(f"inbox key {key} has no recorded answer")
     stored = None if claimed else recorded["request"]
     match decide(stored, digest, legacy=lambda: legacy_request_print(asked)):
         case Decision.CONFLICT:
-            return ReplyV1.failure("operation_conflict", f"{key} was already used for another request", 409)
+            return Refused("operation_conflict", f"{key} was already used for another request", 409)
         case Decision.REPEAT:
-            return ReplyV1.model_validate(recorded["reply"])
-    reply = await compute()
-    await uow.record(key, {"request": digest, "reply": reply.model_dump(mode="json")})
-    return reply
+            reply = ReplyV1.model_validate(recorded["reply"])
+            return model.model_validate(reply.data or {}) if reply.ok else Refused.of(reply)
+    try:
+        result: M | Refused = await compute()
+    except InvalidMessage:
+        raise
+    except Refused as refusal:
+        result = refusal
+    reply = result.reply() if isinstance(result, Refused) else ReplyV1.success(result)
+    await work.record(key, {"request": digest, "reply": reply.model_dump(mode="json")})
+    return result

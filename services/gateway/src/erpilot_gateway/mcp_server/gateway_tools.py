@@ -47,7 +47,8 @@ class GatewayTools:
         caller = self.caller_of(ctx)
         session_id = derived_session_id(caller.user.sub, caller.connection_key)
         if session_id not in self._created:
-            cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session")
+            cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session",
+                                  assertion=self.services.vouch(caller.user, session_id))
             await self._unavailable_as_problem(self.services.data(requests.AGENT_CREATE_SESSION, cmd))
             if len(self._created) > 10_000:
                 self._created.clear()
@@ -57,13 +58,14 @@ class GatewayTools:
     async def start_call(self, ctx: ServerRequestContext, *, session_id: str, tool: str, arguments: dict[str, Any],
                          call_id: str) -> tuple[int, dict[str, Any]]:
         view = await self._unavailable_as_problem(start_tool_call(
-            self.services, session_id=session_id, owner=self.caller_of(ctx).user.sub, tool=tool, arguments=arguments,
+            self.services, session_id=session_id, user=self.caller_of(ctx).user, tool=tool, arguments=arguments,
             call_id=call_id))
         return tool_call_answer(view)
 
     async def call_view(self, ctx: ServerRequestContext, *, session_id: str, call_id: str) -> dict[str, Any]:
-        return await self._unavailable_as_problem(get_tool_call(
+        view = await self._unavailable_as_problem(get_tool_call(
             self.services, session_id=session_id, owner=self.caller_of(ctx).user.sub, call_id=call_id))
+        return view.model_dump(mode="json")
 
     @staticmethod
     async def _unavailable_as_problem(answer):

@@ -104,7 +104,7 @@ async def decide_many(request: Request, user: CurrentUser,
 async def get_approval(request: Request, pending_id: str, user: CurrentUser) -> dict:
     """One approval with its decision, for those who may decide it, the requester, and admins."""
     query = GetApprovalV1(pending_id=pending_id, actor=actor(user))
-    return await request.app.state.services.data(requests.APPROVAL_GET, query)
+    return (await request.app.state.services.call(requests.APPROVAL_GET, query)).model_dump(mode="json")
 
 
 @router.post("/{pending_id}/decision", openapi_extra=_documented(DecisionBody))
@@ -113,7 +113,7 @@ async def decide(request: Request, pending_id: str, user: CurrentUser,
     """Approve, reject or cancel exactly the operation whose fingerprint you were shown."""
     cmd = DecideV1(pending_id=pending_id, action=body.action, fingerprint=body.fingerprint,
                    comment=body.comment, actor=actor(user))
-    return await request.app.state.services.data(requests.APPROVAL_DECIDE, cmd)
+    return (await request.app.state.services.call(requests.APPROVAL_DECIDE, cmd)).model_dump(mode="json")
 
 
 @router.post("/{pending_id}/edit", status_code=201, openapi_extra=_documented(EditBody))
@@ -122,4 +122,4 @@ async def edit(request: Request, pending_id: str, user: CurrentUser,
     """Replace the arguments: a new pending version with a new fingerprint supersedes this one."""
     cmd = EditApprovalV1(pending_id=pending_id, fingerprint=body.fingerprint, arguments=body.arguments,
                          actor=actor(user))
-    return await request.app.state.services.data(requests.APPROVAL_EDIT, cmd)
+    return (await request.app.state.services.call(requests.APPROVAL_EDIT, cmd)).model_dump(mode="json")

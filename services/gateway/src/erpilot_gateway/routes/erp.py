@@ -16,20 +16,19 @@ router = APIRouter(tags=["erp"])
 Requester = require_roles("requester")
 
 
-def _query(request: Request, view: ErpViewV1):
-    return request.app.state.services.data(requests.ERP_VIEW, view)
+async def _query(request: Request, view: ErpViewV1) -> dict:
+    found = await request.app.state.services.call(requests.ERP_VIEW, view)
+    return found.model_dump(mode="json")
 
 
 @router.get("/v1/operations/{operation_id}")
 async def get_operation(request: Request, operation_id: str, user: CurrentUser) -> dict:
     """Status of an operation: prepared, committed or rejected (owner or admin)."""
-    query = GetOperationV1(operation_id=operation_id)
-    # The answer is the service's own JSON (no re-encoding of result or times); who may see it, its model's.
-    data = await request.app.state.services.data(requests.ERP_OPERATION, query)
-    if requests.ERP_OPERATION.reply.model_validate(data).requested_by != user.sub and not user.has_any("admin"):
+    status = await request.app.state.services.call(requests.ERP_OPERATION, GetOperationV1(operation_id=operation_id))
+    if status.requested_by != user.sub and not user.has_any("admin"):
         raise Problem(404, "not_found", f"operation {operation_id} not found")
-    keys = ("operation_id", "tool", "status", "result", "error", "committed_at")
-    return {k: data[k] for k in keys if data.get(k) is not None or k in ("operation_id", "tool", "status")}
+    shown = status.model_dump(mode="json", include={"result", "error", "committed_at"}, exclude_none=True)
+    return {"operation_id": status.operation_id, "tool": status.tool, "status": status.status, **shown}
 
 
 @router.get("/v1/erp/products", dependencies=[Requester])
@@ -50,7 +49,8 @@ async def patch_product(request: Request, sku: str, body: ProductPatchBody, user
         raise Problem(422, "invalid_body", "give price_minor, status or both")
     cmd = UpdateProductV1(sku=sku, price_minor=body.price_minor, status=body.status, updated_by=user.sub,
                           request_id=f"http-{uuid.uuid4().hex}")
-    return await request.app.state.services.data(requests.ERP_UPDATE_PRODUCT, cmd)
+    product = await request.app.state.services.call(requests.ERP_UPDATE_PRODUCT, cmd)
+    return product.model_dump(mode="json")
 
 
 @router.get("/v1/erp/customers", dependencies=[Requester])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 import uuid
 from typing import Annotated
 
@@ -14,19 +16,23 @@ from erpilot_contracts.agent.v1 import (
     CancelRunV1,
     CreateSessionV1,
     GetSessionV1,
-    GetToolCallV1,
     ListSessionsV1,
     PostMessageV1,
+    ToolCallViewV1,
 )
-from erpilot_contracts.approval.v1 import Actor, WithdrawApprovalsV1
+from erpilot_contracts.approval.v1 import Actor, GetApprovalV1
 from erpilot_gateway import tool_calls
 from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
 from erpilot_gateway.bodies import CreateSessionBody, PostMessageBody, ToolCallBody
 from erpilot_gateway.problems import Problem
+from erpilot_gateway.services import Services
 from erpilot_gateway.sse import session_event_stream
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 Requester = require_roles("requester")
+# How long the answer to a cancel waits for the approval service to withdraw the run's approvals (it acts on the
+# agent's event): long enough for a healthy stack, short enough for an HTTP request.
+WITHDRAWAL_WAIT_SECONDS = 5.0
 
 
 def _services(request: Request):
@@ -37,8 +43,11 @@ def _services(request: Request):
 async def create_session(request: Request, user: CurrentUser, body: CreateSessionBody | None = None) -> dict:
     """Start a session owned by the caller."""
     title = body.title if body else None
-    cmd = CreateSessionV1(session_id=f"ses_{uuid.uuid4().hex[:20]}", owner=user.sub, title=title)
-    data = await _services(request).data(requests.AGENT_CREATE_SESSION, cmd)
+    services = _services(request)
+    session_id = f"ses_{uuid.uuid4().hex[:20]}"
+    cmd = CreateSessionV1(session_id=session_id, owner=user.sub, title=title,
+                          assertion=services.vouch(user, session_id))
+    data = await services.data(requests.AGENT_CREATE_SESSION, cmd)
     return {"session_id": data["session_id"]}
 
 
@@ -85,8 +94,10 @@ async def post_message(request: Request, session_id: str, body: PostMessageBody,
     409 ``idempotency_conflict``); without it every request is a new message.
     """
     message_id = _checked_key(idempotency_key) or f"msg_{uuid.uuid4().hex}"  # fixed before the first publish
-    cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id)
-    data = await _services(request).data(requests.AGENT_POST_MESSAGE, cmd)
+    services = _services(request)
+    cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id,
+                        assertion=services.vouch(user, session_id))  # the run keeps it for every call it makes
+    data = await services.data(requests.AGENT_POST_MESSAGE, cmd)
     return {"run_id": data["run_id"]}
 
 
@@ -99,14 +110,33 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
     run's approvals as it ended (``approved`` when a decision came first; that call goes on).
     409 ``run_in_progress`` while the run is working, ``run_not_waiting`` once it is over."""
     services = _services(request)
-    cancelled = await services.data(requests.AGENT_CANCEL_RUN,
-                                       CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id))
-    approvals: list[dict] = []
-    if cancelled["pending_ids"]:  # the approval service withdraws only the owner's, of this session
-        withdraw = WithdrawApprovalsV1(session_id=session_id, pending_ids=cancelled["pending_ids"],
-                                       actor=Actor(sub=user.sub, roles=list(user.roles)))
-        approvals = (await services.data(requests.APPROVAL_WITHDRAW, withdraw))["items"]
+    cancel = CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id,
+                         assertion=services.vouch(user, session_id))
+    cancelled = await services.data(requests.AGENT_CANCEL_RUN, cancel)
+    # One path withdraws: the approval service acts on the agent's record of the cancel (evt.agent.run_cancelled,
+    # with this assertion). The answer reads how each approval ended, as the owner sees it.
+    approvals = await approval_outcomes(services, user, cancelled["pending_ids"])
     return {"run_id": run_id, "status": "cancelled", "approvals": approvals}
+
+
+async def approval_outcomes(services: Services, user: User, pending_ids: list[str]) -> list[dict]:
+    """``{pending_id, status}`` of each approval, read as its owner (``query.approval.get``), waiting up to
+    ``WITHDRAWAL_WAIT_SECONDS`` (reading again with a growing pause) until none is still ``pending``."""
+    actor = Actor(sub=user.sub, roles=list(user.roles))
+    statuses: dict[str, str] = {}
+    waiting = list(dict.fromkeys(pending_ids))
+    deadline, pause = time.monotonic() + WITHDRAWAL_WAIT_SECONDS, 0.05
+    while True:
+        records = await asyncio.gather(*(services.call(requests.APPROVAL_GET,
+                                                       GetApprovalV1(pending_id=pending_id, actor=actor))
+                                         for pending_id in waiting))
+        statuses |= {record.pending_id: record.status for record in records}
+        waiting = [record.pending_id for record in records if record.status == "pending"]
+        if not waiting or time.monotonic() + pause > deadline:
+            return [{"pending_id": pending_id, "status": statuses[pending_id]}
+                    for pending_id in dict.fromkeys(pending_ids)]
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 @router.post("/{session_id}/tool-calls")
@@ -122,7 +152,7 @@ async def start_tool_call(request: Request, session_id: str, body: ToolCallBody,
     if key is not None and body.call_id is not None and key != body.call_id:
         raise Problem(422, "invalid_idempotency_key", "Idempotency-Key and call_id name different calls")
     call_id = body.call_id or key or f"call_{uuid.uuid4().hex}"  # fixed before the first publish
-    view = await tool_calls.start_tool_call(_services(request), session_id=session_id, owner=user.sub,
+    view = await tool_calls.start_tool_call(_services(request), session_id=session_id, user=user,
                                             tool=body.tool, arguments=body.arguments, call_id=call_id)
     return tool_call_response(view)
 
@@ -130,8 +160,8 @@ async def start_tool_call(request: Request, session_id: str, body: ToolCallBody,
 @router.get("/{session_id}/tool-calls/{call_id}")
 async def get_tool_call(request: Request, session_id: str, call_id: str, user: CurrentUser) -> dict:
     """Status, outcome, result or error code of one tool call."""
-    query = GetToolCallV1(session_id=session_id, owner=user.sub, call_id=call_id)
-    return await _services(request).data(requests.AGENT_TOOL_CALL_VIEW, query)
+    view = await tool_calls.get_tool_call(_services(request), session_id=session_id, owner=user.sub, call_id=call_id)
+    return view.model_dump(mode="json", exclude={"schema_version"})  # the message's version is not the API's
 
 
 @router.get("/{session_id}/events")
@@ -158,7 +188,7 @@ def _user_for_stream(request: Request) -> User:
     return decode_token(token, request.app.state.auth_secret)
 
 
-def tool_call_response(view: dict) -> JSONResponse:
+def tool_call_response(view: ToolCallViewV1) -> JSONResponse:
     """SPEC §5: finished → 200 with outcome and result; awaiting approval → 202 with the approval."""
     status, body = tool_calls.tool_call_answer(view)
     return JSONResponse(body, status_code=status)

@@ -1,0 +1,69 @@
+"""The ledger's records as the messages other services read (domain and port values -> contracts).
+
+The approval request is built here from the ledger's own record of a prepared operation: what a person is asked
+to approve (tool, arguments, fingerprint, preview) and who asked (requester, assertion) come from what the ERP
+stored, never from the message that asked it to prepare.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from erpilot_contracts.approval.v1 import RequestApprovalV1
+from erpilot_contracts.base import ErrorV1
+from erpilot_contracts.erp.v1 import (
+    CustomerListV1,
+    DraftRevisionV1,
+    OperationStatusV1,
+    OrderV1,
+    PreviewV1,
+    ProductListV1,
+    ProductV1,
+)
+from erpilot_erp.domain.model import Customer, Order, Product
+from erpilot_erp.service_layer.ports import OperationRecord, StoredRevision
+
+_NESTED_VERSIONS = {"schema_version": True, "effects": {"__all__": {"schema_version"}}}
+
+
+def operation_status(record: OperationRecord) -> OperationStatusV1:
+    """The status of a stored operation, as ``query.erp.operation``, commits and the event tell it."""
+    return OperationStatusV1(
+        operation_id=record.operation_id, tool=record.tool, status=record.status, session_id=record.session_id,
+        call_id=record.call_id, requested_by=record.requested_by, pending_id=record.grant_pending_id,
+        decided_by=record.decided_by, result=record.result,
+        error=ErrorV1.model_validate(record.error) if record.error else None, committed_at=record.committed_at)
+
+
+def preview_json(preview: dict[str, Any]) -> dict[str, Any]:
+    """A stored preview as it travels to the approval and to people: without a schema_version anywhere."""
+    return PreviewV1.model_validate(preview).model_dump(mode="json", exclude=_NESTED_VERSIONS)
+
+
+def approval_request(record: OperationRecord) -> RequestApprovalV1:
+    """``cmd.approval.request`` for a prepared operation, from the ledger's record alone."""
+    return RequestApprovalV1(
+        operation_id=record.operation_id, session_id=record.session_id, call_id=record.call_id, tool=record.tool,
+        tool_schema_version=record.tool_schema_version, arguments=record.arguments, fingerprint=record.fingerprint,
+        preview=preview_json(record.preview), requested_by=record.requested_by, assertion=record.assertion,
+        asserted_at=record.asserted_at, prepared_at=record.prepared_at, supersedes=record.supersedes)
+
+
+def product(value: Product) -> ProductV1:
+    return ProductV1.model_validate(value.to_result())
+
+
+def products(values: list[Product]) -> ProductListV1:
+    return ProductListV1(items=[product(value) for value in values])
+
+
+def customers(values: list[Customer]) -> CustomerListV1:
+    return CustomerListV1.model_validate({"items": [value.to_result() for value in values]})
+
+
+def order(value: Order) -> OrderV1:
+    return OrderV1.model_validate(value.to_result())
+
+
+def draft_revision(stored: StoredRevision) -> DraftRevisionV1:
+    return DraftRevisionV1.model_validate({**stored.revision.to_result(), "latest_revision": stored.latest_revision})

@@ -1,0 +1,35 @@
+"""Who asked (SPEC §10): the ERP accepts a ``requested_by`` only with the gateway's requester assertion for that
+person in that session, valid now (``erpilot_platform.assertions``). The agent forwards the assertion it was
+given; it holds no key to make one, so it can name no one but the person who asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from erpilot_platform.assertions import AssertionRefused, verify_assertion
+from erpilot_platform.refusals import InvalidMessage
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Requesters:
+    """Checks requester assertions with ``ERPILOT_ASSERTION_VERIFY_KEY``."""
+
+    def __init__(self, verify_key: Ed25519PublicKey):
+        self.verify_key = verify_key
+
+    def vouch(self, assertion: str | None, *, session_id: str, requested_by: str, at: datetime) -> None:
+        """Nothing when ``assertion`` vouches for ``requested_by`` in ``session_id`` at ``at``; otherwise
+        ``InvalidMessage`` whose reason names the rule (``assertion_missing``, ``assertion_expired``, ...)."""
+        try:
+            verify_assertion(assertion, self.verify_key, session_id=session_id, sub=requested_by, at=at)
+        except AssertionRefused as refused:
+            raise InvalidMessage(refused.reason, refused.message) from None

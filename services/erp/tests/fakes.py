@@ -1,0 +1,171 @@
+"""The ERP's ledger in memory: the ``Work`` of ``erpilot_erp.service_layer.ports`` on the platform's
+``MemoryUnitOfWork``, for unit tests (and the memory half of the repository contract tests).
+
+``MemoryUnitOfWork`` holds what is committed (``state``, the inbox and every message committed units of work
+emitted, ``sent``); a unit of work runs on a deep copy that replaces it only when the work returns, so a raise (a
+failpoint, a refusal, a ``StaleWrite``) leaves nothing behind, as the SQL rollback does. The guards of
+``apply_plan`` and ``insert_revision`` are the SQL adapter's: a lost race raises ``StaleWrite``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from erpilot_erp.adapters.repository import StaleWrite
+from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product, Refund
+from erpilot_erp.domain.plans import CommitPlan
+from erpilot_erp.domain.reads import matching_customers, matching_products
+from erpilot_erp.service_layer.ports import IdKind, NewOperation, OperationRecord, Outcome, StoredRevision
+from erpilot_platform.testing.memory_uow import MemoryTransaction, MemoryUnitOfWork
+
+PREFIXES = {"draft": "D", "order": "O", "refund": "R"}
+
+
+@dataclass
+class StoredDraft:
+    session_id: str
+    status: str
+    revisions: dict[int, DraftRevision] = field(default_factory=dict)
+
+    @property
+    def latest_revision(self) -> int:
+        return max(self.revisions)
+
+    def revision(self, number: int) -> DraftRevision:
+        return replace(self.revisions[number], session_id=self.session_id, status=self.status)  # type: ignore[arg-type]
+
+
+@dataclass
+class LedgerState:
+    products: dict[str, Product] = field(default_factory=dict)
+    customers: dict[str, Customer] = field(default_factory=dict)
+    drafts: dict[str, StoredDraft] = field(default_factory=dict)
+    orders: dict[str, Order] = field(default_factory=dict)
+    refunds: dict[str, Refund] = field(default_factory=dict)
+    operations: dict[str, OperationRecord] = field(default_factory=dict)
+    consumed_grants: dict[str, str] = field(default_factory=dict)  # pending_id -> operation_id
+    numbers: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PREFIXES, 0))
+    revision_operations: dict[tuple[str, int], str] = field(default_factory=dict)  # -> operation_id
+
+
+class MemoryLedgerRepository:
+    def __init__(self, state: LedgerState, clock: Callable[[], datetime]):
+        self.state = state
+        self.clock = clock
+
+    async def next_id(self, kind: IdKind) -> str:
+        self.state.numbers[kind] += 1
+        return f"{PREFIXES[kind]}-{self.state.numbers[kind]}"
+
+    async def customer(self, customer_id: str) -> Customer | None:
+        return self.state.customers.get(customer_id)
+
+    async def products_by_sku(self, skus: Iterable[str], *, lock: bool = False) -> dict[str, Product]:
+        return {sku: self.state.products[sku] for sku in sorted(set(skus)) if sku in self.state.products}
+
+    async def search_products(self, query: str) -> list[Product]:
+        return matching_products(self.state.products.values(), query)
+
+    async def search_customers(self, query: str) -> list[Customer]:
+        return matching_customers(self.state.customers.values(), query)
+
+    async def order(self, order_id: str, *, lock: bool = False) -> Order | None:
+        return self.state.orders.get(order_id)
+
+    async def latest_draft(self, draft_id: str, *, lock: bool = False) -> DraftRevision | None:
+        draft = self.state.drafts.get(draft_id)
+        return draft.revision(draft.latest_revision) if draft is not None else None
+
+    async def draft_revision(self, draft_id: str, revision: int | None) -> StoredRevision | None:
+        draft = self.state.drafts.get(draft_id)
+        if draft is None or (revision or draft.latest_revision) not in draft.revisions:
+            return None
+        return StoredRevision(draft.revision(revision or draft.latest_revision), draft.latest_revision)
+
+    async def open_drafts(self, session_id: str) -> list[DraftRevision]:
+        return [draft.revision(draft.latest_revision) for draft in self.state.drafts.values()
+                if draft.session_id == session_id and draft.status == "open"]
+
+    async def insert_revision(self, revision: DraftRevision, *, operation_id: str) -> None:
+        draft = self.state.drafts.get(revision.draft_id)
+        if revision.revision == 1:
+            if draft is not None:
+                raise StaleWrite(f"draft {revision.draft_id} already exists")
+            draft = self.state.drafts[revision.draft_id] = StoredDraft(revision.session_id, "open")
+        elif draft is None or draft.latest_revision != revision.revision - 1:
+            raise StaleWrite(f"draft {revision.draft_id} moved while locked")
+        draft.revisions[revision.revision] = revision
+        self.state.revision_operations[(revision.draft_id, revision.revision)] = operation_id
+
+    async def apply_plan(self, plan: CommitPlan, *, operation_id: str, session_id: str) -> None:
+        for change in plan.stock_changes:
+            product = self.state.products.get(change.sku)
+            if product is None or product.on_hand != change.before:
+                raise StaleWrite(f"on-hand of {change.sku} is no longer {change.before}")
+            self.state.products[change.sku] = replace(product, on_hand=change.after)
+        if plan.new_order is not None:
+            self.state.orders[plan.new_order.order_id] = plan.new_order
+        if plan.updated_order is not None:
+            old = self.state.orders[plan.updated_order.order_id]
+            self.state.orders[old.order_id] = replace(old, status=plan.updated_order.status,
+                                                      refunded_minor=plan.updated_order.refunded_minor)
+        if plan.submitted_draft is not None:
+            sub = plan.submitted_draft
+            draft = self.state.drafts.get(sub.draft_id)
+            if draft is None or draft.latest_revision != sub.revision or draft.status != "open":
+                raise StaleWrite(f"draft {sub.draft_id} is no longer open at revision {sub.revision}")
+            draft.status = "submitted"
+        if plan.new_refund is not None:
+            self.state.refunds[plan.new_refund.refund_id] = plan.new_refund
+
+    async def operation(self, operation_id: str, *, lock: bool = False) -> OperationRecord | None:
+        return self.state.operations.get(operation_id)
+
+    async def insert_operation(self, operation: NewOperation) -> OperationRecord:
+        if operation.operation_id in self.state.operations:
+            raise StaleWrite(f"operation {operation.operation_id} already exists")  # the primary key
+        record = OperationRecord(status="prepared", created_at=self.clock(), **asdict(operation))
+        self.state.operations[operation.operation_id] = record
+        return record
+
+    async def finish_operation(self, operation_id: str, outcome: Outcome) -> OperationRecord:
+        op = self.state.operations.get(operation_id)
+        if op is None or op.status != "prepared":
+            raise StaleWrite(f"operation {operation_id} was finished while locked")
+        done = replace(op, status=outcome.status, result=outcome.result, error=outcome.error,
+                       grant_pending_id=outcome.pending_id, decided_by=outcome.decided_by,
+                       committed_at=self.clock() if outcome.status == "committed" else None)
+        self.state.operations[operation_id] = done
+        return done
+
+    async def consume_grant(self, pending_id: str, operation_id: str) -> bool:
+        if pending_id in self.state.consumed_grants or operation_id in self.state.consumed_grants.values():
+            return False
+        self.state.consumed_grants[pending_id] = operation_id
+        return True
+
+    async def update_product(self, sku: str, changes: Mapping[str, Any]) -> Product | None:
+        product = self.state.products.get(sku)
+        if product is None:
+            return None
+        self.state.products[sku] = replace(product, **changes)
+        return self.state.products[sku]
+
+
+class MemoryWork:
+    """The ERP's ``Work`` in memory: the platform's memory transaction and the ledger on its copy of the state."""
+
+    def __init__(self, tx: MemoryTransaction[LedgerState]):
+        self.tx = tx
+        self.ledger = MemoryLedgerRepository(tx.state, tx.clock)
+        self.emit, self.claim, self.record = tx.emit, tx.claim, tx.record
+
+
+MemoryLedger = MemoryUnitOfWork[LedgerState, MemoryWork]
+
+
+def memory_ledger(state: LedgerState | None = None, *, now: datetime | None = None) -> MemoryLedger:
+    return MemoryUnitOfWork(state or LedgerState(), MemoryWork, now=now)

@@ -1,0 +1,170 @@
+"""What the gateway sends the agent, and how it answers from it:
+
+- every command to the agent (create_session, tool_call, post_message, cancel_run) carries the gateway's requester
+  assertion for the caller (the verified token's ``sub`` and roles) in that command's session (SPEC §10);
+- the 202 of a write tool call names its approval: the gateway watches the session's events from before it sends
+  the command, and when the agent answers ``running`` it answers from that call's ``approval_pending`` (or
+  ``tool_finished``), else, after its bound, from one look at the call;
+- a cancel sends no withdrawal of its own (the approval service acts on the agent's record of the cancel) and
+  answers each approval's status as its owner reads it, waiting a bounded time for none to be pending.
+
+The gateway runs in-process with its services replaced by a fake that records every request.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jwt
+import pytest
+
+from erpilot_contracts import subjects
+from erpilot_gateway.routes import sessions
+from erpilot_platform.assertions import verify_assertion
+from erpilot_platform.grants import load_verify_key
+
+from .fake_services import ASSERTION_KEYS, RecordingServices, gateway_client, sending
+
+pytestmark = pytest.mark.unit
+
+SECRET = "gateway-test-secret-" + "z" * 32
+VERIFY_KEY = load_verify_key(ASSERTION_KEYS["ERPILOT_ASSERTION_VERIFY_KEY"])
+WRITE = {"tool": "adjust_stock", "arguments": {"sku": "SKU-PEN-BLUE", "delta": 1, "reason": "found"}}
+PENDING = {"pending_id": "pa_1", "fingerprint": "sha256:" + "ab" * 32, "expires_at": "2026-10-01T12:15:00+00:00",
+           "approval_url": "http://127.0.0.1:8000/resume/pa_1", "preview": {"operation": "Adjust stock"}}
+
+
+def token(sub: str = "alice", roles: tuple[str, ...] = ("requester", "approver")) -> str:
+    return jwt.encode({"sub": sub, "roles": list(roles), "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256")
+
+
+def view(payload: Any, status: str, **changes: Any) -> dict:
+    return {"call_id": payload.call_id, "session_id": payload.session_id, "tool": payload.tool,
+            "arguments": payload.arguments, "status": status, **changes}
+
+
+class Stack:
+    """The fake services with a settable agent answer, the session's events and the approvals' statuses."""
+
+    def __init__(self) -> None:
+        self.call_status = "running"
+        self.script: list[dict] = []
+        self.approvals: dict[str, list[str]] = {}  # pending_id -> the statuses successive reads see
+        self.services = RecordingServices(self.answer, timeout=0.3, events=lambda session_id: list(self.script))
+        self.client = gateway_client(self.services, SECRET)
+
+    def answer(self, subject: str, payload: Any) -> dict:
+        if subject == subjects.AGENT_CMD_CREATE_SESSION:
+            return {"session_id": payload.session_id}
+        if subject == subjects.AGENT_CMD_POST_MESSAGE:
+            return {"run_id": "run_1"}
+        if subject == subjects.AGENT_CMD_CANCEL_RUN:
+            return {"run_id": payload.run_id, "status": "cancelled", "pending_ids": list(self.approvals)}
+        if subject == subjects.AGENT_CMD_TOOL_CALL:
+            return view(payload, self.call_status)
+        if subject == subjects.AGENT_QUERY_TOOL_CALL:
+            return {"call_id": payload.call_id, "session_id": payload.session_id, "tool": WRITE["tool"],
+                    "arguments": WRITE["arguments"], "status": "running"}
+        if subject == subjects.APPROVAL_QUERY_GET:
+            seen = self.approvals[payload.pending_id]
+            status = seen.pop(0) if len(seen) > 1 else seen[0]
+            return {"pending_id": payload.pending_id, "call_id": "c", "session_id": "ses_1", "tool": "adjust_stock",
+                    "arguments": {}, "fingerprint": "f", "operation_id": "o", "risk": "r", "preview": {},
+                    "required_roles": [], "requested_by": payload.actor.sub, "created_at": "2026-10-01T12:00:00Z",
+                    "expires_at": "2026-10-01T12:15:00Z", "status": status, "policy_version": "p"}
+        raise AssertionError(f"unexpected {subject}")
+
+    def post(self, path: str, body: dict, *, who: str = "alice") -> tuple[Any, list[tuple[str, Any]]]:
+        return sending(self.services, lambda: self.client.post(
+            path, json=body, headers={"Authorization": f"Bearer {token(who)}"}))
+
+
+@pytest.fixture
+def stack() -> Stack:
+    return Stack()
+
+
+def test_every_command_to_the_agent_carries_an_assertion_for_the_caller_in_its_session(stack):
+    stack.call_status = "finished"
+    created, [(_, create)] = stack.post("/v1/sessions", {})
+    session_id = created.json()["session_id"]
+    _, [(_, call)] = stack.post(f"/v1/sessions/{session_id}/tool-calls",
+                                {"tool": "get_product", "arguments": {"sku": "SKU-PEN-BLUE"}})
+    _, [(_, message)] = stack.post(f"/v1/sessions/{session_id}/messages", {"text": "hi"})
+    _, [(_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/run_1/cancel", {})
+
+    for cmd in (create, call, message, cancel):
+        requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice")
+        assert requester.roles == ("requester", "approver") and cmd.owner == "alice"
+    other, [(_, theirs)] = stack.post("/v1/sessions", {}, who="bob")
+    assert verify_assertion(theirs.assertion, VERIFY_KEY, session_id=other.json()["session_id"]).sub == "bob"
+
+
+def test_a_write_answered_running_is_answered_from_its_approval_pending(stack):
+    stack.script = [
+        {"type": "tool_started", "data": {"call_id": "c-1"}},
+        {"type": "approval_pending", "data": {"call_id": "someone-else", **PENDING, "pending_id": "pa_other"}},
+        {"type": "approval_pending", "data": {"call_id": "c-1", **PENDING}},
+    ]
+    response, [(subject, _)] = stack.post("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-1"})
+
+    assert subject == subjects.AGENT_CMD_TOOL_CALL
+    assert response.status_code == 202, response.text
+    assert response.json() == {"call_id": "c-1", "status": "awaiting_approval", **PENDING,
+                               "expires_at": "2026-10-01T12:15:00Z"}
+    assert stack.services.log == ["watch ses_1", f"send {subjects.AGENT_CMD_TOOL_CALL}", "unwatch ses_1"]
+    assert stack.services.queries == []  # answered from the event alone
+
+
+def test_a_write_the_policy_refuses_after_the_agents_answer_is_answered_from_its_tool_finished(stack):
+    stack.script = [{"type": "tool_finished", "data": {"call_id": "c-2", "outcome": "failed",
+                                                       "error": {"code": "policy_denied", "message": "denied"}}}]
+    response, _ = stack.post("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-2"})
+
+    assert response.status_code == 200
+    assert response.json() == {"call_id": "c-2", "status": "finished", "outcome": "failed", "result": None,
+                               "error": {"code": "policy_denied", "message": "denied"}}
+
+
+def test_without_an_event_in_time_the_call_is_looked_at_once_and_answered_as_it_stands(stack):
+    stack.script = [{"type": "approval_pending", "data": {"call_id": "another-call", **PENDING}}]
+    started = time.monotonic()
+    response, _ = stack.post("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-3"})
+
+    assert time.monotonic() - started < 2.0  # bounded by the request timeout (0.3 s here)
+    assert (response.status_code, response.json()) == (202, {"call_id": "c-3", "status": "running"})
+    [(subject, query)] = stack.services.queries
+    assert (subject, query.call_id, query.owner) == (subjects.AGENT_QUERY_TOOL_CALL, "c-3", "alice")
+
+
+@pytest.mark.parametrize("status", ["awaiting_approval", "finished"])
+def test_an_answer_that_already_says_it_all_is_given_at_once(stack, status):
+    stack.call_status = status
+    stack.script = [{"type": "approval_pending", "data": {"call_id": "c-4", **PENDING, "pending_id": "pa_late"}}]
+    response, _ = stack.post("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-4"})
+
+    assert response.json()["status"] == status and response.json().get("pending_id") != "pa_late"
+    assert stack.services.queries == []
+
+
+def test_a_cancel_sends_no_withdrawal_and_answers_each_approval_once_none_is_pending(stack, monkeypatch):
+    stack.approvals = {"pa_1": ["pending", "pending", "withdrawn"], "pa_2": ["approved"]}
+    response, sent = stack.post("/v1/sessions/ses_1/runs/run_1/cancel", {})
+
+    assert [subject for subject, _ in sent] == [subjects.AGENT_CMD_CANCEL_RUN]  # one path: the agent's event
+    assert response.json() == {"run_id": "run_1", "status": "cancelled", "approvals": [
+        {"pending_id": "pa_1", "status": "withdrawn"}, {"pending_id": "pa_2", "status": "approved"}]}
+    reads = [query.pending_id for subject, query in stack.services.queries if subject == subjects.APPROVAL_QUERY_GET]
+    assert reads == ["pa_1", "pa_2", "pa_1", "pa_1"]  # only the pending one is read again
+    assert all(query.actor.sub == "alice" for _, query in stack.services.queries)  # as the owner
+
+
+def test_a_cancel_answers_after_its_bound_even_if_an_approval_stays_pending(stack, monkeypatch):
+    monkeypatch.setattr(sessions, "WITHDRAWAL_WAIT_SECONDS", 0.3)
+    stack.approvals = {"pa_1": ["pending"]}
+    started = time.monotonic()
+    response, _ = stack.post("/v1/sessions/ses_1/runs/run_1/cancel", {})
+
+    assert time.monotonic() - started < 2.0
+    assert response.json()["approvals"] == [{"pending_id": "pa_1", "status": "pending"}]
