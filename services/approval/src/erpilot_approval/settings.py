@@ -6,18 +6,22 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import Field
 
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy, parse_duration
 from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
-from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_signing_key
+from erpilot_platform.assertions import VERIFY_KEY_ENV
+from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_signing_key, load_verify_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings
 
 
 class ApprovalSettings(PlatformSettings):
     policy: Path | None = None
     grant_signing_key: str | None = Field(None, description="Base64 raw Ed25519 key; unset: the data dir's pair.")
+    assertion_verify_key: str | None = Field(
+        None, description="Base64 raw Ed25519 public key of the gateway's requester assertions; unset: the data "
+                          "dir's pair (dev mode only).")
     expiry_poll_seconds: float = Field(1.0, gt=0, le=1.0, description="Longest sleep of the expiry sweeper.")
     webhooks: str | None = Field(None, description='JSON list of {"url", "events"?, "secret"} (added to [[webhooks]]).')
     webhook_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry delay; doubles each time.")
@@ -69,4 +73,21 @@ class ApprovalSettings(PlatformSettings):
             return ensure_keypair(self.data_dir)[0]
         except (ValueError, OSError) as exc:
             source = "ERPILOT_GRANT_SIGNING_KEY" if self.grant_signing_key else f"grant key under {self.data_dir}"
+            raise ConfigurationError(f"{source}: {exc}") from exc
+
+    def assertion_key(self) -> Ed25519PublicKey:
+        """ERPILOT_ASSERTION_VERIFY_KEY; only in dev mode, else the assertion key pair under ERPILOT_DATA_DIR.
+
+        The key that tells whether the gateway vouched for a requester (``cmd.approval.request``) or for the
+        owner of a cancel (``evt.agent.run_cancelled``). Outside dev mode a missing key stops start-up.
+        """
+        if not self.assertion_verify_key and not self.dev_mode:
+            raise ConfigurationError(f"{VERIFY_KEY_ENV} is not set; outside dev mode the approval service needs the "
+                                     "public key of the gateway's assertion pair (`erpilot keygen` prints it)")
+        try:
+            if self.assertion_verify_key:
+                return load_verify_key(self.assertion_verify_key, kind="assertion verify")
+            return ensure_keypair(self.data_dir, stem="assertion")[1]
+        except (ValueError, OSError) as exc:
+            source = VERIFY_KEY_ENV if self.assertion_verify_key else f"assertion key under {self.data_dir}"
             raise ConfigurationError(f"{source}: {exc}") from exc
