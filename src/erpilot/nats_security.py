@@ -64,7 +64,7 @@ TRAFFIC: dict[str, Traffic] = {
     "gateway": Traffic(
         sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                         s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
-                        s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW, s.ERP_CMD_UPDATE_PRODUCT),
+                        s.APPROVAL_CMD_EDIT, s.ERP_CMD_UPDATE_PRODUCT),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                        s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
                        s.ERP_QUERY_VIEW,
@@ -85,12 +85,12 @@ TRAFFIC: dict[str, Traffic] = {
                          s.ping_subject("agent")),
     ),
     "approval": Traffic(
-        sends_commands=(s.ERP_CMD_PREPARE,),
-        sends_queries=(s.ERP_QUERY_PREPARED,),
+        # Edits re-prepare through the ERP; an approving decision's commit leaves this service's outbox.
+        sends_commands=(s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT),
         publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED, s.APPROVAL_EVT_EXPIRING,
-                          s.APPROVAL_EVT_VOTED),
+                          s.APPROVAL_EVT_VOTED, s.APPROVAL_EVT_REQUEST_REFUSED),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
-                           s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW),
+                           s.APPROVAL_CMD_EDIT),
         # The agent's record of a cancel (withdrawals.py), then webhooks (service_layer/webhooks.py) and the
         # audit log's commit outcomes: what outgoing notifications tell, from committed events only.
         consumes_events=(s.AGENT_EVT_RUN_CANCELLED, s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED,
@@ -107,9 +107,8 @@ TRAFFIC: dict[str, Traffic] = {
 }
 
 # Reserved whatever the allow lists say: a later, broader allow cannot undo these (deny wins in NATS).
-# Only the gateway sends decisions (and the owner's withdrawals) in.
-DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT,
-                     s.APPROVAL_CMD_WITHDRAW)
+# Only the gateway sends decisions in (a withdrawal follows the agent's verified record of a cancel).
+DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT)
 # Stream and consumer configuration is `erpilot migrate`'s (the admin user): denied to every service.
 # ``CONSUMER.CREATE.<stream>.>`` denies every named (durable) create; the bare ``CONSUMER.CREATE.<stream>``
 # (an ephemeral) stays possible only where a service is allowed it (the gateway's ordered consumer).

@@ -159,7 +159,7 @@ async def test_the_agent_cannot_send_a_decision_or_an_approval_event(secure):
         js = agent.jetstream(timeout=1.5)
         for subject, stream in ((subjects.APPROVAL_CMD_DECIDE, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_CMD_EDIT, COMMANDS_STREAM.name),
-                                (subjects.APPROVAL_CMD_WITHDRAW, COMMANDS_STREAM.name),
+                                (subjects.APPROVAL_CMD_DECIDE_MANY, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_EVT_RESOLVED, EVENTS_STREAM.name),
                                 (subjects.APPROVAL_EVT_REQUESTED, EVENTS_STREAM.name)):
             with pytest.raises(nats.errors.TimeoutError):  # no PubAck: the server dropped it

@@ -40,7 +40,7 @@ def test_only_the_approval_service_publishes_approval_events(subject):
 
 
 @pytest.mark.parametrize("subject", [subjects.APPROVAL_CMD_DECIDE, subjects.APPROVAL_CMD_EDIT,
-                                     subjects.APPROVAL_CMD_WITHDRAW])
+                                     subjects.APPROVAL_CMD_DECIDE_MANY])
 def test_only_the_gateway_sends_decisions(subject):
     assert [user for user, perms in USERS.items() if perms.may_publish(subject)] == ["gateway"]
     for user in ("agent", "approval", "erp"):
