@@ -27,6 +27,7 @@ from nats.js.api import DeliverPolicy
 from erpilot_approval.app import build
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetApprovalV1, RequestApprovalV1
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1, PreviewV1
@@ -146,6 +147,16 @@ async def later_marker(approvals: Approvals, events: Events, *, expiring: bool =
     record = await approvals.create("cancel_order" if expiring else "submit_order")
     kind = "resolved" if expiring else "requested"
     await events.wait(lambda: events.of(record["pending_id"], kind), timeout=30)
+
+
+def cancelled(session_id: str, *call_ids: str, owner: str = "alice", vouched_for: str | None = None,
+              key: Ed25519PrivateKey = ASSERTION_KEY, signed_at: datetime | None = None) -> RunCancelledV1:
+    """The agent's record of a cancel, with the assertion of the gateway's cancel command (for the owner)."""
+    now = datetime.now(UTC)
+    assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id,
+                               now=signed_at or now)
+    return RunCancelledV1(session_id=session_id, run_id=uid("run_"), owner=owner, call_ids=list(call_ids),
+                          cancelled_at=now, assertion=assertion)
 
 
 def actor(sub: str, *roles: str) -> Actor:

@@ -1,6 +1,6 @@
 """``approval.decide.after_db_commit``: the replica dies after storing a decision, before publishing or
-answering. Nothing is lost: the next replica's relay publishes the decision from the outbox, and the
-person's retry gets the recorded result without a second event.
+answering. Nothing is lost: the next replica's relay publishes the decision and its ``cmd.erp.commit`` from the
+outbox, and the person's retry gets the recorded result without a second event or a second commit.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ async def test_a_crash_after_the_decision_commit_loses_nothing(settings_for, bro
     settings = settings_for()
     env = {**os.environ, "ERPILOT_DATABASE_URL": settings.database_url, "ERPILOT_NATS_URL": settings.nats_url,
            "ERPILOT_POLICY": str(settings.policy), "ERPILOT_GRANT_SIGNING_KEY": settings.grant_signing_key,
+           "ERPILOT_ASSERTION_VERIFY_KEY": settings.assertion_verify_key,
            "ERPILOT_DATA_DIR": str(tmp_path), "ERPILOT_FAILPOINTS": "approval.decide.after_db_commit=crash"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from erpilot_approval.app import main; main()", env=env,
@@ -74,5 +75,7 @@ async def test_a_crash_after_the_decision_commit_loses_nothing(settings_for, bro
         await redelivered_and_acknowledged(broker)  # the crashed replica's unacked command came back
         await later_marker(approvals, events)
         assert len(events.of(record["pending_id"])) == 1
+        [(commit, msg_id)] = events.commits_of(record["operation_id"])  # one commit, with the decision's grant
+        assert (commit["grant"], msg_id) == (body["grant"], f"erp.commit.{record['operation_id']}")
     finally:
         await app.stop()
