@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import datetime
 
 from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, authorize
 from erpilot_approval.domain.edits import EditIntent, check_edit, edited_operation_id
@@ -98,7 +99,7 @@ class _Edit:
         """The version the ledger's request made, or the refusal the intent recorded; waits for either."""
         deadline, pause = time.monotonic() + WAIT_SECONDS, FIRST_POLL_SECONDS
 
-        async def look(unit: Work) -> tuple[PendingApproval | None, EditIntent | None, object]:
+        async def look(unit: Work) -> tuple[PendingApproval | None, EditIntent | None, datetime]:
             return (await unit.approvals.get_by_operation(self.operation_id),
                     await unit.edits.get(self.operation_id), await unit.now())
 

@@ -16,6 +16,8 @@ own record (preview, arguments, fingerprint, requester, the requester's assertio
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from erpilot_approval.domain.approvals import ApprovalError, ApprovalRequest, PendingApproval, new_pending
 from erpilot_approval.domain.edits import EditIntent, edited_version, is_requested, still_editable, supersede
 from erpilot_approval.domain.policy import Policy
@@ -55,8 +57,8 @@ def verify_requester(cmd: RequestApprovalV1, ports: Ports) -> None:
         raise InvalidMessage(refusal.reason, refusal.message) from None
 
 
-def admit(request: ApprovalRequest, policy: Policy, now, pending_id: str, supersedes: str | None = None
-          ) -> PendingApproval:
+def admit(request: ApprovalRequest, policy: Policy, now: datetime, pending_id: str,
+          supersedes: str | None = None) -> PendingApproval:
     """The new pending approval under the policy in force, or ``Refused`` (the request's own problem)."""
     check_arguments(request.tool, request.tool_schema_version, request.arguments)
     try:
@@ -124,7 +126,7 @@ async def _edited(unit: Work, ports: Ports, request: ApprovalRequest, supersedes
     return await _replace(unit, intent, old, edited_version(new, old, intent.editor), now), True
 
 
-async def _refuse_edit(unit: Work, intent: EditIntent, old: PendingApproval, now,
+async def _refuse_edit(unit: Work, intent: EditIntent, old: PendingApproval, now: datetime,
                        error: ApprovalError | Refused) -> Refused:
     """The old version ended (or expires now) or the policy refuses the new one: the intent records it."""
     refusal = refused(error) if isinstance(error, ApprovalError) else error
@@ -136,7 +138,7 @@ async def _refuse_edit(unit: Work, intent: EditIntent, old: PendingApproval, now
 
 
 async def _replace(unit: Work, intent: EditIntent, old: PendingApproval, new: PendingApproval,
-                   now) -> ApprovalRecordV1:
+                   now: datetime) -> ApprovalRecordV1:
     """The new version, the old one ``superseded`` by the editor, their events and audit rows."""
     origin = await unit.approvals.trace_context(old.pending_id)  # the new version continues the call's trace
     await unit.approvals.insert_new(new, trace_context=origin)
