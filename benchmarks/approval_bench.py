@@ -39,7 +39,7 @@ from erpilot_contracts.approval.v1 import Actor, DecideV1, ListApprovalsV1
 from erpilot_contracts.subjects import ping_subject
 from erpilot_platform.broker import ServiceUnavailable, request
 from erpilot_platform.db import create_engine
-from erpilot_platform.grants import encode_signing_key
+from erpilot_platform.grants import encode_public_key, encode_signing_key
 from erpilot_platform.migrations import upgrade
 from erpilot_platform.runtime import PingV1
 from erpilot_platform.testing.backends import start_backend
@@ -160,6 +160,8 @@ async def run(args: argparse.Namespace, nats_url: str, database_url: str, data_d
     await migrate_jetstream_on(broker.config.connection_state.stream)
     env = {"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url, "ERPILOT_DATA_DIR": str(data_dir),
            "ERPILOT_GRANT_SIGNING_KEY": encode_signing_key(Ed25519PrivateKey.generate()),
+           # Requests are not measured here (the rows are loaded directly): any assertion key will do.
+           "ERPILOT_ASSERTION_VERIFY_KEY": encode_public_key(Ed25519PrivateKey.generate().public_key()),
            "ERPILOT_LOG_LEVEL": "WARNING"}
     proc = await start_service(env, broker)
     try:

@@ -20,12 +20,13 @@ from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import (
     ApprovalExpiringV1,
     ApprovalRequestedV1,
+    ApprovalRequestRefusedV1,
     ApprovalResolvedV1,
     ApprovalVotedV1,
     RequestApprovalV1,
 )
 from erpilot_contracts.base import Message
-from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_contracts.erp.v1 import CommitOperationV1, OperationStatusV1
 from erpilot_contracts.sessions.v1 import SessionEventV1
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "asyncapi" / "erpilot.json"
@@ -45,6 +46,11 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
          "A pending approval reached its warning time (warn_before its deadline) undecided; once per approval."),
         (subjects.APPROVAL_EVT_VOTED, ApprovalVotedV1,
          "A person voted on a quorum approval (approvals_required > 1), before the resolution it may cause."),
+        (subjects.APPROVAL_EVT_REQUEST_REFUSED, ApprovalRequestRefusedV1,
+         "The policy in force refused the ledger's request: nothing is pending, the call will not be executed."),
+        (subjects.ERP_CMD_COMMIT, CommitOperationV1,
+         "An approving decision's commit, with the signed grant, in the decision's transaction "
+         "(Nats-Msg-Id erp.commit.<operation_id>)."),
     ],
     "agent": [(subjects.session_events_subject("*"), SessionEventV1,
                "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway."),

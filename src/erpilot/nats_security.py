@@ -103,7 +103,7 @@ TRAFFIC: dict[str, Traffic] = {
         publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_REQUEST_REFUSED, s.APPROVAL_EVT_RESOLVED,
                           s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_VOTED),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
-                           s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_WITHDRAW),
+                           s.APPROVAL_CMD_EDIT),
         # The agent's record of a cancel (withdrawals.py), then webhooks (service_layer/webhooks.py) and the
         # audit log's commit outcomes: what outgoing notifications tell, from committed events only.
         consumes_events=(s.AGENT_EVT_RUN_CANCELLED, s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED,
@@ -120,10 +120,9 @@ TRAFFIC: dict[str, Traffic] = {
 }
 
 # Reserved whatever the allow lists say: a later, broader allow cannot undo these (deny wins in NATS).
-# Only the gateway sends decisions in (withdrawals now follow the agent's evt.agent.run_cancelled: nobody sends
-# cmd.approval.withdraw any more).
-DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT,
-                     s.APPROVAL_CMD_WITHDRAW)
+# Only the gateway sends decisions in (a withdrawal follows the agent's evt.agent.run_cancelled, whose assertion
+# the approval service verifies; there is no withdraw command any more).
+DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT)
 # The write path's steps that only one service may take: who asks for an approval (the ledger, from its record)
 # and who starts a commit (the approval service, with the decision). Denied to every other service.
 WRITE_PATH_STEPS = {s.APPROVAL_CMD_REQUEST: "erp", s.ERP_CMD_COMMIT: "approval"}

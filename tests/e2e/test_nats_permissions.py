@@ -161,7 +161,7 @@ async def test_the_agent_cannot_send_a_decision_an_approval_request_a_commit_or_
         js = agent.jetstream(timeout=1.5)
         for subject, stream in ((subjects.APPROVAL_CMD_DECIDE, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_CMD_EDIT, COMMANDS_STREAM.name),
-                                (subjects.APPROVAL_CMD_WITHDRAW, COMMANDS_STREAM.name),
+                                (subjects.APPROVAL_CMD_DECIDE_MANY, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_CMD_REQUEST, COMMANDS_STREAM.name),
                                 (subjects.ERP_CMD_COMMIT, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_EVT_RESOLVED, EVENTS_STREAM.name),

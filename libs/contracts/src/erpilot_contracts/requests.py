@@ -28,18 +28,19 @@ from erpilot_contracts.agent.v1 import (
     ToolCallViewV1,
 )
 from erpilot_contracts.approval.v1 import (
+    ApprovalPageV1,
     ApprovalRecordV1,
     AuditPageV1,
     AuditQueryV1,
     DecideManyV1,
     DecideV1,
+    DecisionsV1,
     EditApprovalV1,
     GetApprovalV1,
     ListApprovalsV1,
     PolicyQueryV1,
     PolicyViewV1,
     RequestApprovalV1,
-    WithdrawApprovalsV1,
 )
 from erpilot_contracts.base import Message
 from erpilot_contracts.erp.v1 import (
@@ -98,11 +99,10 @@ ERP_VIEW = query(subjects.ERP_QUERY_VIEW, ErpViewV1, ErpViewResultV1)
 APPROVAL_REQUEST = command(subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1, ApprovalRecordV1)
 APPROVAL_DECIDE = command(subjects.APPROVAL_CMD_DECIDE, DecideV1, ApprovalRecordV1)
 APPROVAL_EDIT = command(subjects.APPROVAL_CMD_EDIT, EditApprovalV1, ApprovalRecordV1)
-APPROVAL_DECIDE_MANY = command(subjects.APPROVAL_CMD_DECIDE_MANY, DecideManyV1, Data)
-APPROVAL_WITHDRAW = command(subjects.APPROVAL_CMD_WITHDRAW, WithdrawApprovalsV1, Data)
+APPROVAL_DECIDE_MANY = command(subjects.APPROVAL_CMD_DECIDE_MANY, DecideManyV1, DecisionsV1)
 APPROVAL_POLICY = query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, PolicyViewV1)
 APPROVAL_GET = query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, ApprovalRecordV1)
-APPROVAL_LIST = query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, Data)
+APPROVAL_LIST = query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, ApprovalPageV1)
 APPROVAL_AUDIT = query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, AuditPageV1)
 
 # --- Agent -------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from erpilot_approval.adapters import tables
+from erpilot_approval.adapters.dead_letters import NatsDeadLetters
 from erpilot_approval.adapters.erp import ErpClient
-from erpilot_approval.adapters.store import SqlApprovalStore
+from erpilot_approval.adapters.store import unit_of_work
 from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
 from erpilot_approval.service_layer.audit import CheckpointSigner
@@ -14,7 +15,7 @@ from erpilot_approval.service_layer.audit_queries import record_operation_finish
 from erpilot_approval.service_layer.expiry import DEADLINES_CHANNEL, ExpirySweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
-from erpilot_approval.service_layer.ports import ApprovalStore, ErpPort, Ports
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, ErpPort, Ports
 from erpilot_approval.service_layer.webhook_dispatch import WebhookDispatcher
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_approval.settings import ApprovalSettings
@@ -32,38 +33,39 @@ SERVICE = "approval"
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-def build(settings: ApprovalSettings, *, uow_factory: ApprovalStore | None = None, bus: ErpPort | None = None
+def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, erp: ErpPort | None = None
           ) -> ServiceApp:
-    """Compose the approval service. Nothing connects yet; a malformed policy or grant key stops here.
+    """Compose the approval service. Nothing connects yet; a malformed policy or a missing key stops here.
 
-    ``uow_factory`` replaces the PostgreSQL store every use case, query and background job runs its units of
-    work on, ``bus`` the NATS client of the ERP it asks (tests: ``adapters.memory_store`` and a fake ERP).
+    ``uow`` replaces the PostgreSQL unit of work every use case, query and background job runs on, ``erp`` the
+    NATS client of the ERP that edits ask (tests: ``tests/fakes.py``'s memory unit of work and fake ERP).
     """
     policy = settings.load_policy()
     signing_key = settings.signing_key()
+    assertion_key = settings.assertion_key()
     engine = create_engine(settings.database_url, application_name="erpilot-approval")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     service_bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=advisory_locks.APPROVAL_OUTBOX)
-    store = uow_factory or SqlApprovalStore(engine, outbox, signing_key)
-    # The sweeper hears of every replica's new deadlines only from the database: a substitute store has none.
+    units = uow or unit_of_work(engine, outbox, signing_key)
+    # The sweeper hears of every replica's new deadlines only from the database: a substitute has none.
     deadlines = Listener(settings.database_url, DEADLINES_CHANNEL, lambda: sweeper.wake(),
-                         application_name="erpilot-approval-deadlines") if uow_factory is None else None
-    sweeper = ExpirySweeper(store, poll_seconds=settings.expiry_poll_seconds,
+                         application_name="erpilot-approval-deadlines") if uow is None else None
+    sweeper = ExpirySweeper(units, poll_seconds=settings.expiry_poll_seconds,
                             listening=lambda: deadlines is not None and deadlines.listening)
-    ports = Ports(store=store, erp=bus or ErpClient(broker), policy=policy, signing_key=signing_key,
-                  new_deadline=sweeper.wake)
+    ports = Ports(uow=units, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
+                  assertion_key=assertion_key, new_deadline=sweeper.wake)
     register_ping(service_bus, engine)
     nats_entry.register(service_bus, ports)
-    signer = CheckpointSigner(store, settings.audit_checkpoint_seconds)
+    signer = CheckpointSigner(units, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
-    dispatcher = WebhookDispatcher(store, webhooks, broker=broker,
+    dispatcher = WebhookDispatcher(units, webhooks, dead_letters=NatsDeadLetters(broker),
                                    retry_base_seconds=settings.webhook_retry_base_seconds,
                                    give_up_after=settings.give_up_after(),
                                    timeout_seconds=settings.webhook_timeout_seconds)
-    webhook_entry.register(service_bus, WebhookEvents(store, webhooks, settings.public_url, wake=dispatcher.wake),
-                           lambda status: record_operation_finished(status, store))
-    warnings = WarningSweeper(store, policy)
+    webhook_entry.register(service_bus, WebhookEvents(units, webhooks, settings.public_url, wake=dispatcher.wake),
+                           lambda status: record_operation_finished(status, units))
+    warnings = WarningSweeper(units, policy)
 
     async def relay() -> None:
         await outbox.run(engine, broker)
@@ -72,7 +74,7 @@ def build(settings: ApprovalSettings, *, uow_factory: ApprovalStore | None = Non
         await sweeper.run()
 
     async def pending_gauge() -> None:
-        await refresh_pending_gauge(store)
+        await refresh_pending_gauge(units)
 
     async def webhook_dispatch() -> None:
         await dispatcher.run()

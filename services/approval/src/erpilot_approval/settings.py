@@ -19,8 +19,9 @@ from erpilot_platform.settings import ConfigurationError, PlatformSettings
 class ApprovalSettings(PlatformSettings):
     policy: Path | None = None
     grant_signing_key: str | None = Field(None, description="Base64 raw Ed25519 key; unset: the data dir's pair.")
-    assertion_verify_key: str | None = Field(None, description="Base64 raw Ed25519 public key of the gateway's "
-                                             "requester assertions; unset: only in dev mode, the data dir's pair.")
+    assertion_verify_key: str | None = Field(
+        None, description="Base64 raw Ed25519 public key of the gateway's requester assertions; unset: the data "
+                          "dir's pair (dev mode only).")
     expiry_poll_seconds: float = Field(1.0, gt=0, le=1.0, description="Longest sleep of the expiry sweeper.")
     webhooks: str | None = Field(None, description='JSON list of {"url", "events"?, "secret"} (added to [[webhooks]]).')
     webhook_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry delay; doubles each time.")
@@ -75,16 +76,18 @@ class ApprovalSettings(PlatformSettings):
             raise ConfigurationError(f"{source}: {exc}") from exc
 
     def assertion_key(self) -> Ed25519PublicKey:
-        """ERPILOT_ASSERTION_VERIFY_KEY; only in dev mode, else the public half of the assertion pair under
-        ERPILOT_DATA_DIR (as the gateway and the ERP read it)."""
+        """ERPILOT_ASSERTION_VERIFY_KEY; only in dev mode, else the assertion key pair under ERPILOT_DATA_DIR.
+
+        The key that tells whether the gateway vouched for a requester (``cmd.approval.request``) or for the
+        owner of a cancel (``evt.agent.run_cancelled``). Outside dev mode a missing key stops start-up.
+        """
         if not self.assertion_verify_key and not self.dev_mode:
-            raise ConfigurationError(f"{VERIFY_KEY_ENV} is not set; outside dev mode the gateway needs "
-                                     "ERPILOT_ASSERTION_SIGNING_KEY and the ERP and the approval service "
-                                     "ERPILOT_ASSERTION_VERIFY_KEY; `erpilot keygen` prints a new pair")
+            raise ConfigurationError(f"{VERIFY_KEY_ENV} is not set; outside dev mode the approval service needs the "
+                                     "public key of the gateway's assertion pair (`erpilot keygen` prints it)")
         try:
             if self.assertion_verify_key:
                 return load_verify_key(self.assertion_verify_key, kind="assertion verify")
             return ensure_keypair(self.data_dir, stem="assertion")[1]
         except (ValueError, OSError) as exc:
             source = VERIFY_KEY_ENV if self.assertion_verify_key else f"assertion key under {self.data_dir}"
-            raise ConfigurationError(f"{source}: {exc}") from None
+            raise ConfigurationError(f"{source}: {exc}") from exc

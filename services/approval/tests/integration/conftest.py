@@ -2,9 +2,11 @@
 PostgreSQL. Tests talk to it only over NATS with the contracts, and watch its events on JetStream.
 
 ``cancel_order`` has a 2 s ttl here so expiry can be watched; the other tools keep the defaults.
-A fake ERP answers ``cmd.erp.prepare`` for edits (``draft_id`` "D-GONE" is a business rejection) and
-``query.erp.prepared`` from what it holds: ``Approvals.create`` first records the request's operation in
-it, as the real ERP's prepare would, because the approval service takes every preview from the ledger.
+``Approvals.create`` sends ``cmd.approval.request`` as the ERP's outbox would: the ledger's record, with the
+gateway's assertion for its requester (``ASSERTION_KEY``), and keeps it in the fake ledger. The fake ERP answers
+``cmd.erp.prepare`` for edits (``draft_id`` "D-GONE" is a business rejection) and, as the real one does, sends
+the edited version's ``cmd.approval.request`` (with ``supersedes``) back through JetStream, built from its own
+record of the operation it supersedes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import nats
@@ -25,22 +27,20 @@ from nats.js.api import DeliverPolicy
 from erpilot_approval.app import build
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetApprovalV1, RequestApprovalV1
 from erpilot_contracts.base import Message, ReplyV1
-from erpilot_contracts.erp.v1 import (
-    GetPreparedOperationV1,
-    PreparedOperationV1,
-    PreparedRecordV1,
-    PrepareOperationV1,
-    PreviewV1,
-)
+from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1, PreviewV1
 from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.subjects import COMMANDS_STREAM
+from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import create_broker, request
 from erpilot_platform.endpoints import ServiceBus
-from erpilot_platform.grants import encode_signing_key
+from erpilot_platform.grants import encode_public_key, encode_signing_key
 
 SIGNING_KEY = Ed25519PrivateKey.generate()
 VERIFY_KEY = SIGNING_KEY.public_key()
+ASSERTION_KEY = Ed25519PrivateKey.generate()  # the gateway's
 POLICY = '[tools.cancel_order]\nttl = "2s"\n'
 
 
@@ -56,7 +56,8 @@ def settings_for(database_url, nats_url, tmp_path_factory) -> Callable[..., Appr
 
     def make(**changes: Any) -> ApprovalSettings:
         values = dict(database_url=database_url, nats_url=nats_url, data_dir=directory, policy=policy,
-                      grant_signing_key=encode_signing_key(SIGNING_KEY))
+                      grant_signing_key=encode_signing_key(SIGNING_KEY),
+                      assertion_verify_key=encode_public_key(ASSERTION_KEY.public_key()))
         return ApprovalSettings(**{**values, **changes})
 
     return make
@@ -71,10 +72,12 @@ async def approval_service(settings_for):
 
 
 class Events:
-    """Every ``evt.approval.*`` published from now on, with the wall-clock time it arrived."""
+    """Every ``evt.approval.*`` published from now on, with the wall-clock time it arrived; and every
+    ``cmd.erp.commit`` (``commits``: its body and ``Nats-Msg-Id``)."""
 
     def __init__(self) -> None:
         self.items: list[tuple[float, str, dict]] = []
+        self.commits: list[tuple[dict, str]] = []
         self._nc = None
 
     async def start(self, nats_url: str) -> Events:
@@ -84,9 +87,17 @@ class Events:
         async def on_message(msg) -> None:
             self.items.append((time.time(), msg.subject, json.loads(msg.data)))
 
+        async def on_commit(msg) -> None:
+            self.commits.append((json.loads(msg.data), (msg.headers or {}).get("Nats-Msg-Id", "")))
+
         await js.subscribe("erpilot.v1.evt.approval.>", cb=on_message, ordered_consumer=True,
                            deliver_policy=DeliverPolicy.NEW)
+        await js.subscribe(subjects.ERP_CMD_COMMIT, cb=on_commit, ordered_consumer=True,
+                           deliver_policy=DeliverPolicy.NEW, stream=COMMANDS_STREAM.name)
         return self
+
+    def commits_of(self, operation_id: str) -> list[tuple[dict, str]]:
+        return [(body, msg_id) for body, msg_id in self.commits if body["operation_id"] == operation_id]
 
     async def stop(self) -> None:
         await self._nc.close()
@@ -95,6 +106,11 @@ class Events:
         subject = subjects.APPROVAL_EVT_RESOLVED if kind == "resolved" else subjects.APPROVAL_EVT_REQUESTED
         key = (lambda body: body["pending_id"]) if kind == "resolved" else (lambda body: body["record"]["pending_id"])
         return [(at, body) for at, subj, body in self.items if subj == subject and key(body) == pending_id]
+
+    def refused(self, operation_id: str) -> list[dict]:
+        """The ``evt.approval.request_refused`` of an operation."""
+        return [body for _, subject, body in self.items
+                if subject == subjects.APPROVAL_EVT_REQUEST_REFUSED and body["operation_id"] == operation_id]
 
     async def wait_async(self, check: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Like ``wait``, for a check that is a coroutine (a database read)."""
@@ -133,6 +149,16 @@ async def later_marker(approvals: Approvals, events: Events, *, expiring: bool =
     await events.wait(lambda: events.of(record["pending_id"], kind), timeout=30)
 
 
+def cancelled(session_id: str, *call_ids: str, owner: str = "alice", vouched_for: str | None = None,
+              key: Ed25519PrivateKey = ASSERTION_KEY, signed_at: datetime | None = None) -> RunCancelledV1:
+    """The agent's record of a cancel, with the assertion of the gateway's cancel command (for the owner)."""
+    now = datetime.now(UTC)
+    assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id,
+                               now=signed_at or now)
+    return RunCancelledV1(session_id=session_id, run_id=uid("run_"), owner=owner, call_ids=list(call_ids),
+                          cancelled_at=now, assertion=assertion)
+
+
 def actor(sub: str, *roles: str) -> Actor:
     return Actor(sub=sub, roles=list(roles))
 
@@ -146,23 +172,27 @@ ARGUMENTS = {
 
 
 class FakeLedger:
-    """What the fake ERP prepared: the ``cmd.erp.prepare`` commands it saw, and its operations by id."""
+    """What the fake ERP holds: the ``cmd.erp.prepare`` commands it saw, and its record of every operation (the
+    request it sent for it, assertion included)."""
 
     def __init__(self) -> None:
         self.seen: list[PrepareOperationV1] = []
-        self.operations: dict[str, PreparedRecordV1] = {}
+        self.operations: dict[str, RequestApprovalV1] = {}
 
     def __getitem__(self, index: int) -> PrepareOperationV1:
         return self.seen[index]
 
-    def record(self, cmd: RequestApprovalV1, **changes: Any) -> PreparedRecordV1:
-        """Hold ``cmd``'s operation as prepared (``changes``: where the ledger differs from the request)."""
-        values = dict(operation_id=cmd.operation_id, tool=cmd.tool, session_id=cmd.session_id, call_id=cmd.call_id,
-                      requested_by=cmd.requested_by, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
-                      preview=cmd.preview, status="prepared")
-        record = PreparedRecordV1(**{**values, **changes})
-        self.operations[cmd.operation_id] = record
-        return record
+    def record(self, cmd: RequestApprovalV1) -> None:
+        self.operations[cmd.operation_id] = cmd
+
+
+def vouch(cmd: RequestApprovalV1, *, key: Ed25519PrivateKey = ASSERTION_KEY, sub: str | None = None,
+          session_id: str | None = None, at: datetime | None = None) -> RequestApprovalV1:
+    """``cmd`` with the gateway's assertion for its requester in its session, accepted by the ledger ``at`` (now)."""
+    moment = at or datetime.now(UTC)
+    assertion = sign_assertion(key, sub=sub or cmd.requested_by, roles=["requester"],
+                               session_id=session_id or cmd.session_id, now=moment)
+    return cmd.model_copy(update={"assertion": assertion, "asserted_at": moment, "prepared_at": moment})
 
 
 class Approvals:
@@ -177,21 +207,18 @@ class Approvals:
 
     def request_cmd(self, tool: str = "submit_order", *, arguments: dict | None = None, amount_minor: int = 12_345,
                     requested_by: str = "alice", **changes: Any) -> RequestApprovalV1:
+        """The ledger's request for a new operation (fresh ids), vouched for by the gateway, held by the ledger."""
         args = arguments if arguments is not None else ARGUMENTS[tool]
         values = dict(call_id=uid("call-"), session_id=uid("ses-"), tool=tool, arguments=args,
                       fingerprint=fingerprint(tool, 1, args), operation_id=uid("op-"), requested_by=requested_by,
                       preview={"operation": tool, "object": "x", "target": "y", "amount_minor": amount_minor,
                                "currency": "EUR"})
-        return RequestApprovalV1(**{**values, **changes})
-
-    def prepared_cmd(self, tool: str = "submit_order", **kwargs: Any) -> RequestApprovalV1:
-        """A request for an operation the (fake) ledger prepared with exactly this preview."""
-        cmd = self.request_cmd(tool, **kwargs)
+        cmd = vouch(RequestApprovalV1(**{**values, **changes}))
         self.ledger.record(cmd)
         return cmd
 
     async def create(self, tool: str = "submit_order", **kwargs: Any) -> dict:
-        reply = await self.send(subjects.APPROVAL_CMD_REQUEST, self.prepared_cmd(tool, **kwargs))
+        reply = await self.send(subjects.APPROVAL_CMD_REQUEST, self.request_cmd(tool, **kwargs))
         assert reply.ok, reply
         return reply.data
 
@@ -222,16 +249,11 @@ def at(value: str) -> datetime:
 
 @pytest.fixture(scope="module")
 async def fake_erp(nats_url):
-    """Answers ``cmd.erp.prepare`` like the ERP (a preview, or ``draft_changed`` for draft "D-GONE") and
-    ``query.erp.prepared`` from the operations it holds."""
+    """Answers ``cmd.erp.prepare`` of edits like the ERP (a preview, or ``draft_changed`` for draft "D-GONE") and
+    sends the edited version's ``cmd.approval.request`` through JetStream, as the ERP's outbox relay would."""
     broker = create_broker(nats_url, "fake-erp")
     bus = ServiceBus(broker, "erp")
     ledger = FakeLedger()
-
-    @bus.query(subjects.ERP_QUERY_PREPARED, GetPreparedOperationV1)
-    async def prepared(query: GetPreparedOperationV1) -> ReplyV1:
-        found = ledger.operations.get(query.operation_id)
-        return ReplyV1.success(found) if found else ReplyV1.failure("not_found", "never prepared", 404)
 
     @bus.command(subjects.ERP_CMD_PREPARE, PrepareOperationV1)
     async def prepare(cmd: PrepareOperationV1) -> ReplyV1:
@@ -240,6 +262,17 @@ async def fake_erp(nats_url):
             return ReplyV1.failure("draft_changed", "the draft has a newer revision", 409)
         preview = PreviewV1(operation="Submit order", object=f"Draft {cmd.arguments.get('draft_id')}",
                             target="Customer", amount_minor=100 * cmd.arguments.get("revision", 1), currency="EUR")
+        superseded = ledger.operations[cmd.supersedes]  # its own record: requester and assertion come from it
+        request_cmd = RequestApprovalV1(
+            call_id=cmd.call_id, session_id=cmd.session_id, tool=cmd.tool, arguments=cmd.arguments,
+            fingerprint=cmd.fingerprint, operation_id=cmd.operation_id,
+            preview=preview.model_dump(mode="json", exclude={"schema_version"}),
+            requested_by=superseded.requested_by, assertion=superseded.assertion,
+            asserted_at=superseded.asserted_at, prepared_at=datetime.now(UTC), supersedes=cmd.supersedes)
+        ledger.record(request_cmd)
+        await broker.publish(request_cmd.model_dump_json().encode(), subjects.APPROVAL_CMD_REQUEST,
+                             headers={"Nats-Msg-Id": f"approval.request.{cmd.operation_id}"},
+                             stream=COMMANDS_STREAM.name)
         return ReplyV1.success(PreparedOperationV1(operation_id=cmd.operation_id, tool=cmd.tool,
                                                    fingerprint=cmd.fingerprint, preview=preview))
 

@@ -18,12 +18,12 @@ from erpilot_approval.adapters import audit_log
 from erpilot_approval.app import build
 from erpilot_approval.domain.audit import sign
 from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import DecideManyV1, DecisionItemV1, WithdrawApprovalsV1
+from erpilot_contracts.approval.v1 import DecideManyV1, DecisionItemV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.db import create_engine
 from erpilot_platform.testing.backends import execute_sql, with_database
 
-from .conftest import SIGNING_KEY, VERIFY_KEY, actor
+from .conftest import SIGNING_KEY, VERIFY_KEY, actor, cancelled
 
 pytestmark = pytest.mark.integration
 BOB, MIA = actor("bob", "approver"), actor("mia", "manager")
@@ -83,8 +83,10 @@ async def busy_log(approvals, events, broker) -> dict[str, dict]:
         action="approve", actor=BOB,
         items=[DecisionItemV1(pending_id=r["pending_id"], fingerprint=r["fingerprint"]) for r in bulk]))).ok
     withdrawn = await approvals.create("submit_order", requested_by="alice")
-    assert (await approvals.send(subjects.APPROVAL_CMD_WITHDRAW, WithdrawApprovalsV1(
-        session_id=withdrawn["session_id"], pending_ids=[withdrawn["pending_id"]], actor=actor("alice")))).ok
+    cancel = cancelled(withdrawn["session_id"], withdrawn["call_id"])  # the agent's record of the owner's cancel
+    await broker.publish(cancel.model_dump(mode="json"), subjects.AGENT_EVT_RUN_CANCELLED, stream="ERPILOT_EVENTS",
+                         headers={"Nats-Msg-Id": f"t-{secrets.token_hex(6)}"})
+    await events.wait(lambda: events.of(withdrawn["pending_id"]))
     expiring = await approvals.create("cancel_order")  # 2 s ttl
     await events.wait(lambda: events.of(expiring["pending_id"]), timeout=30)
     committed = bulk[0]

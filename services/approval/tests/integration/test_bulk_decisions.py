@@ -63,7 +63,7 @@ async def test_one_stale_item_decides_none_and_is_named_with_its_code(approvals,
 ])
 async def test_every_item_is_checked_for_role_sod_state_and_deadline(approvals, events, bad, who, code,
                                                                      status) -> None:
-    first = await approvals.create("submit_order")
+    first = await approvals.create("submit_order", requested_by="rita")  # not the decider's own
     if bad == "decided":
         odd = await approvals.create("submit_order")
         assert (await approvals.decide(odd, "reject", actor("eve", "approver"))).ok
@@ -74,7 +74,7 @@ async def test_every_item_is_checked_for_role_sod_state_and_deadline(approvals, 
         odd = {**first, "pending_id": uid("pa_")}
     else:
         odd = await approvals.create(bad, requested_by="alice")
-    last = await approvals.create("submit_order")
+    last = await approvals.create("submit_order", requested_by="rita")
     who = actor(who.sub, *who.roles, "approver")  # may approve the submit_orders
     reply = await decide_many(approvals, [first, odd, last], "approve", who)
     assert (reply.ok, reply.error.code, reply.error.status) == (False, code, status)

@@ -70,8 +70,11 @@ async def test_the_edit_answer_carries_the_verdict_for_the_editor_on_the_new_ver
     repeated = await approvals.edit(order, {"draft_id": "D-1", "revision": 2}, bob)
 
     assert edited.ok and edited.data["supersedes"] == order["pending_id"]
-    assert verdict_of(edited.data) == verdict_of(repeated.data) == (True, None)
+    # Separation of duties is the default for every write tool: the editor is a party to the new version.
+    assert verdict_of(edited.data) == verdict_of(repeated.data) == (False, "separation_of_duties")
     assert verdict_of(edited.data) == verdict_of((await approvals.get(edited.data["pending_id"], bob)).data)
+    other = await approvals.get(edited.data["pending_id"], actor("carol", "approver"))
+    assert verdict_of(other.data) == (True, None)
 
     refund = await approvals.create("refund_payment", requested_by="alice")
     carol = actor("carol", "manager")

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nats.js.errors import NotFoundError
 
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import GrantV1, ListApprovalsV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
 from erpilot_platform.grants import verify_grant
 
-from .conftest import VERIFY_KEY, actor, at, later_marker, uid
+from .conftest import VERIFY_KEY, actor, at, later_marker, uid, vouch
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service")]
 
 
 async def test_request_is_idempotent_by_operation_id_and_announced(approvals, events) -> None:
-    cmd = approvals.prepared_cmd("submit_order")
+    cmd = approvals.request_cmd("submit_order")
     first = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
     again = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
     assert first.ok and again.ok and first.data == again.data
@@ -33,37 +37,54 @@ async def test_request_is_idempotent_by_operation_id_and_announced(approvals, ev
     assert len(events.of(record["pending_id"], "requested")) == 1  # the repeat emitted nothing
 
     arguments = {"draft_id": "D-1", "revision": 9}
-    other = cmd.model_copy(update={"arguments": arguments, "fingerprint": fingerprint("submit_order", 1, arguments)})
-    conflict = await approvals.send(subjects.APPROVAL_CMD_REQUEST, other)  # not what the ledger prepared
-    assert (conflict.ok, conflict.error.code, conflict.error.status) == (False, "invalid_request", 422)
-    approvals.ledger.record(other)  # even a ledger that agrees cannot reuse the operation for another request
+    other = vouch(cmd.model_copy(update={"arguments": arguments,
+                                         "fingerprint": fingerprint("submit_order", 1, arguments)}))
     conflict = await approvals.send(subjects.APPROVAL_CMD_REQUEST, other)
     assert (conflict.ok, conflict.error.code, conflict.error.status) == (False, "idempotency_conflict", 409)
 
 
-@pytest.mark.parametrize(("ledger", "request_changes"), [
-    ({"preview": {"operation": "Submit order", "object": "Draft D-1 revision 1", "target": "Big Customer",
-                  "amount_minor": 5_000_000, "currency": "EUR"}}, {}),  # the agent lowered the amount
-    ({}, {"preview": {"operation": "submit_order", "object": "x", "target": "a friend", "amount_minor": 12_345,
-                      "currency": "EUR"}}),  # a made-up preview
-    ({"arguments": {"draft_id": "D-1", "revision": 2},
-      "fingerprint": fingerprint("submit_order", 1, {"draft_id": "D-1", "revision": 2})}, {}),
-    ({"requested_by": "mallory"}, {}),
-    ({"status": "committed"}, {}),
-    (None, {}),  # never prepared
+FORGED = Ed25519PrivateKey.generate()
+
+
+@pytest.mark.parametrize(("forge", "reason"), [
+    (lambda cmd: cmd.model_copy(update={"assertion": None}), "assertion_missing"),
+    (lambda cmd: vouch(cmd, key=FORGED), "assertion_invalid"),
+    # Issue 25's forgery: a real operation of Alice's session, requested "by" someone the gateway never named.
+    (lambda cmd: vouch(cmd).model_copy(update={"requested_by": "victim"}), "assertion_subject_mismatch"),
+    (lambda cmd: vouch(cmd, session_id=uid("ses-")), "assertion_session_mismatch"),
+    (lambda cmd: vouch(cmd, at=datetime.now(UTC) - timedelta(hours=2)).model_copy(
+        update={"asserted_at": datetime.now(UTC)}), "assertion_expired"),
 ])
-async def test_a_request_unlike_the_ledgers_prepared_operation_is_refused(approvals, events, ledger,
-                                                                          request_changes) -> None:
-    cmd = approvals.request_cmd("submit_order", amount_minor=12_345).model_copy(update=request_changes)
-    if ledger is not None:
-        approvals.ledger.record(cmd, **{"preview": approvals.request_cmd().preview, **ledger})
+async def test_a_request_without_the_gateways_word_for_its_requester_is_dead_lettered_and_stores_nothing(
+        approvals, events, broker, forge, reason) -> None:
+    cmd = forge(approvals.request_cmd("submit_order", requested_by="alice"))
     reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
-    assert (reply.ok, reply.error.code, reply.error.status) == (False, "invalid_request", 422)
+    assert (reply.ok, reply.error.code, reply.error.status, reply.error.details) == (
+        False, "invalid_message", 422, {"reason": reason})
     listed = await approvals.send(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1(
         actor=actor("boss", "approver", "manager"), session_id=cmd.session_id, status=None), durable=False)
     assert listed.data["items"] == []  # nothing stored
-    await later_marker(approvals, events)  # a wrong event of the refused request would be in by now
-    assert not [body for _, _, body in events.items if body.get("record", {}).get("session_id") == cmd.session_id]
+    await later_marker(approvals, events)  # an event of the refused request would be in by now
+    assert not [body for _, _, body in events.items if cmd.session_id in (
+        body.get("session_id"), body.get("record", {}).get("session_id"))]
+    letter = await dead_letter_of(broker, cmd.operation_id)
+    assert reason in letter.headers["Erpilot-Reason"]
+
+
+async def dead_letter_of(broker, operation_id: str, timeout: float = 10.0):
+    """The dead-lettered copy of the request for ``operation_id``."""
+    js = broker.config.connection_state.stream
+    subject = dead_letter_subject("approval", subjects.APPROVAL_CMD_REQUEST)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        try:  # requests are refused one at a time here: the latest dead letter on the subject is this one's
+            message = await js.get_last_msg(DEAD_LETTER_STREAM.name, subject)
+        except NotFoundError:
+            message = None
+        if message is not None and operation_id.encode() in message.data:
+            return message
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no dead letter for {operation_id}")
 
 
 async def test_the_approval_shows_the_ledgers_preview_and_applies_its_amount(approvals) -> None:
@@ -79,15 +100,16 @@ async def test_the_approval_shows_the_ledgers_preview_and_applies_its_amount(app
     ({"tool": "search_products", "arguments": {"query": ""}}, "approval_not_required", 409),
     ({"tool": "no_such_tool", "arguments": {}}, "unknown_tool", 422),
 ])
-async def test_bad_requests_are_refused_and_store_nothing(approvals, changes, code, status) -> None:
+async def test_a_request_the_policy_refuses_stores_nothing_and_the_agent_is_told(approvals, events, changes, code,
+                                                                               status) -> None:
     cmd = approvals.request_cmd("submit_order")
     bad = cmd.model_copy(update=changes)
     if "fingerprint" not in changes:  # a correct fingerprint, so the check under test is the one that fails
         bad = bad.model_copy(update={"fingerprint": fingerprint(bad.tool, 1, bad.arguments)})
-    approvals.ledger.record(bad)  # even with a ledger that agrees, the check under test refuses it
     reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, bad)
     assert (reply.ok, reply.error.code, reply.error.status) == (False, code, status)
-    approvals.ledger.record(cmd)
+    [told] = await events.wait(lambda: events.refused(cmd.operation_id))
+    assert (told["call_id"], told["session_id"], told["error"]["code"]) == (cmd.call_id, cmd.session_id, code)
     fixed = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
     assert fixed.ok  # the operation id was not used up by the refused request
 
@@ -121,8 +143,11 @@ async def test_eight_concurrent_deciders_exactly_one_wins(approvals, events) -> 
         assert (grant.operation_id, grant.fingerprint, grant.decided_by) == (
             record["operation_id"], record["fingerprint"], who.sub)
         assert (grant.stock_check, grant.decided_at) == ("exact", at(won.data["decided_at"]))
+        # The ledger is told to commit, once, by the approval service itself, with that grant.
+        [(commit, msg_id)] = events.commits_of(record["operation_id"])
+        assert (commit["grant"], msg_id) == (body["grant"], f"erp.commit.{record['operation_id']}")
     else:
-        assert body["grant"] is None
+        assert body["grant"] is None and events.commits_of(record["operation_id"]) == []
 
 
 async def test_one_person_pressing_approve_eight_times_at_once_decides_once(approvals, events) -> None:
@@ -163,6 +188,13 @@ async def test_roles_and_separation_of_duties(approvals) -> None:
     refused = await approvals.decide(stock, "approve", actor("bob", "approver", "requester", "admin"))
     assert (refused.error.code, refused.error.status) == ("forbidden", 403)
 
+    # Issue 26: the default for every write tool; a requester who also approves may not approve their own.
+    order = await approvals.create("submit_order", requested_by="rita")
+    own_order = await approvals.decide(order, "approve", actor("rita", "requester", "approver"))
+    assert (own_order.error.code, own_order.error.status) == ("separation_of_duties", 403)
+    assert (await approvals.decide(order, "reject", actor("rita", "requester", "approver"))).data["status"] == (
+        "rejected")  # rejecting stays allowed
+
     refund = await approvals.create("refund_payment", requested_by="alice")  # manager, SoD
     own = await approvals.decide(refund, "approve", actor("alice", "manager"))
     assert (own.error.code, own.error.status) == ("separation_of_duties", 403)
@@ -196,3 +228,35 @@ async def test_get_and_list_show_only_what_the_person_may_see(approvals) -> None
     assert await listed(actor("bob", "approver"), session_id=session_id) == []
     assert await listed(actor("bob", "approver"), session_id=session_id, status="approved") == [order["pending_id"]]
     assert len(await listed(actor("carol", "approver", "manager"), limit=1)) == 1
+
+
+async def test_the_list_filters_by_tool_requester_and_time_and_pages_with_a_cursor(approvals) -> None:
+    session_id = uid("ses-")
+    made = [await approvals.create("submit_order", session_id=session_id, requested_by=who)
+            for who in ("alice", "alice", "bob", "alice")]
+    stock = await approvals.create("adjust_stock", session_id=session_id, requested_by="alice")
+    carol = actor("carol", "approver", "manager")
+
+    async def page(**filters) -> dict:
+        reply = await approvals.send(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1(
+            actor=carol, session_id=session_id, **filters), durable=False)
+        assert reply.ok, reply
+        return reply.data
+
+    alices = [m["pending_id"] for m in reversed(made) if m["requested_by"] == "alice"]
+    assert [i["pending_id"] for i in (await page(tool="submit_order", requested_by="alice"))["items"]] == alices
+    assert [i["pending_id"] for i in (await page(tool="adjust_stock"))["items"]] == [stock["pending_id"]]
+    since = (await page(since=made[3]["created_at"]))["items"]
+    assert {i["pending_id"] for i in since} == {made[3]["pending_id"], stock["pending_id"]}
+
+    seen, cursor = [], None
+    while True:
+        data = await page(limit=2, cursor=cursor)
+        seen += [i["pending_id"] for i in data["items"]]
+        if data["next_cursor"] is None:
+            break
+        cursor = data["next_cursor"]
+    assert seen == [stock["pending_id"], *[m["pending_id"] for m in reversed(made)]]
+    bad = await approvals.send(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1(actor=carol, cursor="nope"),
+                               durable=False)
+    assert (bad.error.code, bad.error.status) == ("invalid_cursor", 422)

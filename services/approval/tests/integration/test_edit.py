@@ -1,4 +1,6 @@
-"""Edits: a new pending version (new pending_id, operation_id, fingerprint, preview, ttl) supersedes the old."""
+"""Edits: a new pending version (new pending_id, operation_id, fingerprint, preview, ttl) supersedes the old. The
+ledger prepares it: the approval service records the edit's intent, asks ``cmd.erp.prepare`` with ``supersedes``,
+and the ERP's ``cmd.approval.request`` (with ``supersedes``) makes the version, accepted against that intent."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.fingerprint import fingerprint
 
-from .conftest import actor, at, later_marker
+from .conftest import actor, at, later_marker, uid
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service", "fake_erp")]
 BOB = actor("bob", "approver")
@@ -32,6 +34,7 @@ async def test_an_edit_creates_a_new_version_and_supersedes_the_old_one(approval
     prepared = fake_erp[-1]
     assert (prepared.operation_id, prepared.fingerprint, prepared.requested_by, prepared.stock_check) == (
         new["operation_id"], new["fingerprint"], old["requested_by"], "exact")
+    assert (prepared.supersedes, prepared.edited_by, prepared.assertion) == (old["operation_id"], "bob", None)
 
     ended = (await approvals.get(old["pending_id"], BOB)).data
     assert (ended["status"], ended["superseded_by"], ended["decided_by"]) == ("superseded", new["pending_id"], "bob")
@@ -60,6 +63,35 @@ async def test_an_edit_creates_a_new_version_and_supersedes_the_old_one(approval
     grant = GrantV1.model_validate(body["grant"])
     assert (grant.operation_id, grant.fingerprint, grant.stock_check) == (
         new["operation_id"], new["fingerprint"], "exact")
+    await events.wait(lambda: events.commits_of(new["operation_id"]))
+    assert events.commits_of(old["operation_id"]) == []  # the superseded version never commits
+
+
+async def test_an_approver_who_edits_a_cancellation_may_not_approve_it_alone(approvals) -> None:
+    # Issue 26, as it was confirmed live: an approver edited a pending cancel_order to another order and
+    # approved it alone.
+    old = await approvals.create("cancel_order", arguments={"order_id": "O-1"})
+    edited = await approvals.edit(old, {"order_id": "O-2"}, BOB)
+    assert edited.ok, edited
+    alone = await approvals.decide(edited.data, "approve", BOB)
+    assert (alone.error.code, alone.error.status) == ("separation_of_duties", 403)
+    assert (await approvals.decide(edited.data, "approve", actor("carol", "approver"))).data["status"] == "approved"
+
+
+async def test_a_superseding_request_nobody_here_asked_for_is_dead_lettered(approvals, events) -> None:
+    # A compromised agent sends cmd.erp.prepare with `supersedes` itself; the ERP's request comes back here.
+    old = await approvals.create("submit_order", arguments={"draft_id": "D-1", "revision": 1})
+    arguments = {"draft_id": "D-1", "revision": 5}
+    original = approvals.ledger.operations[old["operation_id"]]
+    forged = original.model_copy(update={
+        "arguments": arguments, "fingerprint": fingerprint("submit_order", 1, arguments), "operation_id": uid("op-"),
+        "supersedes": old["operation_id"]})
+
+    reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, forged)
+    assert (reply.error.code, reply.error.details) == ("invalid_message", {"reason": "edit_not_requested"})
+    assert (await approvals.get(old["pending_id"], BOB)).data["status"] == "pending"
+    await later_marker(approvals, events)
+    assert not events.of(old["pending_id"])
 
 
 async def test_edits_that_must_fail_change_nothing(approvals, events) -> None:

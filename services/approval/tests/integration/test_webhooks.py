@@ -30,7 +30,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from erpilot_approval.adapters import tables
-from erpilot_approval.adapters.store import SqlApprovalStore
+from erpilot_approval.adapters.store import unit_of_work
 from erpilot_approval.app import build
 from erpilot_approval.domain.webhooks import event_id
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
@@ -179,7 +179,7 @@ async def test_a_request_is_signed_retried_after_two_500s_and_reaches_a_receiver
         engine = create_engine(settings.database_url, pool_size=1)
         try:
             outbox = Outbox(tables.outbox, lock_key=advisory_locks.APPROVAL_OUTBOX)
-            store = SqlApprovalStore(engine, outbox, settings.signing_key())
+            store = unit_of_work(engine, outbox, settings.signing_key())
             await WebhookEvents(store, settings.load_webhooks(settings.load_policy()),
                                 settings.public_url).on_requested(pending_id)
         finally:

@@ -1,26 +1,30 @@
-"""``evt.agent.run_cancelled`` on real NATS and PostgreSQL: a cancel recorded by the agent withdraws the
-run's approvals with no command from the gateway at all.
+"""``evt.agent.run_cancelled`` on real NATS and PostgreSQL, the one way a withdrawal comes: a cancel recorded by
+the agent withdraws the run's approvals, with the cancel command's requester assertion.
 
-The agent is trusted least: the event names a session, an owner and call ids; the approval service
-withdraws only what its own records say is pending for those calls of that session, requested by that
-owner. Handling the event again changes nothing.
+The agent is trusted least: the event names a session, an owner and call ids, and carries the gateway's
+assertion for the owner; without one that verifies for that session and person, nothing is withdrawn and the
+event is dead-lettered. The approval service withdraws only what its own records say is pending for those
+calls of that session, requested by that owner. Handling the event again changes nothing; a withdrawal racing
+decisions has exactly one outcome (both under the approval's row lock).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import nats
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.subjects import EVENTS_STREAM
 from erpilot_platform.endpoints import ServiceBus
 
-from .conftest import actor, later_marker, uid
+from .conftest import actor, cancelled, later_marker, uid
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service")]
 ADA = actor("ada", "admin")
@@ -48,11 +52,6 @@ async def handled(nats_url: str, seq: int, timeout: float = 20.0) -> None:
             await nc.flush()
     finally:
         await nc.close()
-
-
-def cancelled(session_id: str, *call_ids: str, owner: str = "alice") -> RunCancelledV1:
-    return RunCancelledV1(session_id=session_id, run_id=uid("run_"), owner=owner, call_ids=list(call_ids),
-                          cancelled_at=datetime.now(UTC))
 
 
 async def test_the_agents_cancel_record_withdraws_the_runs_approvals_without_the_gateway(
@@ -103,3 +102,41 @@ async def test_the_event_handled_again_changes_nothing(approvals, events, nats_u
     record = (await approvals.get(own["pending_id"], ADA)).data
     assert (record["status"], record["decided_by"]) == ("withdrawn", "alice")
     assert len(events.of(own["pending_id"])) == 1
+
+
+@pytest.mark.parametrize("round_", range(4))
+async def test_a_withdrawal_racing_approvals_has_exactly_one_outcome(approvals, events, nats_url, round_) -> None:
+    session_id = uid("ses-")
+    record = await approvals.create("submit_order", session_id=session_id, requested_by="alice")
+    deciders = [approvals.decide(record, "approve", actor(f"approver-{i}", "approver")) for i in range(3)]
+    *decisions, _ = await asyncio.gather(*deciders, publish(nats_url, cancelled(session_id, record["call_id"])))
+
+    [(_, body)] = await events.wait(lambda: events.of(record["pending_id"]))
+    await later_marker(approvals, events)
+    assert len(events.of(record["pending_id"])) == 1  # one outcome, one event
+    approved = [reply for reply in decisions if reply.ok]
+    if body["status"] == "withdrawn":
+        assert not approved and body["grant"] is None and events.commits_of(record["operation_id"]) == []
+        assert {reply.error.code for reply in decisions} == {"already_decided"}
+    else:  # a decision came first: it stands, with its grant and its commit; the withdrawal changed nothing
+        assert body["status"] == "approved" and len(approved) == 1 and body["grant"] is not None
+        assert len(events.commits_of(record["operation_id"])) == 1
+
+
+@pytest.mark.parametrize(("make", "reason"), [
+    (lambda session, call: cancelled(session, call).model_copy(update={"assertion": None}), "assertion_missing"),
+    (lambda session, call: cancelled(session, call, key=Ed25519PrivateKey.generate()), "assertion_invalid"),
+    # The agent names the requester as the owner of a session the gateway vouched someone else for.
+    (lambda session, call: cancelled(session, call, vouched_for="mallory"), "assertion_subject_mismatch"),
+    (lambda session, call: cancelled(session, call, signed_at=datetime.now(UTC) - timedelta(hours=2)),
+     "assertion_expired"),
+])
+async def test_a_cancel_the_gateway_did_not_vouch_for_withdraws_nothing(approvals, events, nats_url, make,
+                                                                        reason) -> None:
+    session_id = uid("ses-")
+    own = await approvals.create("submit_order", session_id=session_id, requested_by="alice")
+
+    await handled(nats_url, await publish(nats_url, make(session_id, own["call_id"])))
+    await later_marker(approvals, events)
+    assert (await approvals.get(own["pending_id"], ADA)).data["status"] == "pending"
+    assert not events.of(own["pending_id"])

@@ -1,30 +1,27 @@
-"""Factories shared by the approval unit tests, and the use cases on the in-memory store (``desk``)."""
+"""Factories shared by the approval unit tests, and the use cases on the memory unit of work (``desk``)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erpilot_approval.adapters.memory_store import ApprovalState, MemoryApprovalStore
 from erpilot_approval.domain.approvals import ApprovalRequest, PendingApproval, new_pending
 from erpilot_approval.domain.policy import Policy, load_policy
 from erpilot_approval.service_layer.decisions import decide
 from erpilot_approval.service_layer.ports import Ports
 from erpilot_approval.service_layer.requests import request_approval
-from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import Actor, DecideV1, RequestApprovalV1
-from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.erp.v1 import PreparedOperationV1, PreparedRecordV1, PrepareOperationV1, PreviewV1
+from erpilot_contracts.approval.v1 import Actor, ApprovalRecordV1, DecideV1, RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint
-from erpilot_platform.broker import ReplyError
+from erpilot_platform.assertions import sign_assertion
+from erpilot_platform.refusals import Refused
 
-NOW = datetime(2026, 10, 19, 12, 0, 0, tzinfo=UTC)
+from ..fakes import NOW, ApprovalState, FakeErp, MemoryApprovals
 
 TOOL_ARGUMENTS: dict[str, dict[str, Any]] = {
     "submit_order": {"draft_id": "D-1", "revision": 2},
@@ -32,6 +29,8 @@ TOOL_ARGUMENTS: dict[str, dict[str, Any]] = {
     "adjust_stock": {"sku": "SKU-1", "delta": -3, "reason": "count"},
     "refund_payment": {"order_id": "O-1", "amount_minor": 500, "currency": "EUR", "channel": "original"},
 }
+SIGNING_KEY = Ed25519PrivateKey.generate()
+ASSERTION_KEY = Ed25519PrivateKey.generate()  # the gateway's
 
 
 def build_request(
@@ -52,6 +51,22 @@ def build_request(
         "requested_by": "alice",
     }
     return ApprovalRequest(**{**fields, **changes})
+
+
+def vouched(request: ApprovalRequest, *, key: Ed25519PrivateKey = ASSERTION_KEY, at: datetime = NOW,
+            **claims: Any) -> RequestApprovalV1:
+    """The ledger's ``cmd.approval.request`` for ``request``: with the gateway's assertion for its requester in
+    its session, accepted by the ledger at ``at`` (``claims``: other ``sub`` / ``session_id`` to sign)."""
+    assertion = sign_assertion(key, sub=claims.get("sub", request.requested_by), roles=["requester"],
+                               session_id=claims.get("session_id", request.session_id), now=at)
+    return RequestApprovalV1(**asdict(request), assertion=assertion, asserted_at=at, prepared_at=at)
+
+
+async def refusal_of(call: Awaitable[Any]) -> Refused:
+    """The refusal ``call`` raises (a use case answers typed, or raises ``Refused``)."""
+    with pytest.raises(Refused) as raised:
+        await call
+    return raised.value
 
 
 @pytest.fixture
@@ -80,46 +95,19 @@ def make_pending(policy: Policy) -> Callable[..., PendingApproval]:
     return make
 
 
-# --- the use cases on the in-memory store -----------------------------------------------------------------
-
-class FakeErp:
-    """The ERP as the approval service sees it: the operations it prepared, and the previews it gives edits
-    (``refusal``: the error every ``prepare`` answers with instead)."""
-
-    def __init__(self) -> None:
-        self.operations: dict[str, PreparedRecordV1] = {}
-        self.prepares: list[PrepareOperationV1] = []
-        self.refusal: ReplyV1 | None = None
-
-    def record(self, cmd: RequestApprovalV1) -> None:
-        """Hold ``cmd``'s operation as prepared, exactly as the request says (the ledger agrees)."""
-        self.operations[cmd.operation_id] = PreparedRecordV1(
-            operation_id=cmd.operation_id, tool=cmd.tool, session_id=cmd.session_id, call_id=cmd.call_id,
-            requested_by=cmd.requested_by, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
-            preview=cmd.preview, status="prepared")
-
-    async def prepared(self, operation_id: str) -> PreparedRecordV1 | None:
-        return self.operations.get(operation_id)
-
-    async def prepare(self, cmd: PrepareOperationV1) -> PreparedOperationV1:
-        self.prepares.append(cmd)
-        if self.refusal is not None:
-            raise ReplyError(subjects.ERP_CMD_PREPARE, self.refusal)
-        preview = PreviewV1(operation="Submit order", object=f"Draft {cmd.arguments.get('draft_id')}",
-                            target="Nordwind", amount_minor=4_200, currency="EUR")
-        return PreparedOperationV1(operation_id=cmd.operation_id, tool=cmd.tool, fingerprint=cmd.fingerprint,
-                                   preview=preview)
-
+# --- the use cases on the memory unit of work --------------------------------------------------------------
 
 class Desk:
-    """The approval use cases on a ``MemoryApprovalStore`` (clock at NOW) and a ``FakeErp``."""
+    """The approval use cases on ``MemoryApprovals`` (clock at NOW) and a ``FakeErp`` that sends the requests
+    of edited operations back to ``request_approval``."""
 
     def __init__(self, policy: Policy) -> None:
-        self.store = MemoryApprovalStore(clock=NOW)
+        self.uow = MemoryApprovals(now=NOW, key=SIGNING_KEY)
         self.erp = FakeErp()
         self.deadlines = 0
-        self.ports = Ports(store=self.store, erp=self.erp, policy=policy, signing_key=SIGNING_KEY,
-                           new_deadline=self._new_deadline)
+        self.ports = Ports(uow=self.uow, erp=self.erp, policy=policy, signing_key=SIGNING_KEY,
+                           assertion_key=ASSERTION_KEY.public_key(), new_deadline=self._new_deadline)
+        self.erp.deliver = lambda cmd: request_approval(cmd, self.ports)
         self._ids = itertools.count(1)
 
     def _new_deadline(self) -> None:
@@ -127,37 +115,34 @@ class Desk:
 
     @property
     def state(self) -> ApprovalState:
-        return self.store.state
+        return self.uow.state
 
     def approval(self, pending_id: str) -> PendingApproval:
         return self.state.approvals[pending_id]
 
     def events(self, subject: str) -> list[dict[str, Any]]:
-        return self.store.events(subject)
+        return self.uow.events(subject)
 
     def request_cmd(self, tool: str = "submit_order", amount_minor: int | None = 12_345, **changes: Any
                     ) -> RequestApprovalV1:
-        """A request for a new operation (fresh ids) that the fake ERP prepared exactly so."""
+        """The ledger's request for a new operation (fresh ids), vouched for by the gateway; the fake ERP
+        holds it as its record of the operation."""
         n = next(self._ids)
         ids = {"call_id": f"call-{n}", "operation_id": f"op-{n}"}
-        cmd = RequestApprovalV1(**asdict(build_request(tool, amount_minor, **{**ids, **changes})))
+        cmd = vouched(build_request(tool, amount_minor, **{**ids, **changes}))
         self.erp.record(cmd)
         return cmd
 
     async def request(self, tool: str = "submit_order", **changes: Any) -> dict[str, Any]:
-        """A new pending approval (its record as answered)."""
-        reply = await request_approval(self.request_cmd(tool, **changes), self.ports)
-        assert reply.ok, reply
-        return reply.data
+        """A new pending approval (its record as answered, as JSON)."""
+        record = await request_approval(self.request_cmd(tool, **changes), self.ports)
+        return record.model_dump(mode="json")
 
     async def decide(self, record: dict[str, Any], action: str, sub: str, *roles: str,
-                     fingerprint: str | None = None, comment: str | None = None) -> ReplyV1:
+                     fingerprint: str | None = None, comment: str | None = None) -> ApprovalRecordV1:
         cmd = DecideV1(pending_id=record["pending_id"], action=action, actor=Actor(sub=sub, roles=list(roles)),
                        fingerprint=fingerprint or record["fingerprint"], comment=comment)
         return await decide(cmd, self.ports)
-
-
-SIGNING_KEY = Ed25519PrivateKey.generate()
 
 
 @pytest.fixture

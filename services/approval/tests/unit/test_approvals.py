@@ -15,7 +15,7 @@ from erpilot_approval.domain.approvals import (
     expire,
     new_pending,
 )
-from erpilot_approval.domain.edits import check_edit, edit_request, supersede
+from erpilot_approval.domain.edits import check_edit, supersede
 from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.service_layer.mapping import grant_for, record_of
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
@@ -119,8 +119,17 @@ def test_separation_of_duties_blocks_only_the_requesters_approval(make_pending) 
     assert decision_code(pending, "approve", actor=("dave", ["manager"])) == "new"
 
 
-def test_without_separation_of_duties_the_requester_may_approve(make_pending) -> None:
-    assert decision_code(make_pending(requested_by="bob"), actor=APPROVER) == "new"
+def test_by_default_a_requester_holding_an_approving_role_may_not_approve_their_own_write(make_pending) -> None:
+    # Issue 26: a person with both the requester and the approver role approved their own submit_order (200).
+    own = make_pending("submit_order", requested_by="bob")
+    assert decision_code(own, actor=("bob", ["requester", "approver"])) == "separation_of_duties"
+    assert decision_code(own, "reject", actor=("bob", ["requester", "approver"])) == "new"
+    assert decision_code(own, actor=MANAGER) == "new"
+
+
+def test_a_policy_that_turns_separation_of_duties_off_lets_the_requester_approve(make_pending) -> None:
+    relaxed = load_policy("[tools.submit_order]\nseparation_of_duties = false\n")
+    assert decision_code(make_pending(requested_by="bob", policy=relaxed), actor=APPROVER) == "new"
 
 
 def test_superseded_already_decided_and_expired_statuses(make_pending, now) -> None:
@@ -229,11 +238,11 @@ def test_check_edit_runs_the_approve_checks(make_pending, now) -> None:
         assert caught.value.code == code
 
 
-def test_an_edit_keeps_the_call_tool_and_requester_and_gets_a_fresh_ttl(make_pending, now) -> None:
+def test_an_edit_keeps_the_call_tool_and_requester_and_gets_a_fresh_ttl(make_pending, build_request, now) -> None:
     old = make_pending("submit_order")
     arguments = {"draft_id": "D-1", "revision": 3}
     new_fingerprint = compute_fingerprint("submit_order", 1, arguments)
-    request = edit_request(old, arguments, new_fingerprint, "op-2", old.preview)
+    request = build_request("submit_order", arguments=arguments, operation_id="op-2")  # as the ledger sends it
     later = now + timedelta(minutes=10)
     new = new_pending(request, load_policy(None), later, "pa-2", supersedes=old.pending_id)
     ended = supersede(old, new.pending_id, later, decided_by="bob")

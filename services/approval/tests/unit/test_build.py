@@ -1,4 +1,4 @@
-"""The approval service as ``build`` composes it, on the in-memory store, a fake ERP and faststream's
+"""The approval service as ``build`` composes it, on the memory unit of work, a fake ERP and faststream's
 in-memory broker: a request, a decision and a read go through the registered endpoints (parsing, error
 policy, reply) without PostgreSQL or NATS. Delivery (acks, redelivery) is not what this tests:
 ``TestNatsBroker`` skips it (PITFALLS); the background loops (relay, sweepers) start only with ``serve``."""
@@ -10,16 +10,16 @@ from dataclasses import asdict
 import pytest
 from faststream.nats import TestNatsBroker
 
-from erpilot_approval.adapters.memory_store import MemoryApprovalStore
 from erpilot_approval.app import build
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import Actor, DecideV1, GetApprovalV1, RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.subjects import COMMANDS_STREAM
-from erpilot_platform.grants import encode_signing_key, verify_grant
+from erpilot_platform.grants import encode_public_key, encode_signing_key, verify_grant
 
-from .conftest import NOW, SIGNING_KEY, FakeErp, build_request
+from ..fakes import NOW, FakeErp, MemoryApprovals
+from .conftest import ASSERTION_KEY, SIGNING_KEY, build_request, vouched
 
 pytestmark = pytest.mark.unit
 
@@ -32,14 +32,14 @@ async def ask(broker, subject: str, message, *, durable: bool) -> ReplyV1:
 
 def settings() -> ApprovalSettings:
     return ApprovalSettings(database_url="postgresql://unused/approval",
-                            grant_signing_key=encode_signing_key(SIGNING_KEY))
+                            grant_signing_key=encode_signing_key(SIGNING_KEY),
+                            assertion_verify_key=encode_public_key(ASSERTION_KEY.public_key()))
 
 
 async def test_a_request_and_its_decision_run_through_the_built_endpoints():
-    store, erp = MemoryApprovalStore(clock=NOW), FakeErp()
-    app = build(settings(), uow_factory=store, bus=erp)
-    cmd = RequestApprovalV1(**asdict(build_request("submit_order")))
-    erp.record(cmd)
+    uow = MemoryApprovals(now=NOW)
+    app = build(settings(), uow=uow, erp=FakeErp())
+    cmd = vouched(build_request("submit_order"))
 
     async with TestNatsBroker(app.broker) as broker:
         requested = await ask(broker, subjects.APPROVAL_CMD_REQUEST, cmd, durable=True)
@@ -53,13 +53,27 @@ async def test_a_request_and_its_decision_run_through_the_built_endpoints():
     assert requested.ok and requested.data["status"] == "pending"
     assert decided.ok and (decided.data["status"], decided.data["decided_by"]) == ("approved", "bob")
     assert read.ok and read.data["status"] == "approved"
-    assert verify_grant(store.state.grants[pending_id], SIGNING_KEY.public_key())  # signed with the settings' key
-    assert [e["status"] for e in store.events(subjects.APPROVAL_EVT_RESOLVED)] == ["approved"]
+    assert verify_grant(uow.state.grants[pending_id], SIGNING_KEY.public_key())  # signed with the settings' key
+    assert [e["status"] for e in uow.events(subjects.APPROVAL_EVT_RESOLVED)] == ["approved"]
+    assert [e["operation_id"] for e in uow.events(subjects.ERP_CMD_COMMIT)] == [cmd.operation_id]
+
+
+async def test_a_request_the_gateway_did_not_vouch_for_is_answered_invalid_and_stores_nothing():
+    uow = MemoryApprovals(now=NOW)
+    app = build(settings(), uow=uow, erp=FakeErp())
+    unvouched = RequestApprovalV1(**asdict(build_request("submit_order")))  # what a forger can build
+
+    async with TestNatsBroker(app.broker) as broker:
+        reply = await ask(broker, subjects.APPROVAL_CMD_REQUEST, unvouched, durable=True)
+
+    assert not reply.ok and (reply.error.code, reply.error.status) == ("invalid_message", 422)
+    assert reply.error.details == {"reason": "assertion_missing"}
+    assert uow.commits == 0 and uow.state.approvals == {}
 
 
 async def test_a_malformed_command_is_answered_by_the_error_policy():
-    store = MemoryApprovalStore(clock=NOW)
-    app = build(settings(), uow_factory=store, bus=FakeErp())
+    uow = MemoryApprovals(now=NOW)
+    app = build(settings(), uow=uow, erp=FakeErp())
 
     async with TestNatsBroker(app.broker) as broker:
         response = await broker.request({"schema_version": 1, "tool": 3}, subjects.APPROVAL_CMD_REQUEST,
@@ -67,4 +81,4 @@ async def test_a_malformed_command_is_answered_by_the_error_policy():
 
     reply = ReplyV1.model_validate_json(response.body)
     assert not reply.ok and reply.error.code == "invalid_message"
-    assert store.commits == 0
+    assert uow.commits == 0

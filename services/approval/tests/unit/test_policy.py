@@ -24,9 +24,18 @@ def test_defaults_allow_reads_and_drafts_and_guard_writes() -> None:
     assert policy.for_tool("submit_order").stock_check == "exact"
     assert policy.for_tool("cancel_order").roles == ("approver",)
     assert policy.for_tool("adjust_stock").roles == ("manager",)
-    refund = policy.for_tool("refund_payment")
-    assert refund.roles == ("manager",) and refund.separation_of_duties is True
-    assert policy.for_tool("submit_order").separation_of_duties is False
+    assert policy.for_tool("refund_payment").roles == ("manager",)
+
+
+def test_separation_of_duties_is_the_default_for_every_write_tool_and_a_policy_may_turn_it_off() -> None:
+    defaults = load_policy(None)
+    writes = [name for name, spec in TOOLS.items() if spec.kind is ToolKind.WRITE]
+    assert writes and all(defaults.for_tool(name).separation_of_duties is True for name in writes)
+
+    relaxed = load_policy("[tools.cancel_order]\nseparation_of_duties = false\n")
+    assert relaxed.for_tool("cancel_order").separation_of_duties is False
+    assert all(relaxed.for_tool(name).separation_of_duties for name in writes if name != "cancel_order")
+    assert relaxed.version != defaults.version  # another policy in force, shown as such
 
 
 def test_empty_text_is_the_defaults() -> None:

@@ -1,4 +1,4 @@
-"""The read side and the background jobs on the in-memory store: the queries (filters, newest first,
+"""The read side and the background jobs on the memory unit of work: the queries (filters, newest first,
 cursor), the audit rows and checkpoints, the pending gauge, the sweepers' "when next", the expiry warnings,
 and webhook deliveries from event to receiver (an ``httpx.MockTransport`` plays the receiver)."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from datetime import timedelta
 
 import httpx
@@ -35,7 +36,8 @@ from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.loops import Soon
 from erpilot_platform.telemetry import pending_approvals
 
-from .conftest import NOW, Desk
+from ..fakes import NOW
+from .conftest import Desk, refusal_of
 
 pytestmark = pytest.mark.unit
 
@@ -51,7 +53,7 @@ async def three_requests(desk: Desk) -> list[dict]:
     records = []
     for tool, session in (("submit_order", "s-1"), ("cancel_order", "s-1"), ("submit_order", "s-2")):
         records.append(await desk.request(tool, session_id=session))
-        desk.store.advance(seconds=1)
+        desk.uow.advance(timedelta(seconds=1))
     return records
 
 
@@ -60,43 +62,44 @@ async def three_requests(desk: Desk) -> list[dict]:
 async def test_the_list_is_newest_first_filtered_and_paged_by_cursor(desk):
     first, second, third = await three_requests(desk)
 
-    page = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, limit=2))
-    assert [i["pending_id"] for i in page.data["items"]] == [third["pending_id"], second["pending_id"]]
-    rest = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, limit=2, cursor=page.data["next_cursor"]))
-    assert [i["pending_id"] for i in rest.data["items"]] == [first["pending_id"]]
-    assert rest.data["next_cursor"] is None
+    page = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, limit=2))
+    assert [i.pending_id for i in page.items] == [third["pending_id"], second["pending_id"]]
+    rest = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, limit=2, cursor=page.next_cursor))
+    assert [i.pending_id for i in rest.items] == [first["pending_id"]]
+    assert rest.next_cursor is None
 
-    by_session = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, session_id="s-1", tool="submit_order"))
-    assert [i["pending_id"] for i in by_session.data["items"]] == [first["pending_id"]]
-    since = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, since=NOW + timedelta(seconds=1)))
-    assert [i["pending_id"] for i in since.data["items"]] == [third["pending_id"], second["pending_id"]]
-    nobody = await list_approvals(desk.store, ListApprovalsV1(actor=Actor(sub="eve", roles=["requester"])))
-    assert nobody.data["items"] == []
+    by_session = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, session_id="s-1", tool="submit_order"))
+    assert [i.pending_id for i in by_session.items] == [first["pending_id"]]
+    since = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, since=NOW + timedelta(seconds=1)))
+    assert [i.pending_id for i in since.items] == [third["pending_id"], second["pending_id"]]
+    nobody = await list_approvals(desk.uow, ListApprovalsV1(actor=Actor(sub="eve", roles=["requester"])))
+    assert nobody.items == []
 
 
 async def test_the_list_takes_a_status_and_refuses_a_bad_cursor(desk):
     first, _, _ = await three_requests(desk)
-    assert (await desk.decide(first, "reject", "bob", "approver")).ok
+    assert (await desk.decide(first, "reject", "bob", "approver")).status == "rejected"
 
-    rejected = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, status="rejected"))
-    assert [i["pending_id"] for i in rejected.data["items"]] == [first["pending_id"]]
-    bad = await list_approvals(desk.store, ListApprovalsV1(actor=BOB, cursor="not-a-cursor"))
-    assert not bad.ok and bad.error.status == 422
+    rejected = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, status="rejected"))
+    assert [i.pending_id for i in rejected.items] == [first["pending_id"]]
+    bad = await refusal_of(list_approvals(desk.uow, ListApprovalsV1(actor=BOB, cursor="not-a-cursor")))
+    assert (bad.code, bad.status) == ("invalid_cursor", 422)
 
 
 async def test_one_approval_is_shown_to_its_deciders_and_requester_only(desk):
     record = await desk.request("submit_order")
 
-    shown = await get_approval(desk.store, GetApprovalV1(pending_id=record["pending_id"], actor=BOB))
-    assert shown.ok and shown.data["pending_id"] == record["pending_id"]
-    mine = await get_approval(desk.store, GetApprovalV1(pending_id=record["pending_id"],
-                                                        actor=Actor(sub="alice", roles=["requester"])))
-    assert mine.ok
-    other = await get_approval(desk.store, GetApprovalV1(pending_id=record["pending_id"],
-                                                         actor=Actor(sub="eve", roles=["requester"])))
-    unknown = await get_approval(desk.store, GetApprovalV1(pending_id="pa-nope", actor=BOB))
-    assert (other.error.code, other.error.status) == (unknown.error.code, unknown.error.status) == (
-        "not_found", 404)  # "not yours" looks like "unknown" (SPEC §5)
+    shown = await get_approval(desk.uow, GetApprovalV1(pending_id=record["pending_id"], actor=BOB))
+    assert shown.pending_id == record["pending_id"] and shown.can_decide is True
+    mine = await get_approval(desk.uow, GetApprovalV1(pending_id=record["pending_id"],
+                                                      actor=Actor(sub="alice", roles=["requester"])))
+    assert mine.pending_id == record["pending_id"] and mine.can_decide is False
+    other = await refusal_of(get_approval(desk.uow, GetApprovalV1(pending_id=record["pending_id"],
+                                                                  actor=Actor(sub="eve", roles=["requester"]))))
+    unknown = await refusal_of(get_approval(desk.uow, GetApprovalV1(pending_id="pa-nope", actor=BOB)))
+    assert (other.code, other.status, other.message.replace(record["pending_id"], "?")) == (
+        unknown.code, unknown.status, unknown.message.replace("pa-nope", "?")) == (
+        "not_found", 404, "approval ? not found")  # "not yours" looks like "unknown" (SPEC §5)
 
 
 # --- audit -----------------------------------------------------------------------------------------------
@@ -104,26 +107,27 @@ async def test_one_approval_is_shown_to_its_deciders_and_requester_only(desk):
 async def test_the_audit_rows_of_an_approval_verify_and_are_for_admins(desk):
     record = await desk.request("submit_order")
     await desk.request("cancel_order")
-    assert (await desk.decide(record, "approve", "bob", "approver")).ok
+    assert (await desk.decide(record, "approve", "bob", "approver")).status == "approved"
     status = OperationStatusV1(operation_id=record["operation_id"], tool="submit_order", session_id="sess-1",
                                status="committed", committed_at=NOW)
-    await record_operation_finished(status, desk.store)
-    await record_operation_finished(status, desk.store)  # a redelivery records nothing more
+    await record_operation_finished(status, desk.uow)
+    await record_operation_finished(status, desk.uow)  # a redelivery records nothing more
 
-    reply = await audit_rows(desk.store, AuditQueryV1(actor=ADMIN, pending_id=record["pending_id"]))
-    assert [row["kind"] for row in reply.data["items"]] == [
+    page = await audit_rows(desk.uow, AuditQueryV1(actor=ADMIN, pending_id=record["pending_id"]))
+    assert [row.kind for row in page.items] == [
         "request", "vote", "decision", "grant_issued", "commit_outcome", "grant_consumed"]
-    by_operation = await audit_rows(desk.store, AuditQueryV1(actor=ADMIN, operation_id=record["operation_id"],
+    by_operation = await audit_rows(desk.uow, AuditQueryV1(actor=ADMIN, operation_id=record["operation_id"],
                                                              limit=2))
-    assert [row["kind"] for row in by_operation.data["items"]] == ["request", "vote"]
-    assert (await audit_rows(desk.store, AuditQueryV1(actor=BOB, pending_id=record["pending_id"]))).error.status == 403
-    assert (await audit_rows(desk.store, AuditQueryV1(actor=ADMIN))).error.status == 422
+    assert [row.kind for row in by_operation.items] == ["request", "vote"]
+    assert (await refusal_of(audit_rows(desk.uow, AuditQueryV1(actor=BOB, pending_id=record["pending_id"])))
+            ).status == 403
+    assert (await refusal_of(audit_rows(desk.uow, AuditQueryV1(actor=ADMIN)))).status == 422
 
-    signer = CheckpointSigner(desk.store, 60)
+    signer = CheckpointSigner(desk.uow, 60)
     mark = await signer.sign_once()
     assert mark is not None and mark.seq == len(desk.state.audit)
     assert await signer.sign_once() is None  # the head is signed already
-    assert verify(desk.state.audit, desk.store.key.public_key(), desk.state.checkpoints) == (
+    assert verify(desk.state.audit, desk.uow.key.public_key(), desk.state.checkpoints) == (
         None, len(desk.state.audit))
 
 
@@ -131,7 +135,7 @@ async def test_the_audit_rows_of_an_approval_verify_and_are_for_admins(desk):
 
 async def test_the_gauge_counts_pending_approvals(desk, monkeypatch):
     first, _, _ = await three_requests(desk)
-    assert (await desk.decide(first, "reject", "bob", "approver")).ok
+    assert (await desk.decide(first, "reject", "bob", "approver")).status == "rejected"
     counted = asyncio.Event()
     real_set = pending_approvals.set
 
@@ -140,7 +144,7 @@ async def test_the_gauge_counts_pending_approvals(desk, monkeypatch):
         counted.set()
 
     monkeypatch.setattr(pending_approvals, "set", set_and_tell)
-    task = asyncio.create_task(refresh_pending_gauge(desk.store, every_seconds=60))
+    task = asyncio.create_task(refresh_pending_gauge(desk.uow, every_seconds=60))
     try:
         await counted.wait()  # the first count runs at once
     finally:
@@ -149,12 +153,12 @@ async def test_the_gauge_counts_pending_approvals(desk, monkeypatch):
 
 
 async def test_the_expiry_sweeper_knows_the_next_deadline(desk):
-    sweeper = ExpirySweeper(desk.store)
+    sweeper = ExpirySweeper(desk.uow)
     assert await sweeper.seconds_to_next_deadline() is None
     await desk.request("submit_order")
 
     assert await sweeper.seconds_to_next_deadline() == 15 * 60
-    desk.store.advance(minutes=16)
+    desk.uow.advance(timedelta(minutes=16))
     assert await sweeper.seconds_to_next_deadline() == -60  # overdue
     assert await sweeper.sweep_once() == 1
     assert await sweeper.seconds_to_next_deadline() is None
@@ -162,25 +166,25 @@ async def test_the_expiry_sweeper_knows_the_next_deadline(desk):
 
 async def test_the_expiry_sweeper_sleeps_long_only_while_it_hears_of_every_replica_s_deadlines(desk):
     heard = False
-    sweeper = ExpirySweeper(desk.store, poll_seconds=1.0, listening=lambda: heard)
+    sweeper = ExpirySweeper(desk.uow, poll_seconds=1.0, listening=lambda: heard)
     assert await sweeper.sweep_due() == Soon(1.0)  # nothing pending, and a replica may store one unheard
     heard = True
     assert await sweeper.sweep_due() == Soon(LISTENING_POLL_SECONDS)
     await desk.request("submit_order")
     assert await sweeper.sweep_due() == Soon(LISTENING_POLL_SECONDS)  # the deadline is 15 minutes away
-    desk.store.advance(minutes=14, seconds=59)
+    desk.uow.advance(timedelta(minutes=14, seconds=59))
     assert await sweeper.sweep_due() == Soon(1.0 + EPSILON_SECONDS)
 
 
 async def test_an_approval_is_warned_once_within_its_window_and_never_after_it_ended():
     desk = Desk(load_policy('[tools.submit_order]\nwarn_before = "5m"\n'))
-    sweeper = WarningSweeper(desk.store, desk.ports.policy)
+    sweeper = WarningSweeper(desk.uow, desk.ports.policy)
     warned, decided = await desk.request("submit_order"), await desk.request("submit_order")
-    assert (await desk.decide(decided, "approve", "bob", "approver")).ok
+    assert (await desk.decide(decided, "approve", "bob", "approver")).status == "approved"
 
-    desk.store.advance(minutes=9)
+    desk.uow.advance(timedelta(minutes=9))
     assert await sweeper.sweep_once() == 0  # six minutes left: not yet
-    desk.store.advance(minutes=1)
+    desk.uow.advance(timedelta(minutes=1))
     assert await sweeper.sweep_once() == 1
     assert await sweeper.sweep_once() == 0  # once
     [event] = desk.events(subjects.APPROVAL_EVT_EXPIRING)
@@ -208,21 +212,21 @@ class Receiver:
 async def test_events_become_deliveries_once_and_the_dispatcher_retries_until_delivered(desk):
     record = await desk.request("submit_order")
     wakes = []
-    events = WebhookEvents(desk.store, (HOOK,), "https://erpilot.example/", wake=lambda: wakes.append(1))
+    events = WebhookEvents(desk.uow, (HOOK,), "https://erpilot.example/", wake=lambda: wakes.append(1))
     await events.on_requested(record["pending_id"])
     await events.on_requested(record["pending_id"])  # a redelivered event adds nothing
     assert [(row.event_type, row.url) for row in desk.state.webhooks] == [("approval.requested", HOOK.url)]
     assert wakes == [1]
 
-    dispatcher = WebhookDispatcher(desk.store, (HOOK,), retry_base_seconds=1.0)
+    dispatcher = WebhookDispatcher(desk.uow, (HOOK,), retry_base_seconds=1.0)
     receiver = Receiver(503)
     async with receiver.client() as client:
         assert await dispatcher.dispatch_once(client) == 1
         [row] = desk.state.webhooks
         assert (row.status, row.attempts, row.last_error) == ("pending", 1, "HTTP 503")
         assert await dispatcher.dispatch_once(client) == 0  # not due before its backoff
-        assert await desk.store.read(lambda uow: uow.webhooks.seconds_to_next()) == 1.0
-        desk.store.advance(seconds=1)
+        assert await desk.uow.read(lambda unit: unit.webhooks.seconds_to_next()) == 1.0
+        desk.uow.advance(timedelta(seconds=1))
         assert await dispatcher.dispatch_once(client) == 1
 
     [row] = desk.state.webhooks
@@ -236,18 +240,18 @@ async def test_events_become_deliveries_once_and_the_dispatcher_retries_until_de
 
 async def test_a_delivery_gives_up_after_its_time_and_a_stale_warning_is_skipped(desk):
     record = await desk.request("submit_order")
-    events = WebhookEvents(desk.store, (HOOK,), "https://erpilot.example")
+    events = WebhookEvents(desk.uow, (HOOK,), "https://erpilot.example")
     await events.on_requested(record["pending_id"])
     await events.on_expiring(ApprovalExpiringV1(
         pending_id=record["pending_id"], call_id=record["call_id"], session_id=record["session_id"],
         operation_id=record["operation_id"], tool="submit_order", expires_at=NOW + timedelta(minutes=15),
         warned_at=NOW))
-    assert (await desk.decide(record, "reject", "bob", "approver")).ok  # the warning is now false
+    assert (await desk.decide(record, "reject", "bob", "approver")).status == "rejected"  # the warning is now false
     [resolved] = desk.events(subjects.APPROVAL_EVT_RESOLVED)
     await events.on_resolved(ApprovalResolvedV1.model_validate(resolved))
-    desk.store.advance(hours=2)
+    desk.uow.advance(timedelta(hours=2))
 
-    dispatcher = WebhookDispatcher(desk.store, (HOOK,), give_up_after=timedelta(hours=1))
+    dispatcher = WebhookDispatcher(desk.uow, (HOOK,), give_up_after=timedelta(hours=1))
     receiver = Receiver(500, 500)
     async with receiver.client() as client:
         assert await dispatcher.dispatch_once(client) == 3
@@ -259,12 +263,59 @@ async def test_a_delivery_gives_up_after_its_time_and_a_stale_warning_is_skipped
 
 async def test_a_delivery_to_an_endpoint_no_longer_configured_is_dead(desk):
     record = await desk.request("submit_order")
-    await WebhookEvents(desk.store, (HOOK,), "https://erpilot.example").on_requested(record["pending_id"])
+    await WebhookEvents(desk.uow, (HOOK,), "https://erpilot.example").on_requested(record["pending_id"])
 
     receiver = Receiver()
     async with receiver.client() as client:
-        assert await WebhookDispatcher(desk.store, ()).dispatch_once(client) == 1
+        assert await WebhookDispatcher(desk.uow, ()).dispatch_once(client) == 1
 
     [row] = desk.state.webhooks
     assert (row.status, row.last_error) == ("dead", "the endpoint is no longer configured")
     assert receiver.got == []
+
+
+class DeadLetterStream:
+    """The dead-letter stream as the dispatcher sees it: what it was given, headers included."""
+
+    def __init__(self) -> None:
+        self.copies: list[tuple[bytes, str, dict[str, str]]] = []
+
+    async def publish(self, body: bytes, *, source: str, headers: dict[str, str]) -> None:
+        self.copies.append((body, source, headers))
+
+
+def unreachable(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError(f"cannot connect to {request.url}", request=request)  # HTTP clients name the URL
+
+
+def unavailable(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(503)  # httpx logs the answered request, URL and all
+
+
+@pytest.mark.parametrize(("receiver", "reason"), [
+    (unreachable, "ConnectError: cannot connect to https://hooks.slack.com/…#"), (unavailable, "HTTP 503")])
+async def test_a_slack_style_webhook_url_is_a_secret_that_no_log_line_or_dead_letter_shows(desk, caplog, receiver,
+                                                                                          reason):
+    secret_path = "/services/T0001/B0002/Xx9sEcReTtOkEn"
+    hook = Webhook(url=f"https://hooks.slack.com{secret_path}", events=("approval.requested",),
+                   secret="0123456789abcdef")
+    record = await desk.request("submit_order")
+    await WebhookEvents(desk.uow, (hook,), "https://erpilot.example").on_requested(record["pending_id"])
+
+    stream = DeadLetterStream()
+    logging.getLogger("httpx").setLevel(logging.NOTSET)  # as a fresh process has it
+    dispatcher = WebhookDispatcher(desk.uow, (hook,), dead_letters=stream, give_up_after=timedelta(0))
+    caplog.set_level(logging.DEBUG)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(receiver)) as client:
+        assert await dispatcher.dispatch_once(client) == 1
+
+    [row] = desk.state.webhooks
+    assert row.status == "dead"
+    [(_, source, headers)] = stream.copies
+    assert source == "webhook.approval.requested"
+    assert headers["Erpilot-Webhook-Url"].startswith("https://hooks.slack.com/…#")
+    assert headers["Erpilot-Reason"].startswith(reason)
+    gave_up = [r.getMessage() for r in caplog.records if "gave up" in r.getMessage()]
+    assert gave_up and "hooks.slack.com/…#" in gave_up[0]
+    shown = [*headers.values(), *(r.getMessage() for r in caplog.records)]
+    assert not [line for line in shown if "Xx9sEcReTtOkEn" in line or secret_path in line]

@@ -1,44 +1,65 @@
-"""``cmd.approval.request`` (``requests.request_approval``) on the in-memory store: a new approval is stored
-with its event and audit row under the database clock, a repeat answers the stored record, and anything
-the ledger did not prepare is refused with nothing stored."""
+"""``cmd.approval.request`` (``requests.request_approval``) on the memory unit of work: the ledger's request is
+stored with its event and audit row under the database clock once the gateway's assertion for its requester
+verifies; a repeat answers the stored record; a request without a valid assertion is an invalid message and
+stores nothing; a policy refusal stores nothing and tells the agent (``evt.approval.request_refused``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from erpilot_approval.domain.policy import load_policy
+from erpilot_approval.service_layer import requests
 from erpilot_approval.service_layer.requests import request_approval
 from erpilot_contracts import subjects
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_platform.refusals import InvalidMessage
 
-from .conftest import NOW
+from ..fakes import NOW
+from .conftest import Desk, build_request, refusal_of, vouched
 
 pytestmark = pytest.mark.unit
 
 
-async def test_a_new_request_stores_a_pending_approval_with_its_event_and_audit_row(desk):
-    cmd = desk.request_cmd("submit_order")
-    reply = await request_approval(cmd, desk.ports)
+def nothing_stored(desk: Desk) -> bool:
+    return desk.state.approvals == {} and desk.state.audit == [] and desk.uow.sent == []
 
-    assert reply.ok and reply.data["status"] == "pending"
-    pending_id = reply.data["pending_id"]
-    stored = desk.approval(pending_id)
+
+async def test_a_vouched_request_stores_a_pending_approval_with_its_event_and_audit_row(desk):
+    cmd = desk.request_cmd("submit_order")
+    record = await request_approval(cmd, desk.ports)
+
+    assert record.status == "pending" and record.requested_by == "alice"
+    stored = desk.approval(record.pending_id)
     assert (stored.operation_id, stored.required_roles) == (cmd.operation_id, ["approver", "manager"])
-    assert stored.created_at == NOW and stored.expires_at == NOW + timedelta(minutes=15)  # the store's clock
-    assert [event["record"]["pending_id"] for event in desk.events(subjects.APPROVAL_EVT_REQUESTED)] == [pending_id]
+    assert stored.preview == cmd.preview  # the ledger's own preview
+    assert stored.created_at == NOW and stored.expires_at == NOW + timedelta(minutes=15)  # the unit's clock
+    assert [event["record"]["pending_id"] for event in desk.events(subjects.APPROVAL_EVT_REQUESTED)] == [
+        record.pending_id]
     assert [(row.kind, row.actor) for row in desk.state.audit] == [("request", "alice")]
-    assert (desk.store.wakes, desk.deadlines) == (1, 1)  # the relay and the sweeper were told
+    assert (desk.uow.wakes, desk.deadlines) == (1, 1)  # the relay and the sweeper were told
+
+
+async def test_a_request_relayed_late_is_judged_by_when_the_ledger_accepted_its_assertion(desk):
+    cmd = desk.request_cmd()
+    desk.uow.advance(timedelta(hours=5))  # the relay was down for hours: the assertion has long expired now
+
+    record = await request_approval(cmd, desk.ports)
+    assert record.status == "pending" and record.created_at == NOW + timedelta(hours=5)
 
 
 async def test_a_repeated_request_answers_the_stored_record_and_stores_nothing_more(desk):
     cmd = desk.request_cmd()
     first = await request_approval(cmd, desk.ports)
-    desk.store.advance(seconds=30)
+    desk.uow.advance(30)
 
     again = await request_approval(cmd, desk.ports)
     assert again == first
     assert len(desk.state.approvals) == 1 and len(desk.events(subjects.APPROVAL_EVT_REQUESTED)) == 1
-    assert (desk.store.wakes, desk.deadlines) == (1, 1)
+    assert (desk.uow.wakes, desk.deadlines) == (1, 1)
 
 
 async def test_a_repeat_under_the_same_operation_id_with_another_fingerprint_is_a_conflict(desk):
@@ -47,10 +68,10 @@ async def test_a_repeat_under_the_same_operation_id_with_another_fingerprint_is_
     other = desk.request_cmd("adjust_stock", operation_id=cmd.operation_id,
                              arguments={"sku": "SKU-1", "delta": -4, "reason": "count"})
 
-    reply = await request_approval(other, desk.ports)
-    assert not reply.ok and (reply.error.code, reply.error.status) == ("idempotency_conflict", 409)
-    assert list(desk.state.approvals) == [first.data["pending_id"]]
-    assert desk.approval(first.data["pending_id"]).fingerprint == cmd.fingerprint
+    refused = await refusal_of(request_approval(other, desk.ports))
+    assert (refused.code, refused.status) == ("idempotency_conflict", 409)
+    assert list(desk.state.approvals) == [first.pending_id]
+    assert desk.events(subjects.APPROVAL_EVT_REQUEST_REFUSED) == []  # the first request's approval stands
 
 
 @pytest.mark.parametrize("other", [{"call_id": "call-other"}, {"session_id": "ses-other"}])
@@ -58,42 +79,131 @@ async def test_a_repeat_under_the_same_operation_id_from_another_call_or_session
     cmd = desk.request_cmd("adjust_stock")
     first = await request_approval(cmd, desk.ports)
 
-    reply = await request_approval(desk.request_cmd("adjust_stock", operation_id=cmd.operation_id, **other), desk.ports)
-    assert not reply.ok and (reply.error.code, reply.error.status) == ("idempotency_conflict", 409)
-    assert list(desk.state.approvals) == [first.data["pending_id"]]
+    refused = await refusal_of(request_approval(desk.request_cmd("adjust_stock", operation_id=cmd.operation_id,
+                                                                 **other), desk.ports))
+    assert (refused.code, refused.status) == ("idempotency_conflict", 409)
+    assert list(desk.state.approvals) == [first.pending_id]
 
 
-async def test_a_request_the_ledger_never_prepared_is_refused_and_nothing_is_stored(desk):
-    cmd = desk.request_cmd()
-    del desk.erp.operations[cmd.operation_id]
-
-    reply = await request_approval(cmd, desk.ports)
-    assert not reply.ok and (reply.error.code, reply.error.status) == ("invalid_request", 422)
-    assert desk.state.approvals == {} and desk.state.outbox == [] and desk.store.commits == 0
+FORGED_KEY = Ed25519PrivateKey.generate()
 
 
-async def test_a_preview_that_differs_from_the_ledgers_is_refused(desk):
-    cmd = desk.request_cmd()
-    forged = cmd.model_copy(update={"preview": {**cmd.preview, "amount_minor": 1}})
+@pytest.mark.parametrize(("vouch", "reason"), [
+    (lambda request: vouched(request).model_copy(update={"assertion": None}), "assertion_missing"),
+    (lambda request: vouched(request, key=FORGED_KEY), "assertion_invalid"),  # not the gateway's key
+    (lambda request: vouched(request, sub="mallory"), "assertion_subject_mismatch"),  # vouches for someone else
+    (lambda request: vouched(request, session_id="sess-other"), "assertion_session_mismatch"),
+    # Accepted by the ledger two hours after the gateway vouched: expired then (1 h lifetime).
+    (lambda request: vouched(request).model_copy(update={"asserted_at": NOW + timedelta(hours=2)}),
+     "assertion_expired"),
+])
+async def test_a_request_without_a_valid_assertion_for_its_requester_is_an_invalid_message(desk, vouch, reason):
+    # The compromised agent's forgery of issue 25: "victim" named as the requester of a real operation.
+    cmd = vouch(build_request("submit_order", requested_by="alice"))
 
-    reply = await request_approval(forged, desk.ports)
-    assert not reply.ok and reply.error.code == "invalid_request" and "preview" in reply.error.message
+    refused = await refusal_of(request_approval(cmd, desk.ports))
+    assert isinstance(refused, InvalidMessage) and refused.code == "invalid_message"
+    assert refused.details == {"reason": reason}
+    assert nothing_stored(desk) and desk.uow.commits == 0
+
+
+@pytest.mark.parametrize(("changes", "code", "status"), [
+    ({"tool": "refund_payment", "arguments": {"order_id": "O-1", "amount_minor": 500, "currency": "EUR",
+                                               "channel": "original", "x": 1}}, "invalid_arguments", 422),
+    ({"tool": "cancel_order", "arguments": {"order_id": "O-1", "reason": None}}, "invalid_arguments", 422),
+    ({"tool_schema_version": 2}, "invalid_request", 422),
+    ({"fingerprint": "sha256:" + "0" * 64}, "invalid_request", 422),
+])
+async def test_a_request_the_policy_refuses_stores_nothing_and_tells_the_agent(desk, changes, code, status):
+    changes = dict(changes)
+    cmd = desk.request_cmd(changes.pop("tool", "submit_order"), **changes)
+
+    refused = await refusal_of(request_approval(cmd, desk.ports))
+    assert (refused.code, refused.status) == (code, status)
+    assert desk.state.approvals == {} and desk.state.audit == []
+    [told] = desk.events(subjects.APPROVAL_EVT_REQUEST_REFUSED)
+    assert (told["session_id"], told["call_id"], told["operation_id"]) == (cmd.session_id, cmd.call_id,
+                                                                           cmd.operation_id)
+    assert (told["error"]["code"], told["refused_at"]) == (code, NOW.isoformat().replace("+00:00", "Z"))
+    [sent] = desk.uow.sent
+    assert sent.msg_id == f"approval.request_refused.{cmd.operation_id}"  # a redelivery tells it once
+
+
+@pytest.mark.parametrize(("policy", "tool", "code"), [
+    ("[tools.adjust_stock]\naction = 'deny'\n", "adjust_stock", "policy_denied"),
+    ("[tools.adjust_stock]\naction = 'allow'\n", "adjust_stock", "approval_not_required"),
+])
+async def test_a_tool_the_policy_denies_or_allows_as_is_gets_no_approval(policy, tool, code):
+    desk = Desk(load_policy(policy))
+    cmd = desk.request_cmd(tool)
+
+    refused = await refusal_of(request_approval(cmd, desk.ports))
+    assert refused.code == code
     assert desk.state.approvals == {}
+    assert [told["error"]["code"] for told in desk.events(subjects.APPROVAL_EVT_REQUEST_REFUSED)] == [code]
 
 
-async def test_an_operation_the_ledger_already_committed_gets_no_new_approval(desk):
+async def test_an_unknown_tool_is_refused_and_told(desk):
+    cmd = desk.request_cmd("submit_order").model_copy(update={"tool": "rm_rf", "arguments": {},
+                                                              "fingerprint": fingerprint("submit_order", 1, {})})
+    refused = await refusal_of(request_approval(cmd, desk.ports))
+    assert refused.code == "unknown_tool" and desk.state.approvals == {}
+    assert len(desk.events(subjects.APPROVAL_EVT_REQUEST_REFUSED)) == 1
+
+
+async def test_a_stored_approval_is_answered_even_when_the_policy_now_refuses_its_tool(policy):
+    desk = Desk(policy)
+    cmd = desk.request_cmd("adjust_stock")
+    first = await request_approval(cmd, desk.ports)
+    # A restart with another policy, then a redelivery.
+    desk.ports = replace(desk.ports, policy=load_policy("[tools.adjust_stock]\naction = 'deny'\n"))
+
+    assert await request_approval(cmd, desk.ports) == first
+    assert desk.events(subjects.APPROVAL_EVT_REQUEST_REFUSED) == []  # the agent must not finish the call
+
+
+class Crash(BaseException):
+    """The process died at a failpoint (``os._exit`` in the real thing: nothing after it runs)."""
+
+
+def arm(monkeypatch, desk: Desk, name: str) -> list[tuple[str, int]]:
+    """Crash at ``name`` once; every failpoint reached is recorded with how many approvals were committed."""
+    reached, armed = [], {name}
+
+    def failpoint(point: str) -> None:
+        reached.append((point, len(desk.state.approvals)))
+        if point in armed:
+            armed.clear()
+            raise Crash(point)
+
+    monkeypatch.setattr(requests, "failpoint", failpoint)
+    return reached
+
+
+async def test_a_crash_before_the_request_commits_leaves_nothing_and_the_redelivery_stores_it_once(desk,
+                                                                                                 monkeypatch):
+    reached = arm(monkeypatch, desk, "approval.request.before_db_commit")
     cmd = desk.request_cmd()
-    desk.erp.operations[cmd.operation_id] = desk.erp.operations[cmd.operation_id].model_copy(
-        update={"status": "committed"})
+    with pytest.raises(Crash):
+        await request_approval(cmd, desk.ports)
+    assert reached == [("approval.request.before_db_commit", 0)]
+    assert nothing_stored(desk)
 
-    reply = await request_approval(cmd, desk.ports)
-    assert not reply.ok and (reply.error.code, reply.error.status) == ("invalid_request", 422)
-    assert desk.state.approvals == {}
+    record = await request_approval(cmd, desk.ports)  # JetStream redelivers the unacknowledged command
+    assert reached[1:] == [("approval.request.before_db_commit", 0), ("approval.request.after_db_commit", 1)]
+    assert len(desk.state.approvals) == 1 and [e["record"]["pending_id"] for e in desk.events(
+        subjects.APPROVAL_EVT_REQUESTED)] == [record.pending_id]
 
 
-async def test_arguments_that_are_not_normalised_are_refused_before_the_ledger_is_asked(desk):
-    cmd = desk.request_cmd("adjust_stock", arguments={"sku": "SKU-1", "delta": -3, "reason": "count", "x": 1})
+async def test_a_crash_after_the_request_commits_keeps_it_and_the_redelivery_answers_it(desk, monkeypatch):
+    reached = arm(monkeypatch, desk, "approval.request.after_db_commit")
+    cmd = desk.request_cmd()
+    with pytest.raises(Crash):
+        await request_approval(cmd, desk.ports)
+    assert reached[-1] == ("approval.request.after_db_commit", 1)
+    [stored] = desk.state.approvals.values()
+    assert len(desk.events(subjects.APPROVAL_EVT_REQUESTED)) == 1  # in the outbox: the relay publishes it
 
-    reply = await request_approval(cmd, desk.ports)
-    assert not reply.ok and (reply.error.code, reply.error.status) == ("invalid_arguments", 422)
-    assert desk.store.commits == 0
+    again = await request_approval(cmd, desk.ports)
+    assert again.pending_id == stored.pending_id and len(desk.state.approvals) == 1
+    assert len(desk.events(subjects.APPROVAL_EVT_REQUESTED)) == 1 and len(desk.state.audit) == 1

@@ -5,15 +5,16 @@ from __future__ import annotations
 import pytest
 
 from erpilot_approval.adapters.tables import ROLES, role_predicate
+from erpilot_approval.domain.edits import edited_operation_id
 from erpilot_approval.domain.policy_values import ROLES as POLICY_ROLES
-from erpilot_approval.service_layer.edits import edited_operation_id
 from erpilot_approval.service_layer.requests import check_arguments
+from erpilot_platform.refusals import Refused
 
 pytestmark = pytest.mark.unit
 
 
 def test_only_normalised_arguments_of_a_known_tool_version_pass() -> None:
-    assert check_arguments("submit_order", 1, {"draft_id": "D-1", "revision": 2}) is None
+    check_arguments("submit_order", 1, {"draft_id": "D-1", "revision": 2})
     cases = [
         (("submit_order", 1, {"draft_id": "D-1", "revision": 2.0}), "invalid_arguments", 422),
         (("submit_order", 1, {"draft_id": "D-1", "revision": 2, "x": 1}), "invalid_arguments", 422),
@@ -22,8 +23,9 @@ def test_only_normalised_arguments_of_a_known_tool_version_pass() -> None:
         (("rm_rf", 1, {}), "unknown_tool", 422),  # SPEC §2, as the agent and the ERP answer it
     ]
     for args, code, status in cases:
-        reply = check_arguments(*args)
-        assert (reply.error.code, reply.error.status) == (code, status), args
+        with pytest.raises(Refused) as refused:
+            check_arguments(*args)
+        assert (refused.value.code, refused.value.status) == (code, status), args
 
 
 def test_an_edit_of_one_version_to_the_same_arguments_always_names_the_same_operation() -> None:

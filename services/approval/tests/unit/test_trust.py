@@ -1,4 +1,5 @@
-"""The approval's truth comes from the ledger, and everyone who shaped a version is a party to it."""
+"""Everyone who shaped a version is a party to it (the ledger's part, where the preview and the requester come
+from, is ``test_request_commands``: the request is built by the ledger and vouched for by the gateway)."""
 
 from __future__ import annotations
 
@@ -6,48 +7,11 @@ import pytest
 
 from erpilot_approval.domain.approvals import ApprovalError, can_decide, decide
 from erpilot_approval.domain.edits import edited_version
-from erpilot_approval.domain.ledger import LedgerRecord, as_the_ledger_prepared, require_prepared
 from erpilot_approval.service_layer.mapping import record_of
 
-from .conftest import NOW, build_request
+from ..fakes import NOW
 
-
-def ledger_of(request, **changes) -> LedgerRecord:
-    values = dict(operation_id=request.operation_id, tool=request.tool, session_id=request.session_id,
-                  call_id=request.call_id, requested_by=request.requested_by, arguments=request.arguments,
-                  fingerprint=request.fingerprint, preview=request.preview, status="prepared")
-    return LedgerRecord(**{**values, **changes})
-
-
-def test_a_request_that_agrees_with_the_ledger_carries_the_ledgers_preview() -> None:
-    request = build_request("submit_order", amount_minor=5_000_000)
-    checked = as_the_ledger_prepared(request, ledger_of(request))
-    assert checked.preview == request.preview
-    require_prepared(ledger_of(request))
-
-
-@pytest.mark.parametrize("changes", [
-    {"preview": {"operation": "submit_order", "object": "x", "target": "y", "amount_minor": 5_000_000}},
-    {"fingerprint": "sha256:" + "1" * 64},
-    {"arguments": {"draft_id": "D-1", "revision": 3}},
-    {"tool": "cancel_order"},
-    {"session_id": "another"},
-    {"call_id": "another"},
-    {"requested_by": "mallory"},
-])
-def test_any_difference_from_the_ledger_is_an_invalid_request(changes) -> None:
-    request = build_request("submit_order", amount_minor=1)  # the agent claims a total of 0.01
-    with pytest.raises(ApprovalError) as refused:
-        as_the_ledger_prepared(request, ledger_of(request, **changes))
-    assert (refused.value.code, refused.value.http_status) == ("invalid_request", 422)
-
-
-def test_an_operation_the_ledger_never_prepared_or_already_finished_is_refused() -> None:
-    request = build_request()
-    with pytest.raises(ApprovalError, match="never prepared"):
-        as_the_ledger_prepared(request, None)
-    with pytest.raises(ApprovalError, match="already committed"):
-        require_prepared(ledger_of(request, status="committed"))
+pytestmark = pytest.mark.unit
 
 
 def test_every_editor_in_the_chain_is_a_party_under_separation_of_duties(make_pending) -> None:

@@ -163,16 +163,18 @@ class ListApprovalsV1(Message):
     limit: int = Field(100, ge=1, le=500)
 
 
-class WithdrawApprovalsV1(Message):
-    """The session owner cancelled a waiting run: withdraw its approvals that are still pending.
+class ApprovalPageV1(Message):
+    """The answer to a ``ListApprovalsV1``: one page of records, newest first, as the person asking sees them."""
 
-    Sent by the gateway only (the agent may not publish it). ``actor`` is the authenticated owner;
-    an approval is withdrawn only if it belongs to ``session_id`` and was requested by ``actor.sub``.
-    Idempotent: an approval already withdrawn answers ``withdrawn`` again."""
+    items: list[ApprovalRecordV1]
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; None: no more.")
 
-    session_id: str
-    pending_ids: list[str] = Field(max_length=100)
-    actor: Actor
+
+class DecisionsV1(Message):
+    """The answer to a ``DecideManyV1``: every item's record after the action, in the order given."""
+
+    action: DecisionAction
+    items: list[ApprovalRecordV1]
 
 
 class AuditQueryV1(Message):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
@@ -10,8 +10,9 @@ from sqlalchemy import and_, func, or_, select, text, union
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from erpilot_approval.adapters.tables import ROLES, approvals, decisions, role_predicate, votes
+from erpilot_approval.adapters.tables import ROLES, approvals, decisions, edits, role_predicate, votes
 from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts.approval.v1 import GrantV1
@@ -19,11 +20,6 @@ from erpilot_platform.telemetry import trace_carrier
 
 _DOMAIN_FIELDS = tuple(f.name for f in fields(PendingApproval) if f.name != "votes")  # votes: their own table
 _NEWEST_FIRST = (approvals.c.created_at.desc(), approvals.c.pending_id.desc())
-
-
-async def db_now(conn: AsyncConnection) -> datetime:
-    """The database's clock *now* (not the transaction's start): every replica shares this one clock."""
-    return await conn.scalar(select(func.clock_timestamp()))
 
 
 def to_domain(row: Any, cast: tuple[Vote, ...] = ()) -> PendingApproval:
@@ -182,3 +178,24 @@ async def list_decidable(conn: AsyncConnection, roles: list[str], *, status: str
             .order_by(*_NEWEST_FIRST))
     return await _with_votes(conn, list(await conn.execute(stmt)))
 
+
+
+async def edit_intent(conn: AsyncConnection, operation_id: str) -> EditIntent | None:
+    row = (await conn.execute(select(edits).where(edits.c.operation_id == operation_id))).first()
+    return EditIntent(**row._mapping) if row is not None else None
+
+
+async def add_edit_intent(conn: AsyncConnection, intent: EditIntent) -> bool:
+    """Record an edit intent unless one for its operation exists (then False: the first one stands)."""
+    stmt = (insert(edits).values(**asdict(intent)).on_conflict_do_nothing(index_elements=[edits.c.operation_id])
+            .returning(edits.c.operation_id))
+    return (await conn.execute(stmt)).first() is not None
+
+
+async def refuse_edit_intent(conn: AsyncConnection, operation_id: str, refusal: dict[str, Any]) -> None:
+    await conn.execute(edits.update().where(edits.c.operation_id == operation_id).values(refusal=refusal))
+
+
+async def forget_edit_intent(conn: AsyncConnection, operation_id: str) -> None:
+    """Drop an intent still waiting for the ledger (one that has an outcome is kept)."""
+    await conn.execute(edits.delete().where(edits.c.operation_id == operation_id, edits.c.refusal.is_(None)))

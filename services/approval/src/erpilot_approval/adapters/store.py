@@ -1,16 +1,15 @@
-"""The approvals in PostgreSQL (the ``ApprovalStore`` of ``service_layer.ports``).
+"""The approvals in PostgreSQL: the ``Work`` of ``service_layer.ports`` on the platform's ``UnitOfWork``.
 
-One unit of work is one transaction on one connection (``run_in_transaction``: retried on a
-serialization failure or deadlock); the repository is ``adapters.repository`` bound to that connection,
-the audit trail ``adapters.audit_log`` (signed with the service's key), the outbox the service's
-``outbox`` table. ``now()`` is ``clock_timestamp()``: the database's clock at the call.
+One unit of work is one transaction on one connection (``erpilot_platform.uow``: retried on a serialization
+failure or deadlock); the repositories are ``adapters.repository`` bound to that connection, the audit trail
+``adapters.audit_log`` (signed with the service's key), the outbox the service's ``outbox`` table. ``now()`` is
+``clock_timestamp()``: the database's clock at the call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
@@ -19,13 +18,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from erpilot_approval.adapters import audit_log, notifications, repository
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import AuditRow, Checkpoint
+from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts.approval.v1 import GrantV1
-from erpilot_platform.db import run_in_transaction
 from erpilot_platform.outbox import Outbox
-
-T = TypeVar("T")
+from erpilot_platform.uow import Transaction, UnitOfWork
 
 
 class SqlApprovalRepository:
@@ -124,37 +122,41 @@ class SqlWebhookDeliveries:
         return await notifications.seconds_to_next_delivery(self.conn)
 
 
-class SqlApprovalUnitOfWork:
-    def __init__(self, conn: AsyncConnection, outbox: Outbox, key: Ed25519PrivateKey):
-        self.conn, self.outbox = conn, outbox
+class SqlEditIntents:
+    def __init__(self, conn: AsyncConnection):
+        self.conn = conn
+
+    async def get(self, operation_id: str) -> EditIntent | None:
+        return await repository.edit_intent(self.conn, operation_id)
+
+    async def add(self, intent: EditIntent) -> bool:
+        return await repository.add_edit_intent(self.conn, intent)
+
+    async def refuse(self, operation_id: str, refusal: dict[str, Any]) -> None:
+        await repository.refuse_edit_intent(self.conn, operation_id, refusal)
+
+    async def forget(self, operation_id: str) -> None:
+        await repository.forget_edit_intent(self.conn, operation_id)
+
+
+class SqlApprovalWork:
+    """The approval service's ``Work`` on one transaction of the platform's unit of work."""
+
+    def __init__(self, transaction: Transaction, key: Ed25519PrivateKey):
+        self.transaction = transaction
+        conn = transaction.conn
         self.approvals = SqlApprovalRepository(conn)
+        self.edits = SqlEditIntents(conn)
         self.audit = SqlAuditLog(conn, key)
         self.webhooks = SqlWebhookDeliveries(conn)
 
     async def now(self) -> datetime:
-        return await repository.db_now(self.conn)
+        return await self.transaction.now()
 
-    async def emit(self, subject: str, payload: BaseModel) -> None:
-        await self.outbox.add(self.conn, subject, payload)
+    async def emit(self, subject: str, payload: BaseModel, msg_id: str | None = None) -> None:
+        await self.transaction.emit(subject, payload, msg_id)
 
 
-class SqlApprovalStore:
-    def __init__(self, engine: AsyncEngine, outbox: Outbox, key: Ed25519PrivateKey):
-        self.engine, self.outbox, self.key = engine, outbox, key
-        # The same pool; a statement on it is its own transaction (no BEGIN, no ROLLBACK).
-        self.autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-
-    async def run(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
-        return await run_in_transaction(
-            self.engine, lambda conn: work(SqlApprovalUnitOfWork(conn, self.outbox, self.key)))
-
-    async def read(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
-        async with self.engine.connect() as conn:  # closed without a commit: rolled back
-            return await work(SqlApprovalUnitOfWork(conn, self.outbox, self.key))
-
-    async def read_one(self, work: Callable[[SqlApprovalUnitOfWork], Awaitable[T]]) -> T:
-        async with self.autocommit.connect() as conn:
-            return await work(SqlApprovalUnitOfWork(conn, self.outbox, self.key))
-
-    def wake(self) -> None:
-        self.outbox.wake()
+def unit_of_work(engine: AsyncEngine, outbox: Outbox, key: Ed25519PrivateKey) -> UnitOfWork[SqlApprovalWork]:
+    """The approval service's unit of work on PostgreSQL (its audit rows signed with ``key``)."""
+    return UnitOfWork(engine, lambda transaction: SqlApprovalWork(transaction, key), outbox=outbox)

@@ -135,6 +135,21 @@ expiry_warnings = Table(
     Column("warned_at", DateTime(timezone=True), nullable=False),
 )
 
+# Edit intents (service_layer/edits.py): an edit is recorded here, under the old version's row lock, before the
+# ERP is asked to prepare the edited operation; the ledger's ``cmd.approval.request`` with ``supersedes`` is
+# accepted only against the intent it finds here (the editor comes from this row, never from the message).
+# ``refusal``: how the intent ended without a new version (the old one ended meanwhile, the policy refused it).
+edits = Table(
+    "edits", metadata,
+    Column("operation_id", String(100), primary_key=True),  # the new version's, derived (edited_operation_id)
+    Column("pending_id", String(100), nullable=False),  # the version being edited
+    Column("editor", String(200), nullable=False),
+    Column("fingerprint", String(80), nullable=False),
+    Column("arguments", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("refusal", JSON(none_as_null=True), nullable=True),  # SQL NULL, not JSON null, while it waits
+)
+
 # The audit log (domain/audit.py): append-only hash chain, written in the transaction of the change it records.
 # The service's database role may INSERT and SELECT here, never UPDATE or DELETE (src/erpilot/db_roles.py).
 audit_log = Table(

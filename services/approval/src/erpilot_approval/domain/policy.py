@@ -135,7 +135,9 @@ def parse_duration(value: Any, path: str) -> timedelta:
 
 
 def _builtin(name: str) -> dict[str, Any]:
-    """The SPEC §6 defaults for one tool: reads and drafts allowed, writes need these roles."""
+    """The SPEC §6 defaults for one tool: reads and drafts allowed, writes need these roles, and no party to a
+    write (its requester, any editor) may approve it (SPEC §10: separation of duties is the default for every
+    write tool; a policy turns it off per tool with ``separation_of_duties = false``)."""
     if TOOLS[name].kind is not ToolKind.WRITE:
         return {"action": "allow", "roles": ()}
     writes: dict[str, dict[str, Any]] = {
@@ -146,9 +148,9 @@ def _builtin(name: str) -> dict[str, Any]:
         },
         "cancel_order": {"roles": ("approver",)},
         "adjust_stock": {"roles": ("manager",)},
-        "refund_payment": {"roles": ("manager",), "separation_of_duties": True},
+        "refund_payment": {"roles": ("manager",)},
     }
-    return {"action": "require_approval", **writes[name]}
+    return {"action": "require_approval", "separation_of_duties": True, **writes[name]}
 
 
 def _tool_table(name: str, value: Any) -> dict[str, Any]:

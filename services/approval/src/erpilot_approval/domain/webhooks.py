@@ -53,7 +53,8 @@ def parse_webhooks(value: Any, path: str) -> tuple[Webhook, ...]:
         url = item.get("url")
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-            raise WebhookConfigError(f"{at}.url: expected an http(s) URL, got {url!r}")
+            # Not echoed: a webhook URL is a secret even when it is malformed (``redacted``).
+            raise WebhookConfigError(f"{at}.url: expected an http(s) URL")
         events = item.get("events", list(EVENTS))
         if not isinstance(events, list) or not events or any(e not in EVENTS for e in events):
             raise WebhookConfigError(f"{at}.events: expected a non-empty list of {', '.join(EVENTS)}, got {events!r}")
@@ -67,6 +68,29 @@ def parse_webhooks(value: Any, path: str) -> tuple[Webhook, ...]:
                 raise WebhookConfigError(f"{at}.secret: whsec_ secrets are base64") from None
         hooks.append(Webhook(url=url, events=tuple(e for e in EVENTS if e in events), secret=secret))
     return tuple(hooks)
+
+
+def redacted(url: str) -> str:
+    """A webhook URL as logs and dead-letter headers show it: scheme and host, then a short digest that tells
+    endpoints apart. A Slack-style hook's path is its only credential (whoever knows it may post to the
+    channel), so neither it nor the query nor any user info is ever shown."""
+    parts = urlsplit(url)
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    digest = hashlib.sha256(url.encode()).hexdigest()[:8]
+    return f"{parts.scheme}://{parts.hostname or '?'}{port}/…#{digest}"
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` (an HTTP client's error, say) with ``url``, its path and its query replaced by ``redacted(url)``."""
+    parts = urlsplit(url)
+    text = text.replace(url, redacted(url))
+    for secret in (parts.path + ("?" + parts.query if parts.query else ""), parts.path, parts.query):
+        if len(secret) > 1:  # "/" alone says nothing
+            text = text.replace(secret, "/…")
+    return text
 
 
 def event_id(event_type: str, key: str) -> str:

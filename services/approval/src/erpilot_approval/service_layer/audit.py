@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import Checkpoint
 from erpilot_approval.domain.votes import Vote
-from erpilot_approval.service_layer.ports import ApprovalStore, AuditLog
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, AuditLog
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.loops import every
@@ -70,11 +70,11 @@ async def operation_finished(trail: AuditLog, status: OperationStatusV1, approva
 class CheckpointSigner:
     """Signs the chain's head every ``interval_seconds`` when it moved (every replica may; one row per head)."""
 
-    def __init__(self, store: ApprovalStore, interval_seconds: float):
-        self.store, self.interval_seconds = store, interval_seconds
+    def __init__(self, uow: ApprovalUnitOfWork, interval_seconds: float):
+        self.uow, self.interval_seconds = uow, interval_seconds
 
     async def sign_once(self) -> Checkpoint | None:
-        return await self.store.run(lambda uow: uow.audit.checkpoint())
+        return await self.uow.run(lambda unit: unit.audit.checkpoint())
 
     async def run(self) -> None:
         await every(self.interval_seconds, self.sign_once, name="audit checkpoint")

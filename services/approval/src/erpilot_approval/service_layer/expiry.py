@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 
 from erpilot_approval.service_layer.common import expire_if_due
-from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Work
 from erpilot_platform.loops import Soon, every
 from erpilot_platform.telemetry import step
 
@@ -30,45 +30,44 @@ DEADLINES_CHANNEL = "erpilot_approval_deadlines"  # migration 0010_deadline_noti
 LISTENING_POLL_SECONDS = 60.0
 
 
-async def expire_due(store: ApprovalStore, batch: int) -> int:
+async def expire_due(uow: ApprovalUnitOfWork, batch: int) -> int:
     """Expire one batch of due approvals with their events, in one unit of work; returns how many."""
 
-    async def work(uow: ApprovalUnitOfWork) -> int:
-        now = await uow.now()
+    async def work(unit: Work) -> int:
+        now = await unit.now()
         expired = 0
-        for approval in await uow.approvals.lock_due(now, batch):
-            origin = await uow.approvals.trace_context(approval.pending_id)
+        for approval in await unit.approvals.lock_due(now, batch):
+            origin = await unit.approvals.trace_context(approval.pending_id)
             with step("approval", "expire", resume=origin, pending_id=approval.pending_id,
                       call_id=approval.call_id, session_id=approval.session_id, operation_id=approval.operation_id):
-                expired += await expire_if_due(uow, approval, now)
+                expired += await expire_if_due(unit, approval, now)
         return expired
 
-    expired = await store.run(work)
+    expired = await uow.run(work)  # the relay is woken by the commit of what it emitted
     if expired:
-        store.wake()
         log.info("expired %d approval(s)", expired)
     return expired
 
 
 class ExpirySweeper:
-    def __init__(self, store: ApprovalStore, *, poll_seconds: float = 1.0, batch: int = 200,
+    def __init__(self, uow: ApprovalUnitOfWork, *, poll_seconds: float = 1.0, batch: int = 200,
                  listening: Callable[[], bool] = lambda: False):
         self._wake = asyncio.Event()
-        self.store = store
+        self.uow = uow
         self.poll_seconds = poll_seconds
         self.batch = batch
         self.listening = listening  # told of every replica's new deadlines (``notifications.Listener``)
 
     async def sweep_once(self) -> int:
         """Expire one batch of due approvals with their events; returns how many."""
-        return await expire_due(self.store, self.batch)
+        return await expire_due(self.uow, self.batch)
 
     def wake(self) -> None:
         """A new deadline was stored (or the listener started or stopped listening): look again now."""
         self._wake.set()
 
     async def seconds_to_next_deadline(self) -> float | None:
-        return await self.store.read_one(lambda uow: uow.approvals.seconds_to_next_deadline())
+        return await self.uow.read(lambda unit: unit.approvals.seconds_to_next_deadline())
 
     async def run(self) -> None:
         """Forever; a database outage is logged and retried every second, never fatal."""

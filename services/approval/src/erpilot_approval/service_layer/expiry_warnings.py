@@ -13,7 +13,7 @@ import logging
 from datetime import timedelta
 
 from erpilot_approval.domain.policy import Policy
-from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Work
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1
 from erpilot_platform.loops import every
@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 
 
 class WarningSweeper:
-    def __init__(self, store: ApprovalStore, policy: Policy, *, poll_seconds: float = 0.5, batch: int = 200):
-        self.store = store
+    def __init__(self, uow: ApprovalUnitOfWork, policy: Policy, *, poll_seconds: float = 0.5, batch: int = 200):
+        self.uow = uow
         self.policy = policy
         # Per tool, the longest warning any approval of it may get (the tool's or an amount rule's).
         self.windows: dict[str, timedelta] = {
@@ -34,26 +34,25 @@ class WarningSweeper:
     async def sweep_once(self) -> int:
         """Warn every approval that is due now; returns how many."""
 
-        async def work(uow: ApprovalUnitOfWork) -> int:
-            now = await uow.now()
+        async def work(unit: Work) -> int:
+            now = await unit.now()
             warned = 0
             for tool, window in self.windows.items():
-                for approval in await uow.approvals.lock_due_warnings(tool, window, now, self.batch):
+                for approval in await unit.approvals.lock_due_warnings(tool, window, now, self.batch):
                     amount = approval.preview.get("amount_minor")
                     warn_before = self.policy.for_tool(tool).warn_before_for(amount if type(amount) is int else None)
                     if warn_before is None or approval.expires_at - warn_before > now:
                         continue  # its own warning time (by amount) has not come
-                    if await uow.approvals.record_warning(approval.pending_id, now):
-                        await uow.emit(subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1(
+                    if await unit.approvals.record_warning(approval.pending_id, now):
+                        await unit.emit(subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1(
                             pending_id=approval.pending_id, call_id=approval.call_id,
                             session_id=approval.session_id, operation_id=approval.operation_id, tool=approval.tool,
                             expires_at=approval.expires_at, warned_at=now))
                         warned += 1
             return warned
 
-        warned = await self.store.run(work)
+        warned = await self.uow.run(work)
         if warned:
-            self.store.wake()
             log.info("warned %d approval(s) of their deadline", warned)
         return warned
 

@@ -1,5 +1,5 @@
-"""Between the wire and the domain's dataclasses: requests and the ledger's records in; records, grants,
-votes, the events that tell them and the policy view out.
+"""Between the wire and the domain's dataclasses: the ledger's requests in; records, grants, votes, the events
+that tell them and the policy view out.
 
 The domain knows nothing of the contracts; this is the one place that translates.
 """
@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from dataclasses import fields
 from datetime import datetime
-from typing import Any
 
 from erpilot_approval.domain.approvals import ApprovalRequest, PendingApproval
 from erpilot_approval.domain.eligibility import cannot_decide_reason
-from erpilot_approval.domain.ledger import LedgerRecord
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import (
@@ -26,21 +24,13 @@ from erpilot_contracts.approval.v1 import (
     ToolPolicyV1,
     VoteV1,
 )
-from erpilot_contracts.erp.v1 import PreparedRecordV1, PreviewV1
 
 # Internal to the approval service, not part of the record.
 _INTERNAL_FIELDS = {"separation_of_duties", "editors", "votes"}
-# A preview travels to people without a schema_version anywhere (as the ERP answers it).
-_PREVIEW_VERSIONS = {"schema_version": True, "effects": {"__all__": {"schema_version"}}}
 
 
 def request_of(cmd: RequestApprovalV1) -> ApprovalRequest:
     return ApprovalRequest(**{f.name: getattr(cmd, f.name) for f in fields(ApprovalRequest)})
-
-
-def ledger_record_of(record: PreparedRecordV1 | None) -> LedgerRecord | None:
-    """The ERP's answer to ``query.erp.prepared`` (None: it never prepared the operation)."""
-    return LedgerRecord(**{f.name: getattr(record, f.name) for f in fields(LedgerRecord)}) if record else None
 
 
 def policy_view(policy: Policy, tool: str | None = None) -> PolicyViewV1:
@@ -80,11 +70,6 @@ def grant_for(approval: PendingApproval) -> GrantV1:
     return GrantV1(pending_id=approval.pending_id, operation_id=approval.operation_id,
                    fingerprint=approval.fingerprint, decided_by=approval.decided_by,
                    decided_at=approval.decided_at, stock_check=approval.stock_check)
-
-
-def preview_json(preview: PreviewV1) -> dict[str, Any]:
-    """The ERP's preview as an approval stores and shows it."""
-    return preview.model_dump(mode="json", exclude=_PREVIEW_VERSIONS)
 
 
 def has_votes(approval: PendingApproval) -> bool:

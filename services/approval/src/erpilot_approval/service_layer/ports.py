@@ -1,39 +1,39 @@
-"""What the approval use cases need from the outside world: a store that runs one unit of work at a time,
-and the ERP.
+"""What the approval use cases need from the outside world: a unit of work, and the ERP (for edits).
 
-A unit of work is one transaction over the approvals (``approvals``: rows by key, their votes, their
-decision log and their once-only expiry warnings), the audit trail (``audit``: rows appended in the same
-transaction as the change they record, and its signed checkpoints), the webhook deliveries
-(``webhooks``) and the outbox (``emit``: events published after the commit). ``now()`` is the clock decisions
-are taken by: the database's, read at the call, so a use case reads it after taking its row locks and a
-wait for a lock counts against a deadline. ``ApprovalStore.run(work)`` commits when ``work`` returns and
-rolls back when it raises; the SQL store runs ``work`` again on a fresh transaction after a
-serialization failure or deadlock, so ``work`` must not act outside its unit of work. The read side
-(queries, the pending gauge, the sweepers' "when next") uses ``ApprovalStore.read``: the same unit of
-work on what is committed, locking and committing nothing.
+The unit of work is the platform's (``erpilot_platform.uow``): ``run(work)`` is one transaction, committed
+when ``work`` returns and rolled back when it raises (the SQL one runs ``work`` again on a fresh transaction
+after a serialization failure or deadlock, so ``work`` must not act outside it); ``read(work)`` runs on what is
+committed, locking and emitting nothing; ``wake()`` tells the outbox relay (``run`` does it after an emit).
 
-The SQL implementation is ``adapters.store.SqlApprovalStore`` and the NATS ERP ``adapters.erp.ErpClient``;
-the unit tests use ``adapters.memory_store.MemoryApprovalStore`` (a settable clock) and a fake ERP.
+``work`` gets this service's ``Work``: the approvals (``approvals``: rows by key, their votes, their decision
+log and their once-only expiry warnings), the edit intents (``edits``), the audit trail (``audit``: rows
+appended in the same transaction as the change they record, and its signed checkpoints), the webhook
+deliveries (``webhooks``), the outbox (``emit``: messages published after the commit) and ``now()``, the
+clock decisions are taken by: the database's, read at the call, so a use case reads it after taking its row
+locks and a wait for a lock counts against a deadline.
+
+The SQL ``Work`` is ``adapters.store.SqlApprovalWork`` and the NATS ERP ``adapters.erp.ErpClient``; the unit
+tests use ``tests/fakes.py`` (``MemoryUnitOfWork`` with a settable clock) and a fake ERP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import BaseModel
 
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import AuditRow, Checkpoint
+from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import GrantV1
-from erpilot_contracts.erp.v1 import PreparedOperationV1, PreparedRecordV1, PrepareOperationV1
-
-T = TypeVar("T")
+from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1
+from erpilot_platform.uow import UnitOfWorkPort
 
 
 @dataclass(frozen=True)
@@ -158,8 +158,29 @@ class WebhookDeliveries(Protocol):
         ...
 
 
-class ApprovalUnitOfWork(Protocol):
+class EditIntents(Protocol):
+    """Rows of ``approval.edits``: the edits this service asked the ledger to prepare, by the new operation."""
+
+    async def get(self, operation_id: str) -> EditIntent | None: ...
+
+    async def add(self, intent: EditIntent) -> bool:
+        """Record an intent; False if one for its operation exists (the first one stands)."""
+        ...
+
+    async def refuse(self, operation_id: str, refusal: dict[str, Any]) -> None:
+        """The intent ended without a new version (``{code, status, message}``)."""
+        ...
+
+    async def forget(self, operation_id: str) -> None:
+        """Drop an intent the ledger refused to prepare: no request will ever come for it."""
+        ...
+
+
+class Work(Protocol):
+    """One unit of work of the approval service (``UnitOfWorkPort[Work]``)."""
+
     approvals: ApprovalRepository
+    edits: EditIntents
     audit: AuditLog
     webhooks: WebhookDeliveries
 
@@ -167,46 +188,36 @@ class ApprovalUnitOfWork(Protocol):
         """The database's clock now (not the transaction's start): every replica shares it."""
         ...
 
-    async def emit(self, subject: str, payload: BaseModel) -> None:
-        """An event to publish once this unit of work commits (outbox)."""
+    async def emit(self, subject: str, payload: BaseModel, msg_id: str | None = None) -> None:
+        """A message to publish once this unit of work commits (outbox); ``msg_id`` its ``Nats-Msg-Id``."""
         ...
 
 
-class ApprovalStore(Protocol):
-    async def run(self, work: Callable[[ApprovalUnitOfWork], Awaitable[T]]) -> T:
-        """Run ``work`` in one unit of work: committed when it returns, rolled back when it raises."""
-        ...
+ApprovalUnitOfWork = UnitOfWorkPort[Work]
 
-    async def read(self, work: Callable[[ApprovalUnitOfWork], Awaitable[T]]) -> T:
-        """Run ``work`` on what is committed, without a lock or a commit (a look before the transaction)."""
-        ...
 
-    async def read_one(self, work: Callable[[ApprovalUnitOfWork], Awaitable[T]]) -> T:
-        """``read`` for a ``work`` of one statement, which is consistent on its own: no transaction is
-        opened around it (two round trips fewer). Never for more than one statement."""
-        ...
-
-    def wake(self) -> None:
-        """Tell the outbox relay that events were committed."""
+class DeadLetters(Protocol):
+    async def publish(self, body: bytes, *, source: str, headers: dict[str, str]) -> None:
+        """Copy what this service gave up on to the dead-letter stream, under its own namespace (``source``:
+        what it was, e.g. ``webhook.approval.resolved``)."""
         ...
 
 
 class ErpPort(Protocol):
-    async def prepared(self, operation_id: str) -> PreparedRecordV1 | None:
-        """The ledger's record of ``operation_id`` (None: never prepared); ``ServiceUnavailable`` if no answer."""
-        ...
-
     async def prepare(self, cmd: PrepareOperationV1) -> PreparedOperationV1:
-        """The ERP's preview of an operation; its refusal raises ``erpilot_platform.broker.ReplyError``."""
+        """The ERP prepares an edited operation (and sends its request back through its outbox); its refusal
+        raises ``erpilot_platform.broker.ReplyError``, no answer ``ServiceUnavailable``."""
         ...
 
 
 @dataclass(frozen=True)
 class Ports:
-    """What every approval use case works with: the store and the ERP, the policy in force, the grant key."""
+    """What every approval use case works with: the unit of work and the ERP, the policy in force, the grant
+    signing key and the requester assertions' verify key."""
 
-    store: ApprovalStore
+    uow: ApprovalUnitOfWork
     erp: ErpPort
     policy: Policy
     signing_key: Ed25519PrivateKey
+    assertion_key: Ed25519PublicKey
     new_deadline: Callable[[], None] = lambda: None  # wakes the expiry sweeper after a new approval commits

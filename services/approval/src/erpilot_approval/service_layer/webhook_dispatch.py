@@ -7,6 +7,9 @@ connection is retried with exponential backoff until ``give_up_after`` has passe
 when the row becomes a dead letter (status ``dead``, copied to ERPILOT_DEAD_LETTERS). A receiver that
 is down loses nothing: the row waits in PostgreSQL. A crash mid-attempt only delays the row until its
 lease ends, so a receiver may see an id twice and must de-duplicate by ``webhook-id``.
+
+A webhook URL is a secret (a Slack-style hook's path is its only credential): logs and the dead letter's
+headers show it ``redacted``, and an HTTP client's error text is ``scrubbed`` of it. Only the row keeps it.
 """
 
 from __future__ import annotations
@@ -17,11 +20,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from faststream.nats import NatsBroker
 
-from erpilot_approval.domain.webhooks import Webhook, backoff, sign
-from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
-from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
+from erpilot_approval.domain.webhooks import Webhook, backoff, redacted, scrubbed, sign
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, DeadLetters, Work
 from erpilot_platform.loops import Soon, every
 
 log = logging.getLogger(__name__)
@@ -29,68 +30,72 @@ LEASE = timedelta(seconds=60)
 
 
 class WebhookDispatcher:
-    def __init__(self, store: ApprovalStore, webhooks: tuple[Webhook, ...], *, broker: NatsBroker | None = None,
-                 retry_base_seconds: float = 1.0, give_up_after: timedelta = timedelta(hours=24),
+    def __init__(self, uow: ApprovalUnitOfWork, webhooks: tuple[Webhook, ...], *,
+                 dead_letters: DeadLetters | None = None, retry_base_seconds: float = 1.0,
+                 give_up_after: timedelta = timedelta(hours=24),
                  timeout_seconds: float = 10.0, poll_seconds: float = 1.0, batch: int = 50):
-        self.store = store
+        self.uow = uow
         self.by_url = {hook.url: hook for hook in webhooks}
-        self.broker = broker
+        self.dead_letters = dead_letters
         self.retry_base_seconds = retry_base_seconds
         self.give_up_after = give_up_after
         self.timeout_seconds = timeout_seconds
         self.poll_seconds = poll_seconds
         self.batch = batch
         self._wake = asyncio.Event()
+        # httpx logs every request with its full URL at INFO ("HTTP Request: POST <url> ..."): not a webhook's.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
     def wake(self) -> None:
         self._wake.set()
 
     async def dispatch_once(self, client: httpx.AsyncClient) -> int:
         """Attempt every due delivery once; returns how many were attempted."""
-        async def claim(uow: ApprovalUnitOfWork) -> list[Any]:
-            return await uow.webhooks.claim_due(await uow.now(), self.batch, LEASE)
+        async def claim(unit: Work) -> list[Any]:
+            return await unit.webhooks.claim_due(await unit.now(), self.batch, LEASE)
 
-        rows = await self.store.run(claim)
+        rows = await self.uow.run(claim)
         await asyncio.gather(*(self._attempt(client, row) for row in rows))
         return len(rows)
 
     async def _attempt(self, client: httpx.AsyncClient, row: Any) -> None:
         hook = self.by_url.get(row.url)
 
-        async def before(uow: ApprovalUnitOfWork) -> tuple[datetime, bool]:
+        async def before(unit: Work) -> tuple[datetime, bool]:
             """The time of the attempt, and whether to post at all (else the row is finished here)."""
-            now = await uow.now()
+            now = await unit.now()
             if hook is None:
-                await uow.webhooks.finish(row.delivery_id, status="dead", attempts=row.attempts, at=now,
+                await unit.webhooks.finish(row.delivery_id, status="dead", attempts=row.attempts, at=now,
                                           error="the endpoint is no longer configured")
                 return now, False
-            if row.event_type == "approval.expiring" and await uow.approvals.status(row.pending_id) != "pending":
-                await uow.webhooks.finish(row.delivery_id, status="skipped", attempts=row.attempts, at=now,
+            if row.event_type == "approval.expiring" and await unit.approvals.status(row.pending_id) != "pending":
+                await unit.webhooks.finish(row.delivery_id, status="skipped", attempts=row.attempts, at=now,
                                           error="the approval ended before the warning went out")
                 return now, False
             return now, True
 
-        now, post = await self.store.run(before)
+        now, post = await self.uow.run(before)
         if not post:
             return
         error = await self._post(client, hook, row, int(now.timestamp()))
         attempts = row.attempts + 1
 
-        async def after(uow: ApprovalUnitOfWork) -> bool:
+        async def after(unit: Work) -> bool:
             """Record the attempt; True when the delivery gave up (a dead letter)."""
-            now = await uow.now()
+            now = await unit.now()
             if error is None:
-                await uow.webhooks.finish(row.delivery_id, status="delivered", attempts=attempts, at=now)
+                await unit.webhooks.finish(row.delivery_id, status="delivered", attempts=attempts, at=now)
             elif now - row.created_at >= self.give_up_after:
-                await uow.webhooks.finish(row.delivery_id, status="dead", attempts=attempts, at=now, error=error)
+                await unit.webhooks.finish(row.delivery_id, status="dead", attempts=attempts, at=now, error=error)
                 return True
             else:
-                await uow.webhooks.retry_later(row.delivery_id, attempts=attempts, error=error,
+                await unit.webhooks.retry_later(row.delivery_id, attempts=attempts, error=error,
                                                at=now + backoff(attempts, self.retry_base_seconds))
             return False
 
-        if await self.store.run(after):
-            log.error("webhook %s to %s gave up after %d attempts: %s", row.event_id, row.url, attempts, error)
+        if await self.uow.run(after):
+            log.error("webhook %s to %s gave up after %d attempts: %s", row.event_id, redacted(row.url), attempts,
+                      scrubbed(error, row.url))
             await self._dead_letter(row, error)
 
     async def _post(self, client: httpx.AsyncClient, hook: Webhook, row: Any, timestamp: int) -> str | None:
@@ -106,18 +111,17 @@ class WebhookDispatcher:
         return f"HTTP {response.status_code}"
 
     async def _dead_letter(self, row: Any, error: str) -> None:
-        if self.broker is None:
+        if self.dead_letters is None:
             return
-        headers = {"Erpilot-Reason": error[:500], "Erpilot-Webhook-Url": row.url,
+        headers = {"Erpilot-Reason": scrubbed(error, row.url)[:500], "Erpilot-Webhook-Url": redacted(row.url),
                    "Nats-Msg-Id": f"wh-{row.delivery_id}"}
         try:
-            await self.broker.publish(row.body.encode(), dead_letter_subject("approval", f"webhook.{row.event_type}"),
-                                      headers=headers, stream=DEAD_LETTER_STREAM.name)
+            await self.dead_letters.publish(row.body.encode(), source=f"webhook.{row.event_type}", headers=headers)
         except Exception:  # the row (status dead) is the record; the stream copy is for `erpilot dlq`
             log.exception("could not copy dead webhook %s to the dead-letter stream", row.event_id)
 
     async def next_wait(self) -> float:
-        seconds = await self.store.read_one(lambda uow: uow.webhooks.seconds_to_next())
+        seconds = await self.uow.read(lambda unit: unit.webhooks.seconds_to_next())
         return self.poll_seconds if seconds is None else min(max(seconds, 0.0), self.poll_seconds)
 
     async def run(self) -> None:

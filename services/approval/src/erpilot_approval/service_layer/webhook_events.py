@@ -16,7 +16,7 @@ from typing import Any
 from erpilot_approval.domain import notices
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.webhooks import Webhook, body_of, event_id
-from erpilot_approval.service_layer.ports import ApprovalStore, ApprovalUnitOfWork
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Work
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalResolvedV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 
@@ -24,9 +24,9 @@ log = logging.getLogger(__name__)
 
 
 class WebhookEvents:
-    def __init__(self, store: ApprovalStore, webhooks: tuple[Webhook, ...], public_url: str,
+    def __init__(self, uow: ApprovalUnitOfWork, webhooks: tuple[Webhook, ...], public_url: str,
                  wake=lambda: None):
-        self.store = store
+        self.uow = uow
         self.webhooks = webhooks
         self.public_url = public_url.rstrip("/")
         self.wake = wake
@@ -64,10 +64,10 @@ class WebhookEvents:
     async def on_operation_finished(self, status: OperationStatusV1) -> None:
         if status.status == "prepared" or not self.wants("operation.finished"):
             return
-        async def look(uow: ApprovalUnitOfWork) -> tuple[PendingApproval | None, datetime]:
-            return await uow.approvals.get_by_operation(status.operation_id), await uow.now()
+        async def look(unit: Work) -> tuple[PendingApproval | None, datetime]:
+            return await unit.approvals.get_by_operation(status.operation_id), await unit.now()
 
-        approval, now = await self.store.read(look)
+        approval, now = await self.uow.read(look)
         what = self._what(approval) if approval else notices.escape(status.tool)
         data = {"operation_id": status.operation_id, "tool": status.tool, "status": status.status,
                 "session_id": status.session_id, "result": status.result,
@@ -82,7 +82,7 @@ class WebhookEvents:
     async def _record(self, event_type: str, key: str, pending_id: str, build) -> None:
         if not self.wants(event_type):
             return
-        approval = await self.store.read(lambda uow: uow.approvals.get(pending_id))
+        approval = await self.uow.read(lambda unit: unit.approvals.get(pending_id))
         if approval is None:
             log.warning("%s for unknown approval %s ignored", event_type, pending_id)
             return
@@ -93,7 +93,7 @@ class WebhookEvents:
         await self._store(event_type, key, pending_id, body_of(event_type, occurred_at, data, text))
 
     async def _store(self, event_type: str, key: str, pending_id: str | None, body: bytes) -> None:
-        added = await self.store.run(lambda uow: uow.webhooks.add(
+        added = await self.uow.run(lambda unit: unit.webhooks.add(
             event_id=event_id(event_type, key), event_type=event_type, pending_id=pending_id, body=body.decode(),
             urls=self.wants(event_type)))
         if added:

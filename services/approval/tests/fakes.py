@@ -1,34 +1,37 @@
-"""The approvals in memory (the ``ApprovalStore`` of ``service_layer.ports``), for unit tests and anything
-else that needs the use cases without a database.
+"""The approval service's ports in memory, for the unit tests: its ``Work`` on the platform's ``MemoryUnitOfWork``
+(a settable clock; what a raise leaves behind is nothing, as the SQL rollback), and a fake ERP.
 
-``MemoryApprovalStore`` holds what is committed. A unit of work runs on a deep copy of it that replaces
-the committed state only when the work returns, so a raise (a failpoint, a refused item of a bulk
-decision) leaves nothing behind, as the SQL rollback does. Units of work run one at a time (the SQL row
-locks serialise the ones that touch the same approval). The clock is ``store.clock``: set it, or
-``advance`` it, to move time; ``now()`` reads it. The audit trail is a real signed chain (``key``: the
-service's signing key, a fresh one by default), so what ``rows_of`` returns verifies like the SQL rows.
-Webhook deliveries are ``WebhookRow``s with the columns of ``webhook_deliveries``.
+The audit trail is a real signed chain (``MemoryApprovals.key``), so what ``rows_of`` returns verifies like the
+SQL rows. Webhook deliveries are ``WebhookRow``s with the columns of ``webhook_deliveries``. A repository
+method that writes refuses to in a ``read`` unit of work (``ReadOnly``), where the SQL one would commit the
+statement on its own. ``tests/repository_cases.py`` runs the same cases on these and on the SQL ones.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import GENESIS, AuditRow, Checkpoint, chain_hash, event_of, sign, sign_checkpoint
+from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
-from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import GrantV1, RequestApprovalV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1, PreviewV1
+from erpilot_platform.broker import ReplyError
+from erpilot_platform.refusals import Refused
+from erpilot_platform.testing.memory_uow import MemoryTransaction, MemoryUnitOfWork
 
-T = TypeVar("T")
+NOW = datetime(2026, 10, 19, 12, 0, 0, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -68,28 +71,39 @@ class ApprovalState:
     trace_contexts: dict[str, dict[str, str] | None] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
     warnings: dict[str, datetime] = field(default_factory=dict)  # pending_id -> when its expiry warning went out
+    edits: dict[str, EditIntent] = field(default_factory=dict)  # by the new operation_id
     audit: list[AuditRow] = field(default_factory=list)
     checkpoints: list[Checkpoint] = field(default_factory=list)
     webhooks: list[WebhookRow] = field(default_factory=list)  # in delivery_id order
-    outbox: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (subject, payload as JSON)
 
 
-class MemoryApprovalRepository:
-    def __init__(self, state: ApprovalState, clock: Callable[[], datetime]):
-        self.state, self.clock = state, clock
+class _Rows:
+    """A memory repository on one unit of work's copy of the state."""
 
+    def __init__(self, transaction: MemoryTransaction[ApprovalState]):
+        self.transaction = transaction
+        self.state = transaction.state
+        self.clock = transaction.clock
+
+    def writing(self) -> None:
+        self.transaction.require_writable()
+
+
+class MemoryApprovalRepository(_Rows):
     async def get(self, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
         return self.state.approvals.get(pending_id)
 
     async def get_by_operation(self, operation_id: str, *, votes: bool = True) -> PendingApproval | None:
-        return next((a for a in self.state.approvals.values() if a.operation_id == operation_id), None)
+        found = next((a for a in self.state.approvals.values() if a.operation_id == operation_id), None)
+        return found if found is None or votes else replace(found, votes=())
 
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
+        self.writing()
         if await self.get_by_operation(approval.operation_id) is not None:
             return False
         if approval.pending_id in self.state.approvals:
             raise ValueError(f"approval {approval.pending_id} exists already")  # the primary key
-        self.state.approvals[approval.pending_id] = approval
+        self.state.approvals[approval.pending_id] = replace(approval, votes=())  # votes: their own table
         self.state.trace_contexts[approval.pending_id] = trace_context
         return True
 
@@ -97,12 +111,14 @@ class MemoryApprovalRepository:
         return self.state.trace_contexts.get(pending_id)
 
     async def append_vote(self, pending_id: str, vote: Vote) -> None:
+        self.writing()
         stored = self.state.approvals[pending_id]
         if any(earlier.sub == vote.sub for earlier in stored.votes):
             raise ValueError(f"{vote.sub} voted on {pending_id} already")  # votes_one_per_person
         self.state.approvals[pending_id] = replace(stored, votes=(*stored.votes, vote))
 
     async def save_outcome(self, approval: PendingApproval, grant: GrantV1 | None = None) -> None:
+        self.writing()
         stored = self.state.approvals[approval.pending_id]
         self.state.approvals[approval.pending_id] = replace(
             stored, status=approval.status, decided_by=approval.decided_by, decided_at=approval.decided_at,
@@ -112,6 +128,7 @@ class MemoryApprovalRepository:
 
     async def append_decision(self, pending_id: str, *, actor: str, action: str, fingerprint: str,
                               comment: str | None, at: datetime) -> None:
+        self.writing()
         self.state.decisions.append(Decision(pending_id, actor, action, fingerprint, comment, at))
 
     async def pending_of_calls(self, session_id: str, call_ids: list[str]) -> list[str]:
@@ -148,6 +165,7 @@ class MemoryApprovalRepository:
         return [replace(a, votes=()) for a in sorted(due, key=lambda a: a.expires_at)[:limit]]
 
     async def record_warning(self, pending_id: str, at: datetime) -> bool:
+        self.writing()
         if pending_id in self.state.warnings:
             return False
         self.state.warnings[pending_id] = at
@@ -166,9 +184,32 @@ def _matches(approval: PendingApproval, where: ListFilter) -> bool:
     return where.before is None or (approval.created_at, approval.pending_id) < where.before
 
 
-class MemoryAuditLog:
-    def __init__(self, state: ApprovalState, key: Ed25519PrivateKey, clock: Callable[[], datetime]):
-        self.state, self.key, self.clock = state, key, clock
+class MemoryEditIntents(_Rows):
+    async def get(self, operation_id: str) -> EditIntent | None:
+        return self.state.edits.get(operation_id)
+
+    async def add(self, intent: EditIntent) -> bool:
+        self.writing()
+        if intent.operation_id in self.state.edits:
+            return False
+        self.state.edits[intent.operation_id] = intent
+        return True
+
+    async def refuse(self, operation_id: str, refusal: dict[str, Any]) -> None:
+        self.writing()
+        self.state.edits[operation_id] = replace(self.state.edits[operation_id], refusal=copy.deepcopy(refusal))
+
+    async def forget(self, operation_id: str) -> None:
+        self.writing()
+        intent = self.state.edits.get(operation_id)
+        if intent is not None and intent.refusal is None:
+            del self.state.edits[operation_id]
+
+
+class MemoryAuditLog(_Rows):
+    def __init__(self, transaction: MemoryTransaction[ApprovalState], key: Ed25519PrivateKey):
+        super().__init__(transaction)
+        self.key = key
 
     def _head(self) -> tuple[int, str]:
         last = self.state.audit[-1] if self.state.audit else None
@@ -176,6 +217,7 @@ class MemoryAuditLog:
 
     async def append(self, kind: str, *, pending_id: str | None, operation_id: str | None, actor: str | None,
                      data: dict[str, Any], once: bool = False) -> bool:
+        self.writing()
         if once and any(e.kind == kind and e.operation_id == operation_id for e in self.state.audit):
             return False
         seq, prev = self._head()
@@ -187,6 +229,7 @@ class MemoryAuditLog:
         return True
 
     async def checkpoint(self) -> Checkpoint | None:
+        self.writing()
         seq, digest = self._head()
         if seq == 0 or any(mark.seq == seq for mark in self.state.checkpoints):
             return None
@@ -203,15 +246,13 @@ class MemoryAuditLog:
                 and (since is None or row.at >= since)][:limit]
 
 
-class MemoryWebhookDeliveries:
-    def __init__(self, state: ApprovalState, clock: Callable[[], datetime]):
-        self.state, self.clock = state, clock
-
+class MemoryWebhookDeliveries(_Rows):
     def _row(self, delivery_id: int) -> WebhookRow:
         return next(row for row in self.state.webhooks if row.delivery_id == delivery_id)
 
     async def add(self, *, event_id: str, event_type: str, pending_id: str | None, body: str,
                   urls: list[str]) -> int:
+        self.writing()
         seen = {(row.event_id, row.url) for row in self.state.webhooks}  # webhook_deliveries_event_url
         added = 0
         for url in urls:
@@ -226,6 +267,7 @@ class MemoryWebhookDeliveries:
         return added
 
     async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Any]:
+        self.writing()
         due = sorted((row for row in self.state.webhooks if row.status == "pending" and row.next_attempt_at <= now),
                      key=lambda row: row.next_attempt_at)[:limit]
         for row in due:
@@ -234,10 +276,12 @@ class MemoryWebhookDeliveries:
 
     async def finish(self, delivery_id: int, *, status: str, attempts: int, at: datetime,
                      error: str | None = None) -> None:
+        self.writing()
         row = self._row(delivery_id)
         row.status, row.attempts, row.finished_at, row.last_error = status, attempts, at, error
 
     async def retry_later(self, delivery_id: int, *, attempts: int, at: datetime, error: str) -> None:
+        self.writing()
         row = self._row(delivery_id)
         row.attempts, row.next_attempt_at, row.last_error = attempts, at, error
 
@@ -246,55 +290,87 @@ class MemoryWebhookDeliveries:
         return (min(due) - self.clock()).total_seconds() if due else None
 
 
-class MemoryApprovalUnitOfWork:
-    def __init__(self, state: ApprovalState, store: MemoryApprovalStore):
-        self.state, self.store = state, store
-        self.approvals = MemoryApprovalRepository(state, store.now)
-        self.audit = MemoryAuditLog(state, store.key, store.now)
-        self.webhooks = MemoryWebhookDeliveries(state, store.now)
+class MemoryWork:
+    """The approval service's ``Work`` on one memory transaction."""
+
+    def __init__(self, transaction: MemoryTransaction[ApprovalState], key: Ed25519PrivateKey):
+        self.transaction = transaction
+        self.approvals = MemoryApprovalRepository(transaction)
+        self.edits = MemoryEditIntents(transaction)
+        self.audit = MemoryAuditLog(transaction, key)
+        self.webhooks = MemoryWebhookDeliveries(transaction)
 
     async def now(self) -> datetime:
-        return self.store.clock
+        return await self.transaction.now()
 
-    async def emit(self, subject: str, payload: BaseModel) -> None:
-        self.state.outbox.append((subject, payload.model_dump(mode="json")))
+    async def emit(self, subject: str, payload: BaseModel, msg_id: str | None = None) -> None:
+        await self.transaction.emit(subject, payload, msg_id)
 
 
-class MemoryApprovalStore:
-    def __init__(self, state: ApprovalState | None = None, *, clock: datetime | None = None,
-                 key: Ed25519PrivateKey | None = None):
-        self.state = state or ApprovalState()
-        self.clock = clock or datetime.now(UTC)
+class MemoryApprovals(MemoryUnitOfWork[ApprovalState, MemoryWork]):
+    """The approval service's unit of work in memory; ``commits`` counts the units of work that committed."""
+
+    def __init__(self, *, now: datetime = NOW, key: Ed25519PrivateKey | None = None):
         self.key = key or Ed25519PrivateKey.generate()
+        super().__init__(ApprovalState(), lambda transaction: MemoryWork(transaction, self.key), now=now)
         self.commits = 0
-        self.wakes = 0
-        self._one_at_a_time = asyncio.Lock()
 
-    def now(self) -> datetime:
-        return self.clock
-
-    def advance(self, **delta: float) -> datetime:
-        """Move the clock on (``advance(seconds=5)``); returns the new time."""
-        self.clock += timedelta(**delta)
-        return self.clock
+    async def run(self, work):
+        result = await super().run(work)
+        self.commits += 1
+        return result
 
     def events(self, subject: str) -> list[dict[str, Any]]:
-        """The committed events of one subject, oldest first."""
-        return [payload for emitted, payload in self.state.outbox if emitted == subject]
+        """The committed messages of one subject, oldest first."""
+        return self.sent_on(subject)
 
-    async def run(self, work: Callable[[MemoryApprovalUnitOfWork], Awaitable[T]]) -> T:
-        async with self._one_at_a_time:
-            staged = copy.deepcopy(self.state)
-            result = await work(MemoryApprovalUnitOfWork(staged, self))
-            self.state = staged
-            self.commits += 1
-            return result
 
-    async def read(self, work: Callable[[MemoryApprovalUnitOfWork], Awaitable[T]]) -> T:
-        async with self._one_at_a_time:
-            return await work(MemoryApprovalUnitOfWork(copy.deepcopy(self.state), self))
+class FakeErp:
+    """The ERP as the approval service sees it: it prepares edited operations and sends their requests back as
+    its outbox would (``deliver``), built from its own record of the operation they supersede (``record``).
 
-    read_one = read
+    ``refusal``: the error every ``prepare`` answers with instead. ``hold``: keep the requests in ``outbox``
+    until ``relay()`` (to act between the ERP's answer and the request's arrival).
+    """
 
-    def wake(self) -> None:
-        self.wakes += 1
+    def __init__(self) -> None:
+        self.records: dict[str, RequestApprovalV1] = {}
+        self.prepares: list[PrepareOperationV1] = []
+        self.outbox: list[RequestApprovalV1] = []
+        self.refusal: ReplyV1 | None = None
+        self.hold = False
+        self.deliver: Callable[[RequestApprovalV1], Awaitable[Any]] | None = None
+        self.answers: list[Any] = []  # what each delivered request was answered (a record, or the Refused)
+
+    def record(self, cmd: RequestApprovalV1) -> None:
+        """The ledger prepared ``cmd``'s operation and requested its approval exactly so."""
+        self.records[cmd.operation_id] = cmd
+
+    async def prepare(self, cmd: PrepareOperationV1) -> PreparedOperationV1:
+        self.prepares.append(cmd)
+        if self.refusal is not None:
+            raise ReplyError(subjects.ERP_CMD_PREPARE, self.refusal)
+        preview = PreviewV1(operation="Submit order", object=f"Draft {cmd.arguments.get('draft_id')}",
+                            target="Nordwind", amount_minor=4_200, currency="EUR")
+        if cmd.operation_id not in self.records:  # idempotent: a repeat sends nothing new
+            superseded = self.records[cmd.supersedes]
+            request = RequestApprovalV1(
+                call_id=cmd.call_id, session_id=cmd.session_id, tool=cmd.tool,
+                tool_schema_version=cmd.tool_schema_version, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
+                operation_id=cmd.operation_id, preview=preview.model_dump(mode="json", exclude={"schema_version"}),
+                requested_by=superseded.requested_by, assertion=superseded.assertion,
+                asserted_at=superseded.asserted_at, supersedes=cmd.supersedes)
+            self.records[cmd.operation_id] = request
+            self.outbox.append(request)
+        if not self.hold:
+            await self.relay()
+        return PreparedOperationV1(operation_id=cmd.operation_id, tool=cmd.tool, fingerprint=cmd.fingerprint,
+                                   preview=preview)
+
+    async def relay(self) -> None:
+        """Deliver the requests waiting in the outbox, oldest first."""
+        while self.outbox:
+            try:
+                self.answers.append(await self.deliver(self.outbox.pop(0)))
+            except Refused as refusal:  # answered and acknowledged: the relay's job is done
+                self.answers.append(refusal)
