@@ -90,9 +90,9 @@ class MemoryCallRepository:
         return sorted((copy.deepcopy(r) for r in self.state.calls.values() if r.session_id == session_id),
                       key=lambda r: r.created_at)
 
-    async def awaiting_in_run(self, session_id: str, run_id: str) -> list[CallRecord]:
+    async def undecided_in_run(self, session_id: str, run_id: str) -> list[CallRecord]:
         return [r for r in await self.in_session(session_id)
-                if r.run_id == run_id and r.call.state.value == "awaiting_approval"]
+                if r.run_id == run_id and r.call.state.value in ("preparing", "awaiting_approval")]
 
 
 class MemorySessionRepository:

@@ -200,16 +200,17 @@ async def test_a_sessions_calls_are_found_by_id_in_order_and_by_what_waits_in_a_
     repos.tick()
     await add_call(repos, session_id, write_call("c-2", "finished"), run_id=run.run_id)
     repos.tick()
-    await add_call(repos, session_id, write_call("c-3", "awaiting_approval"), run_id=run.run_id)
+    await add_call(repos, session_id, write_call("c-3", "preparing"), run_id=run.run_id)
+    await add_call(repos, session_id, write_call("c-4", "executing"), run_id=run.run_id)
     await add_call(repos, other, write_call("c-1", "awaiting_approval"))
 
     in_session = await look(repos, lambda w: w.calls.in_session(session_id))
     chosen = await look(repos, lambda w: w.calls.of_session(session_id, ["c-2", "c-9"]))
-    waiting = await look(repos, lambda w: w.calls.awaiting_in_run(session_id, run.run_id))
+    undecided = await look(repos, lambda w: w.calls.undecided_in_run(session_id, run.run_id))
 
-    assert [r.call_id for r in in_session] == ["c-1", "c-2", "c-3"]
+    assert [r.call_id for r in in_session] == ["c-1", "c-2", "c-3", "c-4"]
     assert [(r.call_id, r.session_id) for r in chosen] == [("c-2", session_id)]
-    assert [r.call_id for r in waiting] == ["c-1", "c-3"]
+    assert [r.call_id for r in undecided] == ["c-1", "c-3"]  # no decision yet; c-4 was approved
     assert await look(repos, lambda w: w.calls.of_session(session_id, [])) == []
 
 

@@ -48,6 +48,7 @@ class FakeTools:
         self.calls: dict[str, dict[str, Any]] = {}  # call_id -> {tool, arguments, run_id, assertion}
         self.starts: list[str] = []  # every start() that recorded or advanced a call
         self.fail_next_start = 0
+        self.approval_known = True  # False: a write stays preparing (its evt.approval.requested not here yet)
         self.on_finished: Callable[[str], Any] | None = None
 
     async def start(self, *, run, call_id: str, tool: str, arguments: Any) -> None:
@@ -71,7 +72,9 @@ class FakeTools:
         call = ToolCall(call_id, tool, normalised)
         call.start()
         if TOOLS[tool].kind.value == "write":
-            call.await_approval(PendingApproval(f"pa_{call_id}", "fp", START + timedelta(minutes=15), {}, "url"))
+            if self.approval_known:
+                call.await_approval(PendingApproval(f"pa_{call_id}", "fp", START + timedelta(minutes=15), {},
+                                                    "url"))
         else:
             call.finish("succeeded", result=self.results.get(tool, {"ok": True}))
 
@@ -560,6 +563,19 @@ async def test_cancelling_a_waiting_run_ends_it_records_the_withdrawal_and_names
     again = await h.service.cancel(cancel(run_id))
     assert again.pending_ids == [] and len(h.uow.sent_on(AGENT_EVT_RUN_CANCELLED)) == 1  # recorded once
     assert h.event_types().count("run_failed") == 1
+
+
+async def test_a_cancel_names_a_write_still_being_prepared_though_it_has_no_approval_to_withdraw_yet():
+    h = Harness(ScriptedModel(calls(SUBMIT), text("never asked")))
+    h.tools.approval_known = False
+    run_id = (await h.post("submit it")).run_id
+    [call_id] = list(h.tools.calls)
+    assert h.run(run_id).status == "waiting"  # the write is with the ERP and the approval service
+
+    reply = await h.service.cancel(cancel(run_id))
+
+    assert reply.pending_ids == []
+    assert RunCancelledV1.model_validate(h.uow.sent_on(AGENT_EVT_RUN_CANCELLED)[0]).call_ids == [call_id]
 
 
 async def test_a_run_that_is_working_over_or_not_the_callers_cannot_be_cancelled_and_records_nothing():

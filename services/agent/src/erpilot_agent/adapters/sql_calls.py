@@ -20,6 +20,7 @@ from erpilot_agent.domain.tool_calls import SessionEvent, ToolCall
 from erpilot_agent.service_layer.ports import CallRecord, SessionRecord, StoredEvent
 from erpilot_platform.uow import Transaction
 
+UNDECIDED = ("preparing", "awaiting_approval")
 # session id -> its last_seq, read under the session's row lock taken by this transaction
 LockedSeqs = dict[str, int]
 
@@ -92,10 +93,10 @@ class SqlCallRepository:
     async def in_session(self, session_id: str) -> list[CallRecord]:
         return [_record(row) for row in await statements.session_tool_calls(self.conn, session_id)]
 
-    async def awaiting_in_run(self, session_id: str, run_id: str) -> list[CallRecord]:
+    async def undecided_in_run(self, session_id: str, run_id: str) -> list[CallRecord]:
         rows = (await self.conn.execute(select(tool_calls).where(
             tool_calls.c.session_id == session_id, tool_calls.c.run_id == run_id,
-            tool_calls.c.status == "awaiting_approval").order_by(tool_calls.c.created_at))).all()
+            tool_calls.c.status.in_(UNDECIDED)).order_by(tool_calls.c.created_at))).all()
         return [_record(row) for row in rows]
 
 

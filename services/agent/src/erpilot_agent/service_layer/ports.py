@@ -90,8 +90,8 @@ class CallRepository(Protocol):
         """Every call of the session, oldest first."""
         ...
 
-    async def awaiting_in_run(self, session_id: str, run_id: str) -> list[CallRecord]:
-        """The run's calls waiting for a person's decision, oldest first."""
+    async def undecided_in_run(self, session_id: str, run_id: str) -> list[CallRecord]:
+        """The run's writes with no decision yet (being prepared, or awaiting approval), oldest first."""
         ...
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from erpilot_agent.domain.history import Entry, tool_message, user_message
 from erpilot_agent.domain.run_state import Run, RunRefusal, start_refusal
 from erpilot_agent.domain.runs import StoredEntry, answered_call_ids
-from erpilot_agent.domain.tool_calls import SessionEvent
+from erpilot_agent.domain.tool_calls import CallState, SessionEvent
 from erpilot_agent.service_layer.ports import AgentUnitOfWork, Work
 from erpilot_agent.service_layer.run_ports import RunSnapshot, ToolResult
 from erpilot_contracts.agent.v1 import RunCancelledV1
@@ -88,15 +88,17 @@ class RunRecords:
                 events = run.cancel(now)
             except RunRefusal as refusal:
                 raise refused(refusal) from None
-            awaiting = await w.calls.awaiting_in_run(session_id, run_id)
+            # A write being prepared has no approval yet; its call id is named all the same.
+            undecided = await w.calls.undecided_in_run(session_id, run_id)
             if events:
                 await w.runs.save(run)
                 await w.sessions.set_active_run(session_id, None, if_active=run_id)
                 await w.sessions.append(session_id, events)
                 await w.emit(AGENT_EVT_RUN_CANCELLED, RunCancelledV1(
-                    session_id=session_id, run_id=run_id, owner=owner, call_ids=[c.call_id for c in awaiting],
+                    session_id=session_id, run_id=run_id, owner=owner, call_ids=[c.call_id for c in undecided],
                     cancelled_at=now, assertion=assertion), msg_id=f"run_cancelled:{run_id}")
-            return [c.call.pending.pending_id for c in awaiting if c.call.pending is not None]
+            return [c.call.pending.pending_id for c in undecided
+                    if c.call.state is CallState.AWAITING_APPROVAL and c.call.pending is not None]
 
         return await self.uow.run(work)
 
