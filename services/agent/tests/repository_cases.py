@@ -1,5 +1,5 @@
 """The same cases for every implementation of the agent's ``Work`` (``service_layer.ports``): the memory one
-(``fakes.py``, tests/unit/test_repositories.py) and the SQL one (``adapters.sql_work``,
+(``memory_agent.py``, tests/unit/test_repositories.py) and the SQL one (``adapters.sql_work``,
 tests/integration/test_repositories.py). Each test module imports these and gives a ``repos`` fixture.
 
 Ids are fresh per test, so the SQL cases share one database with everything else.

@@ -7,7 +7,8 @@ import pytest
 
 from erpilot_agent.service_layer.tool_calls import ToolCallService
 
-from ..fakes import FakeDownstream, MemoryAgent
+from ..fakes import FakeDownstream
+from ..memory_agent import MemoryAgent
 
 SESSION, OWNER = "ses_1", "alice"
 PUBLIC_URL = "https://erpilot.test/"

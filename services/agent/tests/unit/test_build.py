@@ -30,7 +30,7 @@ from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ToolResultV1
 from erpilot_contracts.subjects import COMMANDS_STREAM
 
-from ..fakes import START, MemoryDriverLocks
+from ..memory_agent import START, MemoryDriverLocks
 from .conftest import OWNER, SESSION
 
 pytestmark = pytest.mark.unit

@@ -1,11 +1,11 @@
-"""The repository cases (``repository_cases``) on the memory ``Work`` the unit tests use (``fakes.py``); the
+"""The repository cases (``repository_cases``) on the memory ``Work`` the unit tests use (``memory_agent.py``); the
 same cases run on PostgreSQL in tests/integration/test_repositories.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from ..fakes import MemoryAgent
+from ..memory_agent import MemoryAgent
 from ..repository_cases import *  # noqa: F403 (the shared cases)
 from ..repository_cases import Backend
 

@@ -26,7 +26,7 @@ from erpilot_contracts.subjects import AGENT_EVT_RUN_CANCELLED
 from erpilot_contracts.tools.v1 import TOOLS, InvalidArguments, UnknownTool, normalise
 from erpilot_platform.refusals import Refused
 
-from ..fakes import START, MemoryAgent, MemoryDriverLocks
+from ..memory_agent import START, MemoryAgent, MemoryDriverLocks
 
 pytestmark = pytest.mark.unit
 
