@@ -74,12 +74,12 @@ TRAFFIC: dict[str, Traffic] = {
         runs_service_app=False,
     ),
     "agent": Traffic(
-        # Issue 25: the ERP asks for the approval and the approval service sends the commit; the agent may do neither.
         sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE),
         sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ),
         publishes_events=(s.session_events_subject("*"), s.AGENT_EVT_RUN_CANCELLED),
         consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                            s.AGENT_CMD_CANCEL_RUN),
+        # The call's approval (requested, refused by the policy, voted, expiring, resolved) and its commit's outcome.
         consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_REQUEST_REFUSED, s.APPROVAL_EVT_RESOLVED,
                          s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_VOTED, s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
