@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from erpilot_contracts.base import ErrorV1, Message
 from erpilot_contracts.json_input import CanonicalJson
@@ -14,6 +14,14 @@ ASSERTION_FIELD = Field(
     None, description="The gateway's requester assertion (erpilot_platform.assertions): a signed statement of the "
                       "person (sub, roles) acting in this session. The agent stores it and forwards it unchanged; "
                       "the ERP and the approval service accept a requester only with it.")
+
+
+class ReplyPart(BaseModel):
+    """An item inside a reply (a session in a list, a run or a message of a session's view): no message of its own,
+    so no ``schema_version`` (its reply's is the version); unknown fields are ignored as in a ``Message``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
 
 ToolCallStatus = Literal["received", "running", "awaiting_approval", "executing", "finished"]
 ToolOutcome = Literal["succeeded", "business_rejected", "not_executed", "failed"]
@@ -115,7 +123,7 @@ class SessionRefV1(Message):
     session_id: str
 
 
-class SessionSummaryV1(Message):
+class SessionSummaryV1(ReplyPart):
     """One session in the owner's list."""
 
     session_id: str
@@ -132,14 +140,14 @@ class SessionPageV1(Message):
     next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; None: no more.")
 
 
-class RunViewV1(Message):
+class RunViewV1(ReplyPart):
     run_id: str
     status: str = Field(description="running | waiting | finished | failed | cancelled")
     error: dict[str, Any] | None = Field(None, description="Why the run failed: {code, message}.")
     created_at: datetime
 
 
-class SessionMessageV1(Message):
+class SessionMessageV1(ReplyPart):
     """A user or assistant message of the session, with the seq of its `message` event."""
 
     seq: int
@@ -148,7 +156,7 @@ class SessionMessageV1(Message):
     run_id: str | None = None
 
 
-class PendingApprovalViewV1(Message):
+class PendingApprovalViewV1(ReplyPart):
     """A call of the session waiting for a person's decision."""
 
     call_id: str
