@@ -217,7 +217,8 @@ class ToolCallService:
                 return []
             if evt.status == "committed":
                 return call.finish("succeeded", result=evt.result or {})
-            return call.finish("business_rejected", error=call_error(evt.error))
+            error = call_error(evt.error) if evt.error else {"code": "rejected", "message": "the ledger rejected it"}
+            return call.finish("business_rejected", error=error)
 
         await self.pipeline.transition(call_key(evt.session_id, evt.call_id), record_outcome)
 
