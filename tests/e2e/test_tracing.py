@@ -179,7 +179,7 @@ async def test_one_approved_submit_order_is_one_trace_across_every_service(appro
 
     def complete(finished) -> bool:
         names = {s.name for s in finished}
-        return {"erp commit", "agent commit", "agent handle ApprovalResolvedV1"} <= names
+        return {"erp commit", "agent handle OperationStatusV1", "agent handle ApprovalResolvedV1"} <= names
 
     finished = await spans_until(spans, complete)
     request = http_span(finished, TOOL_CALL_ROUTE)
@@ -190,10 +190,13 @@ async def test_one_approved_submit_order_is_one_trace_across_every_service(appro
     assert [s.name for s in in_call if s.parent is None] == [request.name]
     assert {s.attributes.get("erpilot.service") for s in in_call} >= {"gateway", "agent", "approval", "erp"}
     steps = {s.name: s for s in in_call}
-    for name in ("agent request approval", "erp prepare", "approval request", "approval decide",
-                 "agent handle ApprovalResolvedV1", "agent commit", "erp commit"):
+    # Issue 25: the agent prepares; the ERP asks for the approval; the decision sends the commit; the outcome
+    # comes back to the agent as the ERP's event.
+    for name in ("agent prepare", "erp prepare", "approval request", "approval decide",
+                 "agent handle ApprovalResolvedV1", "erp commit", "agent handle OperationStatusV1"):
         assert name in steps, f"{name} is not in the tool call's trace: {sorted(steps)}"
-    assert steps["agent commit"].attributes["erpilot.call_id"] == pending["call_id"]
+    assert steps["agent prepare"].attributes["erpilot.call_id"] == pending["call_id"]
+    assert steps["agent handle OperationStatusV1"].attributes["erpilot.call_id"] == pending["call_id"]
     assert steps["approval decide"].attributes["erpilot.pending_id"] == pending["pending_id"]
     assert steps["erp commit"].attributes["erpilot.pending_id"] == pending["pending_id"]
 

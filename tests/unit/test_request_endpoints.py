@@ -50,3 +50,8 @@ def test_each_declaration_names_the_model_its_handler_parses():
 
 def test_a_declarations_durability_is_its_subjects_kind():
     assert all((".cmd." in e.subject) == e.durable for e in requests.ALL)
+
+
+def test_every_agent_endpoint_answers_a_reply_model_of_its_own():
+    agent = [e for e in requests.ALL if ".agent." in e.subject]
+    assert len(agent) == 7 and [e.subject for e in agent if e.reply is requests.Data] == []

@@ -18,12 +18,17 @@ from pydantic import BaseModel, RootModel
 
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import (
+    CancelledRunV1,
     CancelRunV1,
     CreateSessionV1,
     GetSessionV1,
     GetToolCallV1,
     ListSessionsV1,
     PostMessageV1,
+    RunRefV1,
+    SessionPageV1,
+    SessionRefV1,
+    SessionViewV1,
     StartToolCallV1,
     ToolCallViewV1,
 )
@@ -106,12 +111,12 @@ APPROVAL_LIST = query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, ApprovalPag
 APPROVAL_AUDIT = query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, AuditPageV1)
 
 # --- Agent -------------------------------------------------------------------------------------
-AGENT_CREATE_SESSION = command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, Data)
+AGENT_CREATE_SESSION = command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, SessionRefV1)
 AGENT_TOOL_CALL = command(subjects.AGENT_CMD_TOOL_CALL, StartToolCallV1, ToolCallViewV1)
-AGENT_POST_MESSAGE = command(subjects.AGENT_CMD_POST_MESSAGE, PostMessageV1, Data)
-AGENT_CANCEL_RUN = command(subjects.AGENT_CMD_CANCEL_RUN, CancelRunV1, Data)
-AGENT_SESSIONS = query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, Data)
-AGENT_SESSION = query(subjects.AGENT_QUERY_SESSION, GetSessionV1, Data)
+AGENT_POST_MESSAGE = command(subjects.AGENT_CMD_POST_MESSAGE, PostMessageV1, RunRefV1)
+AGENT_CANCEL_RUN = command(subjects.AGENT_CMD_CANCEL_RUN, CancelRunV1, CancelledRunV1)
+AGENT_SESSIONS = query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, SessionPageV1)
+AGENT_SESSION = query(subjects.AGENT_QUERY_SESSION, GetSessionV1, SessionViewV1)
 AGENT_TOOL_CALL_VIEW = query(subjects.AGENT_QUERY_TOOL_CALL, GetToolCallV1, ToolCallViewV1)
 
 ALL: tuple[Endpoint[Any, Any], ...] = tuple(value for value in dict(globals()).values() if isinstance(value, Endpoint))

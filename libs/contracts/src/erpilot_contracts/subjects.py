@@ -66,13 +66,13 @@ APPROVAL_EVT_VOTED = f"{PREFIX}.evt.approval.voted"            # ApprovalVotedV1
 APPROVAL_EVT_REQUEST_REFUSED = f"{PREFIX}.evt.approval.request_refused"  # ApprovalRequestRefusedV1
 
 # --- Agent -------------------------------------------------------------------------------------
-AGENT_CMD_CREATE_SESSION = f"{PREFIX}.cmd.agent.create_session"  # CreateSessionV1 -> ReplyV1({session_id})
+AGENT_CMD_CREATE_SESSION = f"{PREFIX}.cmd.agent.create_session"  # CreateSessionV1 -> ReplyV1(SessionRefV1)
 AGENT_CMD_TOOL_CALL = f"{PREFIX}.cmd.agent.tool_call"            # StartToolCallV1 -> ReplyV1(ToolCallViewV1)
-AGENT_CMD_POST_MESSAGE = f"{PREFIX}.cmd.agent.post_message"      # PostMessageV1 -> ReplyV1({run_id})
-AGENT_CMD_CANCEL_RUN = f"{PREFIX}.cmd.agent.cancel_run"          # CancelRunV1 -> ReplyV1({run_id, status, pending_ids})
+AGENT_CMD_POST_MESSAGE = f"{PREFIX}.cmd.agent.post_message"      # PostMessageV1 -> ReplyV1(RunRefV1)
+AGENT_CMD_CANCEL_RUN = f"{PREFIX}.cmd.agent.cancel_run"          # CancelRunV1 -> ReplyV1(CancelledRunV1)
 AGENT_EVT_RUN_CANCELLED = f"{PREFIX}.evt.agent.run_cancelled"      # RunCancelledV1 (outbox) -> approval withdraws
-AGENT_QUERY_SESSIONS = f"{PREFIX}.query.agent.sessions"          # ListSessionsV1 -> ReplyV1({items, next_cursor})
-AGENT_QUERY_SESSION = f"{PREFIX}.query.agent.session"            # GetSessionV1 -> ReplyV1(session view)
+AGENT_QUERY_SESSIONS = f"{PREFIX}.query.agent.sessions"          # ListSessionsV1 -> ReplyV1(SessionPageV1)
+AGENT_QUERY_SESSION = f"{PREFIX}.query.agent.session"            # GetSessionV1 -> ReplyV1(SessionViewV1)
 AGENT_QUERY_TOOL_CALL = f"{PREFIX}.query.agent.tool_call"        # GetToolCallV1 -> ReplyV1(ToolCallViewV1)
 
 # --- Health ------------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ class AgentSettings(PlatformSettings):
     max_steps: int = Field(12, ge=1, description="Model requests per run before it fails with max_steps.")
     max_concurrent_runs: int = Field(8, ge=1, description="Runs one process drives at once (each holds a "
                                      "database connection); keep it well below the pool size of 20.")
-    reconcile_after_seconds: float = 5.0
     resume_runs_after_seconds: float = Field(
         5.0, description="A run left `running` this long without progress is re-driven (after a crash).")
     run_max_attempts: int = Field(10, ge=1, description="Failed attempts in a row (downstream away, ...) "

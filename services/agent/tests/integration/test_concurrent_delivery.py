@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from functools import partial
 
 import pytest
-from sqlalchemy import select
 
-from erpilot_agent.adapters import repository
-from erpilot_agent.adapters.call_store import SqlCallUnitOfWork
-from erpilot_agent.adapters.tables import session_events
-from erpilot_agent.service_layer.tool_calls import CallRejected, ToolCallService
+from erpilot_agent.service_layer.tool_calls import ToolCallService
 from erpilot_contracts.approval.v1 import ToolPolicyV1
 from erpilot_contracts.erp.v1 import ToolResultV1
-from erpilot_platform.db import create_engine
+from erpilot_platform.refusals import Refused
+
+from .conftest import event_types, new_session
 
 pytestmark = pytest.mark.integration
 
@@ -41,23 +38,9 @@ class SlowPolicyDownstream:
         return ToolResultV1(outcome="succeeded", result={"sku": cmd.arguments["sku"]})
 
 
-@pytest.fixture
-async def engine(database_url):
-    engine = create_engine(database_url, pool_size=4)
-    yield engine
-    await engine.dispose()
-
-
-async def new_session(engine) -> str:
-    session_id = f"ses_{uuid.uuid4().hex[:20]}"
-    async with engine.begin() as conn:
-        await repository.create_session(conn, session_id, "alice", None)
-    return session_id
-
-
-async def test_two_concurrent_deliveries_of_one_call_record_it_once_and_both_answer(engine):
-    service = ToolCallService(partial(SqlCallUnitOfWork, engine), SlowPolicyDownstream(), public_url="http://test")
-    session_id = await new_session(engine)
+async def test_two_concurrent_deliveries_of_one_call_record_it_once_and_both_answer(engine, uow):
+    service = ToolCallService(uow, SlowPolicyDownstream(), public_url="http://test")
+    session_id = await new_session(uow)
     call_id = f"call_{uuid.uuid4().hex}"
 
     def deliver():
@@ -66,16 +49,13 @@ async def test_two_concurrent_deliveries_of_one_call_record_it_once_and_both_ans
 
     first, second = await asyncio.gather(deliver(), deliver())
 
-    assert first == second and first["status"] == "finished" and first["outcome"] == "succeeded"
-    async with engine.connect() as conn:
-        types = (await conn.scalars(select(session_events.c.type).where(session_events.c.session_id == session_id)
-                                    .order_by(session_events.c.seq))).all()
-    assert types == ["tool_started", "tool_finished"]  # recorded once, run once
+    assert first == second and first.status == "finished" and first.outcome == "succeeded"
+    assert await event_types(engine, session_id) == ["tool_started", "tool_finished"]  # recorded once, run once
 
 
-async def test_a_concurrent_delivery_with_another_body_is_still_a_conflict(engine):
-    service = ToolCallService(partial(SqlCallUnitOfWork, engine), SlowPolicyDownstream(), public_url="http://test")
-    session_id = await new_session(engine)
+async def test_a_concurrent_delivery_with_another_body_is_still_a_conflict(uow):
+    service = ToolCallService(uow, SlowPolicyDownstream(), public_url="http://test")
+    session_id = await new_session(uow)
     call_id = f"call_{uuid.uuid4().hex}"
 
     def deliver(sku: str):
@@ -83,5 +63,5 @@ async def test_a_concurrent_delivery_with_another_body_is_still_a_conflict(engin
                              raw_arguments={"sku": sku}, call_id=call_id)
 
     results = await asyncio.gather(deliver("SKU-PAPER-A4"), deliver("SKU-PAPER-A3"), return_exceptions=True)
-    conflicts = [r for r in results if isinstance(r, CallRejected)]
-    assert len(conflicts) == 1 and conflicts[0].reply.error.code == "idempotency_conflict", results
+    conflicts = [r for r in results if isinstance(r, Refused)]
+    assert len(conflicts) == 1 and conflicts[0].code == "idempotency_conflict", results

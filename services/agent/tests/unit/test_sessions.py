@@ -7,13 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from erpilot_agent.domain.run_state import Run
+from erpilot_agent.domain.tool_calls import SessionEvent
 from erpilot_agent.service_layer import sessions
 from erpilot_agent.service_layer.expiry_warnings import on_approval_expiring
-from erpilot_agent.service_layer.session_ports import RunSummary
 from erpilot_agent.service_layer.votes import before_resolution, on_approval_voted
-from erpilot_contracts.agent.v1 import GetSessionV1, ListSessionsV1
+from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, ListSessionsV1
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalResolvedV1, ApprovalVotedV1, VoteV1
 from erpilot_platform.broker import TransientError
+from erpilot_platform.refusals import Refused
+
+from ..fakes import approval_record
 
 pytestmark = pytest.mark.unit
 STOCK = {"sku": "SKU-PEN-BLUE", "delta": -3, "reason": "damaged in transit"}
@@ -21,17 +25,11 @@ NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def uow(store):
-    return store.unit_of_work
-
-
-@pytest.fixture
-async def waiting(service) -> dict:
+async def waiting(service, downstream) -> str:
     """A stock adjustment of ``ses_1`` waiting for approval ``pa_1``."""
-    view = await service.start(session_id="ses_1", owner="alice", tool="adjust_stock", raw_arguments=STOCK,
-                               call_id="c-1")
-    assert (view["status"], view["pending_id"]) == ("awaiting_approval", "pa_1")
-    return view
+    await service.start(session_id="ses_1", owner="alice", tool="adjust_stock", raw_arguments=STOCK, call_id="c-1")
+    await service.on_approval_requested(approval_record(downstream.prepares[-1], "pa_1"))
+    return "pa_1"
 
 
 def warning(pending_id: str = "pa_1", call_id: str = "c-1") -> ApprovalExpiringV1:
@@ -49,101 +47,114 @@ def voted(sub: str, received: int, pending_id: str = "pa_1") -> ApprovalVotedV1:
 
 
 # --- sessions ---------------------------------------------------------------------------------------
-async def test_a_session_is_created_once_and_its_id_is_its_owners(uow, store):
-    assert (await sessions.create_session(uow, "ses_2", "bob", "stock count")).data == {"session_id": "ses_2"}
-    again = await sessions.create_session(uow, "ses_2", "bob", "stock count")  # a redelivery
-    taken = await sessions.create_session(uow, "ses_2", "mallory", None)
-
-    assert again.ok and store.sessions["ses_2"].owner == "bob"
-    assert (taken.ok, taken.error.code, taken.error.status) == (False, "idempotency_conflict", 409)
+async def refusal(coro) -> Refused:
+    with pytest.raises(Refused) as refused:
+        await coro
+    return refused.value
 
 
-async def test_the_owner_sees_messages_calls_pending_approvals_and_runs(uow, store, waiting):
-    store.runs["ses_1"] = [RunSummary("run_1", "waiting", None, NOW)]
-    store.events.append(("ses_1", "message", {"role": "user", "text": "adjust the pens"}))
+async def test_a_session_is_created_once_and_its_id_is_its_owners(uow):
+    create = CreateSessionV1(session_id="ses_2", owner="bob", title="stock count")
+    assert (await sessions.create_session(uow, create)).session_id == "ses_2"
+    again = await sessions.create_session(uow, create)  # a redelivery
+    taken = await refusal(sessions.create_session(uow, CreateSessionV1(session_id="ses_2", owner="mallory")))
 
-    view = (await sessions.session_view(uow, GetSessionV1(session_id="ses_1", owner="alice"))).data
+    assert again.session_id == "ses_2" and uow.state.sessions["ses_2"].owner == "bob"
+    assert (taken.code, taken.status) == ("idempotency_conflict", 409)
 
-    assert (view["run_status"], view["last_seq"]) == ("waiting", 3)  # tool_started, approval_pending, message
-    assert view["runs"] == [{"run_id": "run_1", "status": "waiting", "error": None, "created_at": NOW.isoformat()}]
-    assert view["messages"] == [{"seq": 3, "role": "user", "text": "adjust the pens"}]
-    assert [c["call_id"] for c in view["tool_calls"]] == ["c-1"]
-    assert [(p["call_id"], p["pending_id"]) for p in view["pending_approvals"]] == [("c-1", "pa_1")]
+
+async def test_the_owner_sees_messages_calls_pending_approvals_and_runs(uow, waiting):
+    uow.state.runs["run_1"] = Run("run_1", "ses_1", "alice", "waiting", created_at=NOW, updated_at=NOW)
+    await uow.run(lambda w: w.sessions.append("ses_1", [SessionEvent("message", {"role": "user",
+                                                                                  "text": "adjust the pens"})]))
+
+    view = await sessions.session_view(uow, GetSessionV1(session_id="ses_1", owner="alice"))
+
+    assert (view.run_status, view.last_seq) == ("waiting", 3)  # tool_started, approval_pending, message
+    assert [(r.run_id, r.status, r.error, r.created_at) for r in view.runs] == [("run_1", "waiting", None, NOW)]
+    assert [(m.seq, m.role, m.text) for m in view.messages] == [(3, "user", "adjust the pens")]
+    assert [c.call_id for c in view.tool_calls] == ["c-1"]
+    assert [(p.call_id, p.pending_id) for p in view.pending_approvals] == [("c-1", "pa_1")]
+
+
+async def test_a_result_too_large_for_the_session_view_is_a_marker_there_and_whole_in_the_calls_view(
+        service, uow, downstream):
+    downstream.run_answer = downstream.run_answer.model_copy(update={"result": {"blob": "x" * 40_000}})
+    await service.start(session_id="ses_1", owner="alice", tool="get_product", raw_arguments={"sku": "S"},
+                        call_id="c-big")
+
+    [shown] = (await sessions.session_view(uow, GetSessionV1(session_id="ses_1", owner="alice"))).tool_calls
+    whole = await sessions.tool_call_view(uow, GetToolCallV1(session_id="ses_1", owner="alice", call_id="c-big"))
+
+    assert shown.result["omitted"] is True and whole.result == {"blob": "x" * 40_000}
 
 
 async def test_a_summary_has_no_calls_or_messages(uow, waiting):
-    view = (await sessions.session_view(uow, GetSessionV1(session_id="ses_1", owner="alice",
-                                                          summary_only=True))).data
-    assert view["run_status"] == "idle" and "tool_calls" not in view and "messages" not in view
+    view = await sessions.session_view(uow, GetSessionV1(session_id="ses_1", owner="alice", summary_only=True))
+    assert view.run_status == "idle" and view.tool_calls is None and view.messages is None
 
 
 async def test_another_persons_session_and_call_are_not_found(uow, waiting):
-    assert (await sessions.session_view(uow, GetSessionV1(session_id="ses_1", owner="bob"))).error.status == 404
-    assert (await sessions.tool_call_view(uow, "ses_1", "bob", "c-1")).error.status == 404
-    assert (await sessions.tool_call_view(uow, "ses_1", "alice", "c-9")).error.status == 404
-    mine = await sessions.tool_call_view(uow, "ses_1", "alice", "c-1")
-    assert (mine.data["call_id"], mine.data["status"]) == ("c-1", "awaiting_approval")
+    def call(owner: str, call_id: str) -> GetToolCallV1:
+        return GetToolCallV1(session_id="ses_1", owner=owner, call_id=call_id)
+
+    assert (await refusal(sessions.session_view(uow, GetSessionV1(session_id="ses_1", owner="bob")))).status == 404
+    assert (await refusal(sessions.tool_call_view(uow, call("bob", "c-1")))).status == 404
+    assert (await refusal(sessions.tool_call_view(uow, call("alice", "c-9")))).status == 404
+    mine = await sessions.tool_call_view(uow, call("alice", "c-1"))
+    assert (mine.call_id, mine.status) == ("c-1", "awaiting_approval")
 
 
-async def test_the_owners_sessions_page_newest_first(uow, store):
+async def test_the_owners_sessions_page_newest_first(uow):
     for n in range(3):
-        await sessions.create_session(uow, f"ses_p{n}", "carol", f"count {n}")
-    for n, session in enumerate(sorted(s for s in store.sessions if s.startswith("ses_p"))):
-        store.sessions[session].created_at = NOW + timedelta(minutes=n)  # a clock that moves
+        uow.advance(60)  # a clock that moves
+        await sessions.create_session(uow, CreateSessionV1(session_id=f"ses_p{n}", owner="carol", title=f"count {n}"))
 
-    first = (await sessions.list_sessions(uow, ListSessionsV1(owner="carol", limit=2))).data
-    rest = (await sessions.list_sessions(uow, ListSessionsV1(owner="carol", limit=2,
-                                                             cursor=first["next_cursor"]))).data
-    found = (await sessions.list_sessions(uow, ListSessionsV1(owner="carol", q="COUNT 1"))).data
+    first = await sessions.list_sessions(uow, ListSessionsV1(owner="carol", limit=2))
+    rest = await sessions.list_sessions(uow, ListSessionsV1(owner="carol", limit=2, cursor=first.next_cursor))
+    found = await sessions.list_sessions(uow, ListSessionsV1(owner="carol", q="COUNT 1"))
 
-    assert [s["session_id"] for s in first["items"]] == ["ses_p2", "ses_p1"]
-    assert [s["session_id"] for s in rest["items"]] == ["ses_p0"] and rest["next_cursor"] is None
-    assert [s["session_id"] for s in found["items"]] == ["ses_p1"]
-    bad = await sessions.list_sessions(uow, ListSessionsV1(owner="carol", cursor="not-a-cursor"))
-    assert bad.error.status == 422
+    assert [s.session_id for s in first.items] == ["ses_p2", "ses_p1"]
+    assert [s.session_id for s in rest.items] == ["ses_p0"] and rest.next_cursor is None
+    assert [s.session_id for s in found.items] == ["ses_p1"]
+    bad = await refusal(sessions.list_sessions(uow, ListSessionsV1(owner="carol", cursor="not-a-cursor")))
+    assert bad.status == 422
 
 
 # --- deadline warnings ------------------------------------------------------------------------------
-async def test_a_waiting_call_is_warned_once(uow, store, waiting):
+async def test_a_waiting_call_is_warned_once(uow, waiting):
     assert await on_approval_expiring(uow, warning()) is True
     assert await on_approval_expiring(uow, warning()) is False  # redelivered
 
-    assert store.event_types("ses_1") == ["tool_started", "approval_pending", "approval_expiring"]
-    [(_, _, data)] = [e for e in store.events if e[1] == "approval_expiring"]
+    assert uow.event_types("ses_1") == ["tool_started", "approval_pending", "approval_expiring"]
+    [data] = uow.events_of("ses_1", "approval_expiring")
     assert data == {"call_id": "c-1", "pending_id": "pa_1", "expires_at": (NOW + timedelta(minutes=5)).isoformat()}
 
 
-async def test_a_warning_for_another_approval_or_call_shows_nothing(uow, store, waiting):
+async def test_a_warning_for_another_approval_or_call_shows_nothing(uow, waiting):
     assert await on_approval_expiring(uow, warning(pending_id="pa_old")) is False
     assert await on_approval_expiring(uow, warning(call_id="c-unknown")) is False
-    assert "approval_expiring" not in store.event_types("ses_1")
+    assert "approval_expiring" not in uow.event_types("ses_1")
 
 
-async def test_a_warning_that_overtakes_the_approval_is_retried(uow, store, downstream, service):
-    downstream.request_approval = _never_answers
-    with pytest.raises(ConnectionError):
-        await service.start(session_id="ses_1", owner="alice", tool="adjust_stock", raw_arguments=STOCK,
-                            call_id="c-1")
-    with pytest.raises(TransientError):
+async def test_a_warning_that_overtakes_the_approval_is_retried(uow, service):
+    await service.start(session_id="ses_1", owner="alice", tool="adjust_stock", raw_arguments=STOCK, call_id="c-1")
+    with pytest.raises(TransientError):  # prepared; its evt.approval.requested not here yet
         await on_approval_expiring(uow, warning())
 
 
-async def _never_answers(cmd):
-    raise ConnectionError("approval service away")
-
-
 # --- votes ------------------------------------------------------------------------------------------
-async def test_each_vote_is_shown_once_while_the_call_waits(uow, store, waiting):
+async def test_each_vote_is_shown_once_while_the_call_waits(uow, waiting):
     assert await on_approval_voted(uow, voted("mia", 1)) is True
     assert await on_approval_voted(uow, voted("mia", 1)) is False  # redelivered
     assert await on_approval_voted(uow, voted("max", 2)) is True
     assert await on_approval_voted(uow, voted("zoe", 1, pending_id="pa_other")) is False
 
-    shown = [(d["sub"], d["approvals_received"]) for _, t, d in store.events if t == "approval_vote"]
+    shown = [(d["sub"], d["approvals_received"]) for d in uow.events_of("ses_1", "approval_vote")]
     assert shown == [("mia", 1), ("max", 2)]
 
 
-async def test_a_resolution_shows_the_votes_that_did_not_arrive_yet(uow, store, waiting):
+async def test_a_resolution_shows_the_votes_that_did_not_arrive_yet(uow, waiting):
     await on_approval_voted(uow, voted("mia", 1))
     resolved = ApprovalResolvedV1(pending_id="pa_1", call_id="c-1", session_id="ses_1", operation_id="op",
                                   status="approved", decided_by="max",
@@ -153,5 +164,5 @@ async def test_a_resolution_shows_the_votes_that_did_not_arrive_yet(uow, store, 
     assert await before_resolution(uow, resolved) == 0  # redelivered
     assert await on_approval_voted(uow, voted("max", 2)) is False  # the deciding vote's own event, late
 
-    shown = [(d["sub"], d["approvals_received"]) for _, t, d in store.events if t == "approval_vote"]
+    shown = [(d["sub"], d["approvals_received"]) for d in uow.events_of("ses_1", "approval_vote")]
     assert shown == [("mia", 1), ("max", 2)]

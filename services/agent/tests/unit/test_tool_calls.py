@@ -51,8 +51,7 @@ def test_a_read_call_starts_running_and_finishes():
 def test_an_approved_write_emits_the_full_sequence():
     call = write_call()
     events = [*call.start(), *call.await_approval(pending()),
-              *call.resolve("P-1", "approved", decided_by="alice"),
-              *call.begin_execution(), *call.finish("succeeded", result=ORDER)]
+              *call.resolve("P-1", "approved", decided_by="alice"), *call.finish("succeeded", result=ORDER)]
     assert types(events) == ["tool_started", "approval_pending", "approval_resolved", "tool_executing",
                              "tool_finished"]
     assert events[1].data == {"call_id": "c1", "pending_id": "P-1", "fingerprint": "sha256:P-1",
@@ -89,7 +88,7 @@ def test_an_edit_supersedes_then_opens_a_new_pending_for_the_same_call():
     assert call.supersede("P-1", pending("P-2"), decided_by="carol") == []
     with pytest.raises(IllegalTransition):
         call.resolve("P-1", "approved", decided_by="alice")
-    assert types(call.resolve("P-2", "approved", decided_by="alice")) == ["approval_resolved"]
+    assert types(call.resolve("P-2", "approved", decided_by="alice")) == ["approval_resolved", "tool_executing"]
 
 
 def test_replayed_transitions_are_no_ops():
@@ -100,11 +99,9 @@ def test_replayed_transitions_are_no_ops():
     assert call.await_approval(pending()) == []
     call.resolve("P-1", "approved", decided_by="alice")
     assert call.resolve("P-1", "approved", decided_by="alice") == []
-    call.begin_execution()
-    assert call.begin_execution() == []
     call.finish("succeeded", result=ORDER)
     assert call.finish("succeeded", result=ORDER) == []
-    assert call.begin_execution() == [] and call.await_approval(pending()) == []
+    assert call.resolve("P-1", "approved", decided_by="alice") == [] and call.await_approval(pending()) == []
     assert call.state == CallState.FINISHED
 
 
@@ -130,7 +127,6 @@ def test_finishing_again_differently_is_illegal():
 
 
 @pytest.mark.parametrize("move", [
-    lambda c: c.begin_execution(),
     lambda c: c.finish("succeeded", result=ORDER),
     lambda c: c.resolve("P-9", "approved", decided_by="alice"),
     lambda c: c.await_approval(pending("P-2")),
@@ -147,7 +143,7 @@ def test_a_read_call_cannot_await_approval_or_execute():
     with pytest.raises(IllegalTransition):
         call.await_approval(pending())
     with pytest.raises(IllegalTransition):
-        call.begin_execution()
+        call.resolve("P-1", "approved", decided_by="alice")
 
 
 def test_nothing_happens_before_start():
@@ -187,7 +183,6 @@ def test_a_policy_denial_during_prepare_is_not_executed():
 def test_a_business_rejection_at_commit_reaches_the_model():
     call = awaiting()
     call.resolve("P-1", "approved", decided_by="alice")
-    call.begin_execution()
     error = {"code": "stock_changed", "message": "on hand is 3, was 5"}
     assert call.finish("business_rejected", error=error)[0].data == {
         "call_id": "c1", "outcome": "business_rejected", "error": error}
@@ -206,11 +201,11 @@ def test_the_view_status_uses_the_public_names():
     call.start()
     assert call.view_status == "running"
     call.await_approval(pending())
-    assert call.view_status == "awaiting_approval"
+    assert call.view_status == "awaiting_approval" and call.awaits_decision
     assert call.model_content() == {"status": "awaiting_approval", "pending_id": "P-1",
                                     "expires_at": "2026-10-20T10:15:00+00:00", "approval_url": "/resume/P-1"}
     call.resolve("P-1", "approved", decided_by="alice")
-    assert call.view_status == "executing"
+    assert call.view_status == "executing" and not call.awaits_decision
 
 
 def test_a_withdrawn_approval_emits_approval_withdrawn_and_finishes_not_executed():

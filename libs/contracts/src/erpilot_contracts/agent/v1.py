@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from erpilot_contracts.base import ErrorV1, Message
 from erpilot_contracts.json_input import CanonicalJson
@@ -14,6 +14,14 @@ ASSERTION_FIELD = Field(
     None, description="The gateway's requester assertion (erpilot_platform.assertions): a signed statement of the "
                       "person (sub, roles) acting in this session. The agent stores it and forwards it unchanged; "
                       "the ERP and the approval service accept a requester only with it.")
+
+
+class ReplyPart(BaseModel):
+    """An item inside a reply (a session in a list, a run or a message of a session's view): no message of its own,
+    so no ``schema_version`` (its reply's is the version); unknown fields are ignored as in a ``Message``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
 
 ToolCallStatus = Literal["received", "running", "awaiting_approval", "executing", "finished"]
 ToolOutcome = Literal["succeeded", "business_rejected", "not_executed", "failed"]
@@ -43,6 +51,9 @@ class StartToolCallV1(Message):
 
 
 class ToolCallViewV1(Message):
+    """One tool call as its owner sees it (the answer to ``cmd.agent.tool_call`` and ``query.agent.tool_call``).
+    ``status`` ``running`` also covers a write being prepared, ``executing`` one whose approval was granted."""
+
     call_id: str
     session_id: str
     tool: str
@@ -75,6 +86,12 @@ class PostMessageV1(Message):
                                                     "call it makes (ARCHITECTURE, requester assertions).")
 
 
+class RunRefV1(Message):
+    """The answer to ``cmd.agent.post_message``: the run the message started (a repeat: the run it started)."""
+
+    run_id: str
+
+
 class GetSessionV1(Message):
     """The owner's view of a session. ``summary_only`` asks for the session itself and its run status,
     without messages, tool calls or approvals: what a caller needs to check the session is the owner's
@@ -100,6 +117,74 @@ class ListSessionsV1(Message):
     limit: int = Field(50, ge=1, le=200)
 
 
+class SessionRefV1(Message):
+    """The answer to ``cmd.agent.create_session``: the session (a repeat: the one it created)."""
+
+    session_id: str
+
+
+class SessionSummaryV1(ReplyPart):
+    """One session in the owner's list."""
+
+    session_id: str
+    title: str | None = None
+    created_at: datetime
+    last_seq: int = Field(description="The seq of the session's last event (0: none yet).")
+    active_run_id: str | None = None
+
+
+class SessionPageV1(Message):
+    """The answer to ``query.agent.sessions``: a page of the owner's sessions, newest first."""
+
+    items: list[SessionSummaryV1]
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; None: no more.")
+
+
+class RunViewV1(ReplyPart):
+    run_id: str
+    status: str = Field(description="running | waiting | finished | failed | cancelled")
+    error: dict[str, Any] | None = Field(None, description="Why the run failed: {code, message}.")
+    created_at: datetime
+
+
+class SessionMessageV1(ReplyPart):
+    """A user or assistant message of the session, with the seq of its `message` event."""
+
+    seq: int
+    role: str
+    text: str | None = None
+    run_id: str | None = None
+
+
+class PendingApprovalViewV1(ReplyPart):
+    """A call of the session waiting for a person's decision."""
+
+    call_id: str
+    pending_id: str | None = None
+    fingerprint: str | None = None
+    expires_at: datetime | None = None
+    approval_url: str | None = None
+    preview: dict[str, Any] | None = None
+
+
+class SessionViewV1(Message):
+    """The answer to ``query.agent.session`` (SPEC §5): the session, its runs, messages, tool calls and pending
+    approvals. With ``summary_only`` the lists are None (not asked for)."""
+
+    session_id: str
+    owner: str
+    title: str | None = None
+    created_at: datetime
+    last_seq: int
+    run_status: str = Field(description="The status of the session's latest run; `idle` before the first.")
+    active_run_id: str | None = None
+    runs: list[RunViewV1] | None = None
+    messages: list[SessionMessageV1] | None = None
+    tool_calls: list[ToolCallViewV1] | None = Field(None, description="A result over the view's bound is the "
+                                                                      "omitted marker (the call's own view has it).")
+    pending_approvals: list[PendingApprovalViewV1] | None = None
+
+
 class CancelRunV1(Message):
     """The owner cancels a run that waits for a decision: it takes no further step. Idempotent by run."""
 
@@ -107,6 +192,16 @@ class CancelRunV1(Message):
     owner: str
     run_id: str
     assertion: str | None = ASSERTION_FIELD
+
+
+class CancelledRunV1(Message):
+    """The answer to ``cmd.agent.cancel_run``: the run is cancelled (now or by an earlier cancel)."""
+
+    run_id: str
+    status: Literal["cancelled"] = "cancelled"
+    pending_ids: list[str] = Field(description="The pending approvals of the run's calls that still awaited a "
+                                               "decision; the approval service withdraws them from "
+                                               "`evt.agent.run_cancelled`, the gateway shows their status.")
 
 
 class RunCancelledV1(Message):

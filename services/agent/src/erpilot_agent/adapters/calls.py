@@ -1,4 +1,4 @@
-"""Mapping between a ``tool_calls`` row and the domain's ToolCall."""
+"""Mapping between a ``tool_calls`` row and the domain's ToolCall (its ``lifecycle`` JSON holds what has no column)."""
 
 from __future__ import annotations
 
@@ -41,21 +41,4 @@ def to_columns(call: ToolCall) -> dict[str, Any]:
             } if pending else None,
             "resolutions": call.resolutions, "decided_by": call.decided_by, "comment": call.comment,
         },
-    }
-
-
-def view(row: Any, call: ToolCall) -> dict[str, Any]:
-    """The ToolCallViewV1 of a call."""
-    pending = call.pending
-    return {
-        "call_id": call.call_id, "session_id": row.session_id, "tool": call.tool, "arguments": call.arguments,
-        "status": call.view_status, "outcome": call.outcome, "result": call.result, "error": call.error,
-        "operation_id": row.operation_id,
-        "pending_id": pending.pending_id if pending else None,
-        "fingerprint": pending.fingerprint if pending else None,
-        "expires_at": pending.expires_at.isoformat() if pending else None,
-        "approval_url": pending.approval_url if pending else None,
-        "preview": pending.preview if pending else None,
-        "approval_status": call.resolutions.get(pending.pending_id, "pending") if pending else None,
-        "created_at": row.created_at.isoformat(), "updated_at": row.updated_at.isoformat(),
     }

@@ -1,4 +1,7 @@
-"""The agent's calls to the ERP and the approval service, over NATS."""
+"""The agent's requests to the ERP (read, draft, prepare) and the approval service (its policy), over NATS.
+
+The agent sends no approval request and no commit: the ERP asks for the approval in the transaction that
+prepares the operation, and the approval service sends the commit with the decision."""
 
 from __future__ import annotations
 
@@ -7,29 +10,10 @@ import time
 from faststream.nats import NatsBroker
 
 from erpilot_contracts import requests
-from erpilot_contracts.approval.v1 import (
-    ApprovalRecordV1,
-    GrantV1,
-    PolicyQueryV1,
-    PolicyViewV1,
-    RequestApprovalV1,
-    ToolPolicyV1,
-)
-from erpilot_contracts.base import ReplyV1
-from erpilot_contracts.erp.v1 import (
-    CommitOperationV1,
-    ExecuteToolV1,
-    GetOperationV1,
-    OperationStatusV1,
-    PrepareOperationV1,
-    ToolResultV1,
-)
+from erpilot_contracts.approval.v1 import PolicyQueryV1, PolicyViewV1, ToolPolicyV1
+from erpilot_contracts.erp.v1 import ExecuteToolV1, PreparedOperationV1, PrepareOperationV1, ToolResultV1
 from erpilot_contracts.requests import Endpoint, Rep, Req
-from erpilot_platform.broker import ReplyError, call, send
-
-# A service answered with an error that is not a business outcome (e.g. invalid grant).
-DownstreamError = ReplyError
-
+from erpilot_platform.broker import call
 
 # How long the agent answers from the policy it asked last. The policy changes only when the approval
 # service restarts with another file; an approval stored under another version drops it at once.
@@ -74,17 +58,5 @@ class Downstream:
     async def draft(self, cmd: ExecuteToolV1) -> ToolResultV1:
         return await self._call(requests.ERP_DRAFT, cmd)
 
-    async def prepare(self, cmd: PrepareOperationV1) -> ReplyV1:
-        """The ERP's answer as is: ``ok`` with the preview, or a business rejection."""
-        return await send(self.broker, requests.ERP_PREPARE, cmd, timeout=self.timeout)
-
-    async def request_approval(self, cmd: RequestApprovalV1) -> ApprovalRecordV1:
-        return await self._call(requests.APPROVAL_REQUEST, cmd)
-
-    async def commit(self, operation_id: str, grant: GrantV1) -> OperationStatusV1:
-        cmd = CommitOperationV1(operation_id=operation_id, grant=grant)
-        return await self._call(requests.ERP_COMMIT, cmd)
-
-    async def operation_status(self, operation_id: str) -> OperationStatusV1:
-        query = GetOperationV1(operation_id=operation_id)
-        return await self._call(requests.ERP_OPERATION, query)
+    async def prepare(self, cmd: PrepareOperationV1) -> PreparedOperationV1:
+        return await self._call(requests.ERP_PREPARE, cmd)

@@ -69,6 +69,8 @@ runs = Table(
     # Failed attempts in a row and when the first of them happened (the run's RetryBudget).
     Column("failed_attempts", Integer, nullable=False, server_default="0"),
     Column("failing_since", DateTime(timezone=True), nullable=True),
+    # The requester assertion of the message that started the run: every call of the run forwards it.
+    Column("assertion", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("session_id", "message_id", name="runs_session_message"),
@@ -95,8 +97,8 @@ tool_calls = Table(
     Column("result", JSON, nullable=True),
     Column("error", JSON, nullable=True),
     Column("pending_id", String(100), nullable=True, index=True),
-    Column("grant", JSON, nullable=True),
-    Column("commit_sent_at", DateTime(timezone=True), nullable=True),
+    # The requester assertion the call's ERP commands carry (the command's, or its run's), forwarded unchanged.
+    Column("assertion", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("session_id", "call_id", name="tool_calls_session_call"),

@@ -28,7 +28,7 @@ from typing import Any
 
 from erpilot_agent.domain.history import Entry
 from erpilot_agent.domain.model_ids import MODEL_ID
-from erpilot_contracts import json_input
+from erpilot_contracts.json_input import BadInput, loads
 
 MAX_STEPS = 12
 CALL_ID_MAX = 100  # tool_calls.call_id column
@@ -186,8 +186,8 @@ def parse_arguments(text: str) -> Any:
     if text is None or not str(text).strip():
         return {}
     try:
-        return json_input.loads(text)
-    except json_input.BadInput as exc:
+        return loads(text)
+    except BadInput as exc:
         raise ArgumentsNotJson(f"arguments refused ({exc.code}): {exc}") from None
 
 

@@ -1,13 +1,15 @@
 """The lifecycle of one tool call as a state machine whose transitions return the session events to emit.
 
     received -> running                                   (no approval: read/draft tools)
-    received -> preparing -> awaiting_approval            (approval required: write tools)
+    received -> preparing -> awaiting_approval            (approval required: write tools; the ERP asks
+                                                           for the approval, the agent hears of it)
     awaiting_approval -> awaiting_approval                (edit: superseded + new approval_pending)
-    awaiting_approval -> approved -> executing -> finished
+    awaiting_approval -> executing -> finished            (approved: approval_resolved and tool_executing
+                                                           together; the approval service sends the commit,
+                                                           the ERP's outcome finishes the call)
     awaiting_approval -> finished(not_executed)           (rejected | cancelled | expired | withdrawn)
     running | preparing | executing -> finished           (succeeded | business_rejected | failed;
-                                                           preparing may also end not_executed, e.g.
-                                                           policy_denied)
+                                                           preparing may also end not_executed)
 
 Every method is idempotent: repeating a transition that already happened (a redelivered message)
 changes nothing and returns no events. A transition that contradicts the recorded one raises
@@ -29,13 +31,12 @@ class CallState(StrEnum):
     RUNNING = "running"
     PREPARING = "preparing"
     AWAITING_APPROVAL = "awaiting_approval"
-    APPROVED = "approved"
     EXECUTING = "executing"
     FINISHED = "finished"
 
 
-# The public ToolCallStatus of the contracts has no "preparing" or "approved".
-_VIEW_STATUS = {CallState.PREPARING: "running", CallState.APPROVED: "executing"}
+# The public ToolCallStatus of the contracts has no "preparing".
+_VIEW_STATUS = {CallState.PREPARING: "running"}
 _NOT_EXECUTED = frozenset({"rejected", "cancelled", "expired", "withdrawn"})
 _FINISH_FROM = {
     CallState.RUNNING: {"succeeded", "business_rejected", "failed"},
@@ -89,6 +90,12 @@ class ToolCall:
     def view_status(self) -> str:
         """The status as ToolCallViewV1 names it."""
         return _VIEW_STATUS.get(self.state, self.state.value)
+
+    @property
+    def awaits_decision(self) -> bool:
+        """No decision on the call is recorded yet: an outcome of its operation is early (the ERP's
+        ``operation_finished`` overtook ``evt.approval.resolved``, which travels through another consumer)."""
+        return self.state in (CallState.RECEIVED, CallState.PREPARING, CallState.AWAITING_APPROVAL)
 
     def _event(self, event_type: str, **data: Any) -> SessionEvent:
         return SessionEvent(event_type, {"call_id": self.call_id, **data})
@@ -154,8 +161,9 @@ class ToolCall:
             resolved = self._event("approval_resolved", pending_id=pending_id, status=status,
                                    decided_by=decided_by, **extra)
         if status == "approved":
-            self.state = CallState.APPROVED
-            return [resolved]
+            # Nothing is left for the agent to do: the commit leaves the approval service with the decision.
+            self.state = CallState.EXECUTING
+            return [resolved, self._event("tool_executing")]
         message = f"approval {status}" + (f": {comment}" if comment else "")
         return [resolved, *self._finish("not_executed", None, {"code": status, "message": message})]
 
@@ -172,16 +180,6 @@ class ToolCall:
         resolved = self._event("approval_resolved", pending_id=old_pending_id, status="superseded",
                                decided_by=decided_by)
         return [resolved, self._pending_event(new)]
-
-    def begin_execution(self) -> list[SessionEvent]:
-        """The grant is being committed."""
-        if self.state == CallState.EXECUTING or (
-                self.state == CallState.FINISHED and "approved" in self.resolutions.values()):
-            return []
-        if self.state != CallState.APPROVED:
-            raise self._illegal("execute")
-        self.state = CallState.EXECUTING
-        return [self._event("tool_executing")]
 
     def finish(self, outcome: str, *, result: dict[str, Any] | None = None,
                error: dict[str, Any] | None = None) -> list[SessionEvent]:

@@ -1,10 +1,17 @@
-"""Moving a recorded tool call forward (SPEC §3): (read|draft) run, or prepare → request approval →
-(a person decides) → commit with the grant → finish; and settling a commit whose answer never came.
+"""Moving a recorded tool call forward (SPEC §3): a read or draft runs at the ERP; a write is prepared at the
+ERP, and that is the agent's last step before a person decides (issue 25: the ERP asks for the approval in the
+transaction that stores the prepared operation; the approval service sends the commit in the transaction that
+records the decision; the agent follows their events, ``tool_calls``).
 
-Every step first records its intent, so a crash anywhere resumes from the recorded state: a
-redelivered command, an approval event, or the reconciler picks the call up again. Each downstream
-step is idempotent by ``operation_id`` (ERP and approval), so repeating it is safe. Every change of a
-call is one ``transition``: under the call's lock, its state and its events in one unit of work.
+Every change of a call is one ``transition``: under the call's row lock, its state and its session events in
+one unit of work. What guards which failure here:
+- a crash after a write was recorded, before its prepare was sent (``agent.call.after_record``), or a prepare
+  whose answer was lost: the call stays ``preparing``; the redelivered command (an external call) or the run's
+  next drive (a model's call: the resumer re-drives a run left ``running``) sends the prepare again, and the
+  ERP answers a repeat of the ``operation_id`` from its inbox (one operation, one approval request);
+- a crash while a read or draft ran: a read is recorded only with its answer (``tool_calls``); a draft stays
+  ``running`` and runs again, idempotent at the ERP by ``operation_id``;
+- the prepare's refusal (a business rule, an expired requester assertion) is recorded as the call's outcome.
 """
 
 from __future__ import annotations
@@ -13,189 +20,121 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from erpilot_agent.domain.call_identity import call_key
-from erpilot_agent.domain.tool_calls import CallState, PendingApproval, ToolCall
-from erpilot_agent.service_layer.call_ports import CallDownstream, CallRecord, UnitOfWorkFactory
-from erpilot_contracts.approval.v1 import ApprovalRecordV1, GrantV1, RequestApprovalV1
+from erpilot_agent.domain.tool_calls import CallState, ToolCall
+from erpilot_agent.service_layer.ports import AgentUnitOfWork, CallDownstream, CallRecord, Work
+from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_platform.broker import ReplyError
-from erpilot_platform.failpoints import failpoint
 from erpilot_platform.telemetry import step
 
 log = logging.getLogger(__name__)
 OnFinished = Callable[[str], Awaitable[None]]
+Change = Callable[[CallRecord], list]
+
+
+def call_error(error: ErrorV1) -> dict[str, Any]:
+    """The call's error as recorded and shown: code and message, and the rule a refused message broke
+    (``details.reason``, e.g. ``assertion_expired``: the model sees why and the user's next message continues)."""
+    reason = (error.details or {}).get("reason")
+    return {"code": error.code, "message": error.message, **({"details": {"reason": reason}} if reason else {})}
 
 
 class CallPipeline:
-    def __init__(self, uow: UnitOfWorkFactory, downstream: CallDownstream, *, public_url: str,
+    def __init__(self, uow: AgentUnitOfWork, downstream: CallDownstream, *, public_url: str,
                  on_finished: OnFinished | None = None):
         self.uow = uow
         self.downstream = downstream
         self.public_url = public_url.rstrip("/")
         self.on_finished = on_finished
 
-    async def advance(self, key: str, record: CallRecord | None = None, *,
-                      owner: str | None = None) -> CallRecord | None:
-        """Take the call through every step that needs no person, from wherever it stands; the call as
-        it stands then.
-
-        ``record``: the call as just read or saved (saves reading it again); ``owner``: its session's
-        owner, when the caller knows it. Each step answers the call as its last transition saved it,
-        or None when it changed nothing (then it is read again).
-        """
-        for _ in range(6):  # each step moves the state forward; the bound guards against a loop
-            if record is None:
-                async with self.uow(read_only=True) as uow:
-                    record = await uow.calls.get(key)
-            state = record.call.state
-            if state is CallState.RUNNING:
-                record = await self._run(record, owner)
-            elif state is CallState.PREPARING:
-                record = await self._prepare_and_request(record, owner)
-            elif state in (CallState.APPROVED, CallState.EXECUTING):
-                record = await self._commit(record)
-            else:
-                return record
+    async def advance(self, record: CallRecord, *, owner: str, assertion: str | None) -> CallRecord:
+        """Take the call through what needs no person (a read or draft still running, a write not yet
+        prepared); the call as it stands then. ``assertion`` goes with every command to the ERP."""
+        if record.call.state is CallState.RUNNING:
+            change = await self.run_at_erp(session_id=record.session_id, call_id=record.call_id,
+                                           operation_id=record.operation_id, call=record.call, requested_by=owner,
+                                           assertion=assertion)
+            return await self.transition(record.call_key, lambda r: change(r.call)) or record
+        if record.call.state is CallState.PREPARING:
+            with step("agent", "prepare", session_id=record.session_id, call_id=record.call_id,
+                      operation_id=record.operation_id):
+                return await self._prepare(record, owner, assertion)
         return record
 
-    # --- the steps -----------------------------------------------------------------------------
-    async def _run(self, record: CallRecord, owner: str | None) -> CallRecord | None:
-        change = await self.run_at_erp(session_id=record.session_id, call_id=record.call_id,
-                                       operation_id=record.operation_id, call=record.call,
-                                       requested_by=owner or await self._owner(record))
-        return await self.transition(record.call_key, change)
-
     async def run_at_erp(self, *, session_id: str, call_id: str, operation_id: str, call: ToolCall,
-                         requested_by: str | None) -> Callable[[ToolCall], list]:
-        """Run a read or draft at the ERP; returns the change that records its outcome (a finish that a
-        concurrent delivery of the call recorded first stands). The ERP's own failure (5xx) is raised:
-        the command is retried, then dead-lettered."""
-        cmd = ExecuteToolV1(session_id=session_id, call_id=call_id, operation_id=operation_id,
-                            tool=call.tool, arguments=call.arguments, requested_by=requested_by)
+                         requested_by: str, assertion: str | None) -> Callable[[ToolCall], list]:
+        """Run a read or draft at the ERP; the change that records its outcome (a finish that a concurrent
+        delivery of the call recorded first stands). The ERP's own failure (5xx) is raised: the command is
+        retried, then dead-lettered."""
+        cmd = ExecuteToolV1(session_id=session_id, call_id=call_id, operation_id=operation_id, tool=call.tool,
+                            arguments=call.arguments, requested_by=requested_by, assertion=assertion)
         kind = get_tool(call.tool).kind
         try:
             result = await (self.downstream.read(cmd) if kind is ToolKind.READ else self.downstream.draft(cmd))
         except ReplyError as exc:  # the ERP answered with an error that is not a business outcome
             if exc.error.status >= 500:
                 raise
-            return _first_finish("failed", error={"code": exc.error.code, "message": exc.error.message})
+            return _first_finish("failed", error=call_error(exc.error))
         if result.outcome == "succeeded":
             return _first_finish("succeeded", result=result.result)
         return _first_finish("business_rejected", error={"code": result.error.code, "message": result.error.message})
 
-    async def _prepare_and_request(self, record: CallRecord, owner: str | None) -> CallRecord | None:
-        with step("agent", "request approval", session_id=record.session_id, call_id=record.call_id,
-                  operation_id=record.operation_id):
-            return await self._prepare_and_request_approval(record, owner or await self._owner(record))
-
-    async def _prepare_and_request_approval(self, record: CallRecord, owner: str | None) -> CallRecord | None:
+    async def _prepare(self, record: CallRecord, owner: str, assertion: str | None) -> CallRecord:
+        """Ask the ERP to prepare the write. Prepared: nothing more here (the ERP's outbox asks for the approval,
+        whose ``evt.approval.requested`` shows it). Refused: the call ends with that refusal."""
         tool, arguments = record.call.tool, record.call.arguments
         spec = get_tool(tool)
-        operation_fingerprint = fingerprint(tool, spec.schema_version, arguments)
         policy = await self.downstream.policy(tool)
-        reply = await self.downstream.prepare(PrepareOperationV1(
-            operation_id=record.operation_id, session_id=record.session_id, call_id=record.call_id, tool=tool,
-            tool_schema_version=spec.schema_version, arguments=arguments, fingerprint=operation_fingerprint,
-            requested_by=owner, stock_check=policy.stock_check))
-        if not reply.ok:
-            error = {"code": reply.error.code, "message": reply.error.message}
-            outcome = "business_rejected" if reply.error.status < 500 else "failed"
-            return await self.transition(record.call_key, lambda c: c.finish(outcome, error=error))
-        approval = await self.downstream.request_approval(RequestApprovalV1(
-            call_id=record.call_id, session_id=record.session_id, tool=tool, tool_schema_version=spec.schema_version,
-            arguments=arguments, fingerprint=operation_fingerprint, operation_id=record.operation_id,
-            preview=reply.data["preview"], requested_by=owner))
-        return await self.approval_requested(approval)
-
-    async def _commit(self, record: CallRecord) -> CallRecord | None:
-        with step("agent", "commit", session_id=record.session_id, call_id=record.call_id,
-                  operation_id=record.operation_id, pending_id=(record.grant or {}).get("pending_id")):
-            return await self._commit_with_grant(record)
-
-    async def _commit_with_grant(self, record: CallRecord) -> CallRecord | None:
-        if record.call.state is CallState.APPROVED:
-            await self.transition(record.call_key, lambda c: c.begin_execution(), commit_sent=True)
-        failpoint("agent.commit.before_send")
-        grant = GrantV1.model_validate(record.grant)
         try:
-            status = await self.downstream.commit(record.operation_id, grant)
-        except ReplyError as exc:  # e.g. invalid_grant, operation_conflict: not a business outcome
-            error = {"code": exc.error.code, "message": exc.error.message}
-            return await self.transition(record.call_key, lambda c: c.finish("failed", error=error))
-        failpoint("agent.commit.after_send")
-        return await self.record_commit_outcome(record.call_key, status.status, status.result, status.error)
-
-    async def record_commit_outcome(self, key: str, status: str, result: dict | None,
-                                    error: Any) -> CallRecord | None:
-        if status == "committed":
-            return await self.transition(key, lambda c: c.finish("succeeded", result=result))
-        if status == "rejected":
-            detail = {"code": error.code, "message": error.message}
-            return await self.transition(key, lambda c: c.finish("business_rejected", error=detail))
-        return None
-
-    async def approval_requested(self, record: ApprovalRecordV1) -> CallRecord | None:
-        """A pending approval exists for one of our calls: the first one, or an edit's new version."""
-        self.downstream.policy_version_seen(record.policy_version)  # a new policy: ask for it again
-        pending = PendingApproval(
-            pending_id=record.pending_id, fingerprint=record.fingerprint, expires_at=record.expires_at,
-            preview=record.preview, approval_url=f"{self.public_url}/resume/{record.pending_id}",
-            edited_by=record.edited_by)
-
-        def apply(call: ToolCall) -> list:
-            if record.supersedes and call.pending and call.pending.pending_id == record.supersedes:
-                # The old version ended by the edit of the person who made the new one, not the requester.
-                return call.supersede(record.supersedes, pending, decided_by=record.edited_by)
-            return call.await_approval(pending)
-
-        # An edit brings new arguments and a new operation id for the same call.
-        extra = {"operation_id": record.operation_id, "arguments": record.arguments} if record.supersedes else {}
-        return await self.transition(call_key(record.session_id, record.call_id), apply, **extra)
-
-    # --- reconciliation ----------------------------------------------------------------------
-    async def reconcile(self, record: CallRecord) -> None:
-        """A commit whose answer never arrived: ask the ERP, never a person; re-send if not committed."""
-        try:
-            status = await self.downstream.operation_status(record.operation_id)
+            await self.downstream.prepare(PrepareOperationV1(
+                operation_id=record.operation_id, session_id=record.session_id, call_id=record.call_id, tool=tool,
+                tool_schema_version=spec.schema_version, arguments=arguments,
+                fingerprint=fingerprint(tool, spec.schema_version, arguments), requested_by=owner,
+                stock_check=policy.stock_check, assertion=assertion))
         except ReplyError as exc:
-            if exc.error.code != "not_found":
-                raise
-            status = None
-        if status is not None and status.status in ("committed", "rejected"):
-            await self.record_commit_outcome(record.call_key, status.status, status.result, status.error)
-        else:
-            await self.advance(record.call_key)
+            # A refused message (no valid requester assertion) or the ERP's own failure is no business outcome.
+            failed = exc.error.code == "invalid_message" or exc.error.status >= 500
+            error = call_error(exc.error)
+            return await self.transition(record.call_key, lambda r: _if_preparing(
+                r.call, "failed" if failed else "business_rejected", error=error)) or record
+        return record
 
     # --- the one way a call changes ------------------------------------------------------------
-    async def transition(self, key: str, change: Callable[[ToolCall], list], *, commit_sent: bool = False,
-                         **columns: Any) -> CallRecord | None:
-        """Apply one lifecycle transition under the call's row lock, with its events, in one transaction;
-        the call as saved, None if the transition changed nothing."""
-        async with self.uow() as uow:
-            record = await uow.calls.get(key, lock=True)
+    async def transition(self, key: str, change: Change, *, operation_id: str | None = None) -> CallRecord | None:
+        """Apply one lifecycle transition under the call's row lock, with its events, in one unit of work; the
+        call as it stands after it (None: no such call). ``change`` may raise (e.g. ``TransientError``: not
+        yet), and then nothing is stored."""
+        async def work(w: Work) -> tuple[CallRecord | None, bool]:
+            record = await w.calls.get(key, lock=True)
             if record is None:
-                log.warning("event for unknown call %s ignored", key)
-                return None
-            call = record.call
-            events = change(call)
+                return None, False
+            events = change(record)
             if not events:
-                return None
-            saved = await uow.calls.save(key, call, events=events, commit_sent=commit_sent, **columns)
-            await uow.commit()
-        if call.state is CallState.FINISHED:
-            await self.finished(saved)
-        return saved
+                return record, False
+            return await w.calls.save(key, record.call, events=events, operation_id=operation_id), True
+
+        record, changed = await self.uow.run(work)
+        if record is None:
+            log.warning("event for unknown call %s ignored", key)
+        elif changed and record.call.state is CallState.FINISHED:
+            await self.finished(record)
+        return record
 
     async def finished(self, record: CallRecord) -> None:
         """Tell the run driver; only a model's call can have a run waiting for it."""
         if record.source == "model" and self.on_finished:
             await self.on_finished(record.call_key)
 
-    async def _owner(self, record: CallRecord) -> str | None:
-        async with self.uow(read_only=True) as uow:
-            return await uow.owner_of(record.session_id)
+
+def _if_preparing(call: ToolCall, outcome: str, **detail: Any) -> list:
+    """End a write whose prepare was refused, unless it moved on meanwhile (``evt.approval.request_refused``
+    ended it, or a repeat's refusal came after the first prepare's approval was recorded): that stands."""
+    if call.state is not CallState.PREPARING:
+        log.info("call %s is %s; the refusal of its prepare changes nothing", call.call_id, call.state)
+        return []
+    return call.finish(outcome, **detail)
 
 
 def _first_finish(outcome: str, **detail: Any) -> Callable[[ToolCall], list]:

@@ -11,7 +11,7 @@ import logging
 
 from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.tool_calls import CallState, SessionEvent
-from erpilot_agent.service_layer.call_ports import UnitOfWorkFactory
+from erpilot_agent.service_layer.ports import AgentUnitOfWork, Work
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1
 from erpilot_platform.broker import TransientError
 
@@ -19,11 +19,11 @@ log = logging.getLogger(__name__)
 EVENT = "approval_expiring"
 
 
-async def on_approval_expiring(uow: UnitOfWorkFactory, evt: ApprovalExpiringV1) -> bool:
+async def on_approval_expiring(uow: AgentUnitOfWork, evt: ApprovalExpiringV1) -> bool:
     """Append the warning to the call's session if it still waits for that approval; True when appended."""
-    async with uow() as work:
+    async def work(w: Work) -> bool:
         # Calls are keyed by (session, call_id): a call_id is unique per session only.
-        record = await work.calls.get(call_key(evt.session_id, evt.call_id), lock=True)
+        record = await w.calls.get(call_key(evt.session_id, evt.call_id), lock=True)
         if record is None:
             log.warning("expiry warning for unknown call %s ignored", evt.call_id)
             return False
@@ -34,9 +34,10 @@ async def on_approval_expiring(uow: UnitOfWorkFactory, evt: ApprovalExpiringV1) 
             if evt.pending_id not in call.resolutions and call.state in (CallState.RECEIVED, CallState.PREPARING):
                 raise TransientError(f"approval {evt.pending_id} of call {evt.call_id} is not known here yet")
             return False  # decided, expired or superseded meanwhile: the warning would be false
-        if await work.sessions.shows(evt.session_id, EVENT, pending_id=evt.pending_id):
+        if await w.sessions.shows(evt.session_id, EVENT, pending_id=evt.pending_id):
             return False
-        await work.emit(evt.session_id, [SessionEvent(EVENT, {
+        await w.sessions.append(evt.session_id, [SessionEvent(EVENT, {
             "call_id": evt.call_id, "pending_id": evt.pending_id, "expires_at": evt.expires_at.isoformat()})])
-        await work.commit()  # wakes the outbox relay
-    return True
+        return True
+
+    return await uow.run(work)

@@ -1,42 +1,19 @@
-"""What the run driver needs from the outside world: persistence of runs and history, and tool calls.
-
-The SQL implementation is ``adapters.runs.SqlRunStore`` / ``service_layer.run_tools.PipelineTools``;
-the unit tests use in-memory fakes.
+"""What the run driver works with besides the unit of work (``ports``): a run with its history, the results it
+stores for the model, and the tool-call pipeline (``Tools``: ``run_tools.PipelineTools``; a fake in the tests).
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from erpilot_agent.domain.history import Entry
+from erpilot_agent.domain.run_state import Run
 from erpilot_agent.domain.runs import StoredEntry
-from erpilot_contracts.base import ReplyV1
-
-ACTIVE = ("running", "waiting")
-
-
-class RunRejected(Exception):
-    """A message cannot start a run (unknown session, a run in progress, a reused message id)."""
-
-    def __init__(self, reply: ReplyV1):
-        super().__init__(reply.error.code)
-        self.reply = reply
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    run_id: str
-    session_id: str
-    owner: str
-    status: str  # running | waiting | finished | failed
-    steps: int
 
 
 @dataclass(frozen=True)
 class RunSnapshot:
-    run: RunRecord
+    run: Run
     history: list[StoredEntry]  # the whole session, every run, in order
 
 
@@ -56,60 +33,10 @@ class CallStatus:
     live: dict[str, Any] | None = None  # ToolCall.model_content() now (e.g. awaiting_approval), any state
 
 
-class RunStore(Protocol):
-    async def start_run(self, *, session_id: str, owner: str, message_id: str, text: str) -> tuple[str, bool]:
-        """Record the user message and a new run; (run_id, created). Raises RunRejected."""
-        ...
-
-    def lock(self, session_id: str) -> AbstractAsyncContextManager[bool]:
-        """Exclusive right to drive the session's run, held until exit; yields False if someone else has it."""
-        ...
-
-    async def get_run(self, run_id: str) -> RunRecord | None: ...
-
-    async def load(self, run_id: str) -> RunSnapshot | None: ...
-
-    async def record_reply(self, run_id: str, entry: Entry) -> None:
-        """Store the assistant entry (one more step); without tool calls it also finishes the run."""
-        ...
-
-    async def record_results(self, run_id: str, results: list[ToolResult], *, waiting: bool) -> None:
-        """Store tool results; the run is then ``waiting`` (some call needs a person) or ``running``."""
-        ...
-
-    async def finish(self, run_id: str) -> None: ...
-
-    async def fail(self, run_id: str, code: str, message: str) -> None: ...
-
-    async def note_failure(self, run_id: str) -> tuple[int, float]:
-        """Count a failed attempt (it also delays the next recovery attempt): (failed attempts in a row,
-        seconds since the first of them). Storing a model reply or a tool result resets the count."""
-        ...
-
-    async def resumable(self, run_id: str) -> bool:
-        """The run waits, but every tool call it made has finished."""
-        ...
-
-    async def runs_to_resume(self, *, stale_seconds: float) -> list[str]: ...
-
-    async def has_running_runs(self) -> bool:
-        """Some run anywhere is ``running``: being driven, or left so by a crash or a failed attempt."""
-        ...
-
-    async def cancel(self, *, session_id: str, owner: str, run_id: str) -> list[str]:
-        """Cancel a waiting run (idempotent); the pending ids of its calls still awaiting approval.
-        Raises RunRejected (unknown run, a run actively working, a run already over)."""
-        ...
-
-    async def run_of_call(self, call_key: str) -> str | None:
-        """The run a model's tool call (by its ``call_key``) belongs to (None for external calls)."""
-        ...
-
-
 class Tools(Protocol):
-    async def start(self, *, session_id: str, owner: str, run_id: str, call_id: str, tool: str,
-                    arguments: Any) -> None:
-        """Record and drive a call as far as it goes without a person. Raises CallRejected."""
+    async def start(self, *, run: Run, call_id: str, tool: str, arguments: Any) -> None:
+        """Record and drive a call of ``run`` as far as it goes without a person (with the run's owner and
+        requester assertion). Raises ``Refused`` when the call cannot start."""
         ...
 
     async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:

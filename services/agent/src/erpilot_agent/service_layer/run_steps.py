@@ -20,6 +20,7 @@ from erpilot_agent.domain.context_view import ContextOverflow, build_context
 from erpilot_agent.domain.history import MalformedHistory, estimate_tokens, system_message
 from erpilot_agent.domain.model_ids import for_model
 from erpilot_agent.domain.run_sharing import offered_tools, open_calls, with_states
+from erpilot_agent.domain.run_state import Run
 from erpilot_agent.domain.runs import (
     ArgumentsNotJson,
     CallRequest,
@@ -29,18 +30,20 @@ from erpilot_agent.domain.runs import (
     rejected_content,
 )
 from erpilot_agent.domain.tool_calls import CallState
-from erpilot_agent.service_layer.call_ports import CallRejected
-from erpilot_agent.service_layer.run_ports import RunSnapshot, RunStore, ToolResult, Tools
+from erpilot_agent.service_layer.run_ports import RunSnapshot, ToolResult, Tools
+from erpilot_agent.service_layer.run_records import RunRecords
+from erpilot_platform.refusals import Refused
 
 log = logging.getLogger(__name__)
 
-# Calls the driver may (re)start: nothing is waiting on a person or a commit yet. Approved and
-# executing calls belong to the approval handler and the reconciler.
+# Calls the driver may (re)start: nothing is waiting on a person or a commit yet (a write still preparing gets
+# its prepare again: the ERP answers a repeat from its inbox). Calls awaiting a decision or executing move on
+# with the approval service's and the ERP's events.
 STARTABLE = frozenset({CallState.RECEIVED.value, CallState.RUNNING.value, CallState.PREPARING.value})
 
 
 class RunSteps:
-    def __init__(self, store: RunStore, tools: Tools, model: Any, *, tool_specs: list[dict[str, Any]],
+    def __init__(self, store: RunRecords, tools: Tools, model: Any, *, tool_specs: list[dict[str, Any]],
                  budget_tokens: int, tool_bytes: int, max_steps: int, system_prompt: str):
         self.store = store
         self.tools = tools
@@ -114,17 +117,15 @@ class RunSteps:
             raise failures[0]
         return complete
 
-    async def _start(self, run: Any, call: CallRequest) -> ToolResult | None:
+    async def _start(self, run: Run, call: CallRequest) -> ToolResult | None:
         try:
             arguments = parse_arguments(call.arguments_text)
         except ArgumentsNotJson as exc:
             return ToolResult(call.call_id, rejected_content("invalid_arguments", str(exc)),
                               rejected=(call.name, call.arguments_text))
         try:
-            await self.tools.start(session_id=run.session_id, owner=run.owner, run_id=run.run_id,
-                                   call_id=call.call_id, tool=call.name, arguments=arguments)
-        except CallRejected as rejected:
-            error = rejected.reply.error
-            return ToolResult(call.call_id, rejected_content(error.code, error.message, error.details),
+            await self.tools.start(run=run, call_id=call.call_id, tool=call.name, arguments=arguments)
+        except Refused as refusal:
+            return ToolResult(call.call_id, rejected_content(refusal.code, refusal.message, refusal.details),
                               rejected=(call.name, arguments))
         return None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from erpilot_agent.domain.run_state import Run
 from erpilot_agent.domain.tool_calls import CallState
+from erpilot_agent.service_layer.ports import CallRecord, Work
 from erpilot_agent.service_layer.run_ports import CallStatus
 from erpilot_agent.service_layer.tool_calls import ToolCallService
 
@@ -13,18 +15,20 @@ class PipelineTools:
     def __init__(self, service: ToolCallService):
         self.service = service
 
-    async def start(self, *, session_id: str, owner: str, run_id: str, call_id: str, tool: str,
-                    arguments: Any) -> None:
-        await self.service.start(session_id=session_id, owner=owner, tool=tool, raw_arguments=arguments,
-                                 call_id=call_id, source="model", run_id=run_id)
+    async def start(self, *, run: Run, call_id: str, tool: str, arguments: Any) -> None:
+        # Every call of a run carries the assertion of the message that started the run.
+        await self.service.start(session_id=run.session_id, owner=run.owner, tool=tool, raw_arguments=arguments,
+                                 call_id=call_id, assertion=run.assertion, source="model", run_id=run.run_id)
 
     async def status(self, session_id: str, call_ids: list[str]) -> dict[str, CallStatus]:
         if not call_ids:
             return {}
-        async with self.service.uow(read_only=True) as uow:
-            records = await uow.calls.of_session(session_id, call_ids)
+
+        async def look(w: Work) -> list[CallRecord]:
+            return await w.calls.of_session(session_id, call_ids)
+
         found = {}
-        for record in records:
+        for record in await self.service.uow.read(look):
             call = record.call
             live = call.model_content()
             found[record.call_id] = CallStatus(call.state.value, live if call.state is CallState.FINISHED else None,

@@ -21,9 +21,11 @@ from typing import Any
 
 from erpilot_agent.domain.prompt import SYSTEM_PROMPT
 from erpilot_agent.domain.runs import MAX_STEPS, RETRIES_EXHAUSTED, AskModel, Finish, RetryBudget, RunCalls, next_action
-from erpilot_agent.service_layer.run_ports import ACTIVE, RunRejected, RunStore, Tools
+from erpilot_agent.service_layer.ports import AgentUnitOfWork, DriverLocks
+from erpilot_agent.service_layer.run_ports import Tools
+from erpilot_agent.service_layer.run_records import Clock, RunRecords, utc_now
 from erpilot_agent.service_layer.run_steps import RunSteps
-from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.agent.v1 import CancelledRunV1, CancelRunV1, PostMessageV1, RunRefV1
 from erpilot_platform.logs import bind, unbind
 from erpilot_platform.loops import Soon, every
 
@@ -31,13 +33,14 @@ log = logging.getLogger(__name__)
 
 
 class RunService:
-    def __init__(self, store: RunStore, tools: Tools, model: Any, *, tool_specs: list[dict[str, Any]],
-                 budget_tokens: int, tool_bytes: int, max_steps: int = MAX_STEPS,
+    def __init__(self, uow: AgentUnitOfWork, locks: DriverLocks, tools: Tools, model: Any, *,
+                 tool_specs: list[dict[str, Any]], budget_tokens: int, tool_bytes: int, max_steps: int = MAX_STEPS,
                  system_prompt: str = SYSTEM_PROMPT, max_concurrent_runs: int = 8,
-                 retry: RetryBudget | None = None):
-        self.store = store
+                 retry: RetryBudget | None = None, clock: Clock = utc_now):
+        self.store = RunRecords(uow, clock=clock)
+        self.locks = locks
         self.max_steps = max_steps
-        self.steps = RunSteps(store, tools, model, tool_specs=tool_specs, budget_tokens=budget_tokens,
+        self.steps = RunSteps(self.store, tools, model, tool_specs=tool_specs, budget_tokens=budget_tokens,
                               tool_bytes=tool_bytes, max_steps=max_steps, system_prompt=system_prompt)
         self.retry = retry or RetryBudget()
         self._tasks: dict[str, asyncio.Task] = {}
@@ -50,25 +53,22 @@ class RunService:
         self._slots = asyncio.Semaphore(max_concurrent_runs)
 
     # --- entry points ------------------------------------------------------------------------
-    async def post_message(self, *, session_id: str, owner: str, message_id: str, text: str) -> ReplyV1:
-        """Start a run for the message (idempotent by ``message_id``) and drive it in the background."""
-        try:
-            run_id, _created = await self.store.start_run(session_id=session_id, owner=owner,
-                                                          message_id=message_id, text=text)
-        except RunRejected as rejected:
-            return rejected.reply
+    async def post_message(self, cmd: PostMessageV1) -> RunRefV1:
+        """Start a run for the message (idempotent by ``message_id``) and drive it in the background. The run
+        keeps the message's requester assertion for every call it makes. Raises ``Refused``."""
+        run_id, _created = await self.store.start_run(session_id=cmd.session_id, owner=cmd.owner,
+                                                      message_id=cmd.message_id, text=cmd.text,
+                                                      assertion=cmd.assertion)
         self.schedule(run_id)
-        return ReplyV1.success({"run_id": run_id})
+        return RunRefV1(run_id=run_id)
 
-    async def cancel(self, *, session_id: str, owner: str, run_id: str) -> ReplyV1:
-        """Cancel a waiting run: it takes no further step. The store records ``evt.agent.run_cancelled`` with
-        the cancel, from which the approval service withdraws the run's approvals; the pending ids answered
-        let the gateway withdraw them at once too and report each one's status."""
-        try:
-            pending_ids = await self.store.cancel(session_id=session_id, owner=owner, run_id=run_id)
-        except RunRejected as rejected:
-            return rejected.reply
-        return ReplyV1.success({"run_id": run_id, "status": "cancelled", "pending_ids": pending_ids})
+    async def cancel(self, cmd: CancelRunV1) -> CancelledRunV1:
+        """Cancel a waiting run: it takes no further step. The cancel records ``evt.agent.run_cancelled``, from
+        which (and only from which) the approval service withdraws the run's approvals; the pending ids
+        answered let the gateway report each one's status. Raises ``Refused``."""
+        pending_ids = await self.store.cancel(session_id=cmd.session_id, owner=cmd.owner, run_id=cmd.run_id,
+                                              assertion=cmd.assertion)
+        return CancelledRunV1(run_id=cmd.run_id, pending_ids=pending_ids)
 
     async def on_call_finished(self, call_key: str) -> None:
         """A tool call finished: if a model run waits for it, drive that run on."""
@@ -135,9 +135,9 @@ class RunService:
     async def _drive(self, run_id: str) -> None:
         while True:
             run = await self.store.get_run(run_id)
-            if run is None or run.status not in ACTIVE:
+            if run is None or not run.active:
                 return
-            async with self.store.lock(run.session_id) as held:
+            async with self.locks.hold(run.session_id) as held:
                 if not held:
                     return  # another driver has it; it re-checks after letting go
                 try:
@@ -171,7 +171,7 @@ class RunService:
         # tool rounds between them (the guard only stops a bug from spinning).
         for _ in range(4 * self.max_steps + 4):
             snapshot = await self.store.load(run_id)
-            if snapshot is None or snapshot.run.status not in ACTIVE:
+            if snapshot is None or not snapshot.run.active:
                 return
             action = next_action(snapshot.history, run_id)
             if isinstance(action, Finish):

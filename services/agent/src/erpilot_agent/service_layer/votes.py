@@ -13,7 +13,7 @@ import logging
 
 from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.tool_calls import CallState, SessionEvent
-from erpilot_agent.service_layer.call_ports import CallUnitOfWork, UnitOfWorkFactory
+from erpilot_agent.service_layer.ports import AgentUnitOfWork, Work
 from erpilot_contracts.approval.v1 import ApprovalResolvedV1, ApprovalVotedV1, VoteV1
 from erpilot_platform.broker import TransientError
 
@@ -21,37 +21,36 @@ log = logging.getLogger(__name__)
 EVENT = "approval_vote"
 
 
-async def on_approval_voted(uow: UnitOfWorkFactory, evt: ApprovalVotedV1) -> bool:
+async def on_approval_voted(uow: AgentUnitOfWork, evt: ApprovalVotedV1) -> bool:
     """Append the vote to the call's session if the call still waits for that approval; True when appended."""
-    async with uow() as work:
-        if not await _waiting(work, evt.session_id, evt.call_id, evt.pending_id):
+    async def work(w: Work) -> bool:
+        if not await _waiting(w, evt.session_id, evt.call_id, evt.pending_id):
             return False
-        appended = await _show(work, evt, evt.vote, evt.approvals_required, evt.approvals_received)
-        if appended:
-            await work.commit()  # wakes the outbox relay
-    return appended
+        return await _show(w, evt, evt.vote, evt.approvals_required, evt.approvals_received)
+
+    return await uow.run(work)
 
 
-async def before_resolution(uow: UnitOfWorkFactory, evt: ApprovalResolvedV1) -> int:
+async def before_resolution(uow: AgentUnitOfWork, evt: ApprovalResolvedV1) -> int:
     """Show every vote the resolution carries that the session does not show yet, oldest first, while the
     call still waits for that approval (call it before recording the resolution); how many were added."""
     if not evt.votes:
         return 0
-    added = 0
-    async with uow() as work:
-        if not await _waiting(work, evt.session_id, evt.call_id, evt.pending_id):
+
+    async def work(w: Work) -> int:
+        if not await _waiting(w, evt.session_id, evt.call_id, evt.pending_id):
             return 0
-        approvers: set[str] = set()
+        added, approvers = 0, set()
         for vote in evt.votes:
             if vote.action == "approve":
                 approvers.add(vote.sub)
-            added += await _show(work, evt, vote, evt.approvals_required, len(approvers))
-        if added:
-            await work.commit()
-    return added
+            added += await _show(w, evt, vote, evt.approvals_required, len(approvers))
+        return added
+
+    return await uow.run(work)
 
 
-async def _waiting(work: CallUnitOfWork, session_id: str, call_id: str, pending_id: str) -> bool:
+async def _waiting(work: Work, session_id: str, call_id: str, pending_id: str) -> bool:
     """Lock the call; whether it waits for ``pending_id`` (retry later if it does not know it yet)."""
     record = await work.calls.get(call_key(session_id, call_id), lock=True)
     if record is None:
@@ -66,12 +65,12 @@ async def _waiting(work: CallUnitOfWork, session_id: str, call_id: str, pending_
     return False
 
 
-async def _show(work: CallUnitOfWork, evt: ApprovalVotedV1 | ApprovalResolvedV1, vote: VoteV1, required: int,
+async def _show(work: Work, evt: ApprovalVotedV1 | ApprovalResolvedV1, vote: VoteV1, required: int,
                 received: int) -> bool:
     """Append one ``approval_vote`` unless the session shows this person's vote on this approval already."""
     if await work.sessions.shows(evt.session_id, EVENT, pending_id=evt.pending_id, sub=vote.sub):
         return False
-    await work.emit(evt.session_id, [SessionEvent(EVENT, {
+    await work.sessions.append(evt.session_id, [SessionEvent(EVENT, {
         "call_id": evt.call_id, "pending_id": evt.pending_id, "sub": vote.sub, "role": vote.role,
         "action": vote.action, "at": vote.at.isoformat(), "comment": vote.comment,
         "approvals_required": required, "approvals_received": received})])

@@ -1,4 +1,6 @@
-"""Persistence of sessions, session events and tool calls (agent schema)."""
+"""The SQL statements on sessions, session events and tool calls (agent schema) that the repositories of
+``sql_calls`` build on. Session events are written with their outbox rows (the ``Outbox`` given: the
+service's own, never a module global), in one statement where the caller already holds the session's lock."""
 
 from __future__ import annotations
 
@@ -9,14 +11,10 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from erpilot_agent.adapters.tables import outbox as outbox_table
-from erpilot_agent.adapters.tables import runs, session_events, sessions, tool_calls
+from erpilot_agent.adapters.tables import session_events, sessions, tool_calls
 from erpilot_contracts.sessions.v1 import SessionEventV1
 from erpilot_contracts.subjects import session_events_subject
-from erpilot_platform import advisory_locks
 from erpilot_platform.outbox import Outbox
-
-outbox = Outbox(outbox_table, lock_key=advisory_locks.AGENT_OUTBOX)
 
 
 def now() -> datetime:
@@ -34,14 +32,8 @@ async def get_session(conn: AsyncConnection, session_id: str, *, lock: bool = Fa
     return (await conn.execute(stmt)).first()
 
 
-async def append_event(conn: AsyncConnection, session_id: str, type_: str, data: dict[str, Any]) -> int:
-    """Append one session event with the next gap-free ``seq`` and queue it for publication."""
-    [seq] = await append_events(conn, session_id, [(type_, data)])
-    return seq
-
-
-async def append_events(conn: AsyncConnection, session_id: str, events: list[tuple[str, dict[str, Any]]], *,
-                        last_seq: int | None = None) -> list[int]:
+async def append_events(conn: AsyncConnection, outbox: Outbox, session_id: str,
+                        events: list[tuple[str, dict[str, Any]]], *, last_seq: int | None = None) -> list[int]:
     """Append the events with the next gap-free ``seq`` numbers and queue them for publication; their seqs.
 
     The session row lock orders concurrent writers of one session: they get consecutive numbers in
@@ -57,15 +49,15 @@ async def append_events(conn: AsyncConnection, session_id: str, events: list[tup
             update(sessions).where(sessions.c.session_id == session_id)
             .values(last_seq=sessions.c.last_seq + len(events)).returning(sessions.c.last_seq)
         ) - len(events)
-        [_, *writes], seqs = _event_writes(session_id, events, last_seq)  # numbered already
+        [_, *writes], seqs = _event_writes(outbox, session_id, events, last_seq)  # numbered already
     else:
-        writes, seqs = _event_writes(session_id, events, last_seq)
+        writes, seqs = _event_writes(outbox, session_id, events, last_seq)
     *first, last = writes
     await conn.execute(_with(last, first))
     return seqs
 
 
-def _event_writes(session_id: str, events: list[tuple[str, dict[str, Any]]],
+def _event_writes(outbox: Outbox, session_id: str, events: list[tuple[str, dict[str, Any]]],
                   last_seq: int) -> tuple[list[Any], list[int]]:
     """The writes that append ``events`` after ``last_seq`` (the session's, under its row lock): the new
     ``last_seq``, the events and their outbox rows; and the events' seqs."""
@@ -117,14 +109,15 @@ async def insert_tool_call(conn: AsyncConnection, **values: Any) -> Any:
     )).first()
 
 
-async def update_tool_call(conn: AsyncConnection, call_key: str, *, events: list[tuple[str, dict[str, Any]]] = (),
-                           session: tuple[str, int] | None = None, **values: Any) -> Any:
+async def update_tool_call(conn: AsyncConnection, call_key: str, *, outbox: Outbox | None = None,
+                           events: list[tuple[str, dict[str, Any]]] = (), session: tuple[str, int] | None = None,
+                           **values: Any) -> Any:
     """Change the call and return its row as changed (None if there is no such call); with ``events``
     appended to ``session`` (its id and ``last_seq`` under its row lock) in the same statement."""
     stmt = update(tool_calls).where(tool_calls.c.call_key == call_key).values(updated_at=now(), **values)
     if events:
         session_id, last_seq = session
-        stmt = _with(stmt, _event_writes(session_id, list(events), last_seq)[0])
+        stmt = _with(stmt, _event_writes(outbox, session_id, list(events), last_seq)[0])
     return (await conn.execute(stmt.returning(tool_calls))).first()
 
 
@@ -132,17 +125,6 @@ async def session_tool_calls(conn: AsyncConnection, session_id: str) -> list[Any
     return (await conn.execute(
         select(tool_calls).where(tool_calls.c.session_id == session_id).order_by(tool_calls.c.created_at)
     )).all()
-
-
-async def calls_in_status(conn: AsyncConnection, status: str, older_than: datetime) -> list[Any]:
-    return (await conn.execute(
-        select(tool_calls).where(tool_calls.c.status == status, tool_calls.c.updated_at < older_than)
-        .order_by(tool_calls.c.updated_at).limit(100)
-    )).all()
-
-
-async def session_runs(conn: AsyncConnection, session_id: str) -> list[Any]:
-    return (await conn.execute(select(runs).where(runs.c.session_id == session_id).order_by(runs.c.created_at))).all()
 
 
 def _like_pattern(q: str) -> str:
