@@ -8,14 +8,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from erpilot_gateway.app import create_app
-from erpilot_gateway.settings import GatewaySettings
+
+from .fake_services import settings
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
 def client() -> TestClient:
-    return TestClient(create_app(GatewaySettings(auth_secret="docs-test-" + "d" * 32), broker=object()))
+    return TestClient(create_app(settings("docs-test-" + "d" * 32), broker=object()))
 
 
 @pytest.mark.parametrize("path", ["/docs", "/redoc", "/docs/oauth2-redirect"])
