@@ -6,7 +6,8 @@ import os
 import sys
 from pathlib import Path
 
-from erpilot import db_roles, nats_credentials, nats_security, running as stack_file, stack, tokens
+from erpilot import db_roles, nats_credentials, nats_security, stack, tokens
+from erpilot import running as stack_file
 from erpilot.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
 from erpilot.supervisor import StopRequested, Supervisor
 from erpilot_platform import jetstream

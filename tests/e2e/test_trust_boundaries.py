@@ -32,49 +32,43 @@ async def as_compromised_agent(nats_url: str) -> NatsBroker:
     return broker
 
 
-async def test_a_forged_approval_request_cannot_lower_the_amount_or_invent_the_preview(
+async def test_the_approval_shows_the_ledgers_preview_and_a_request_the_gateway_did_not_vouch_for_is_refused(
         stack, requester: Api, approver: Api, manager: Api):
+    """The request comes from the ledger's outbox, built from its own record (issue 25): what a person sees and
+    the roles it needs are the ledger's. In the deployed configuration only the ERP may publish
+    ``cmd.approval.request`` (test_nats_permissions); here, on a development stack without NATS users, a
+    compromised agent's forged request still names no one the gateway did not vouch for, and stores nothing."""
     session_id = requester.new_session()
     revision = draft(requester, session_id, BIG_ORDER)
     assert revision["total_amount_minor"] >= 1_000_000  # a manager's decision under the default policy
     arguments = {"draft_id": revision["draft_id"], "revision": revision["revision"]}
-    operation_id, call_id = f"op_{uuid.uuid4().hex}", f"call_{uuid.uuid4().hex}"
-    print_ = fingerprint("submit_order", 1, arguments)
+    pending = request_write(requester, session_id, "submit_order", arguments)
+    record = manager.get(f"/v1/approvals/{pending['pending_id']}").json()
+    assert record["preview"]["amount_minor"] == revision["total_amount_minor"]
+    assert (record["required_roles"], record["risk"], record["requested_by"]) == (["manager"], "high", requester.sub)
+    assert decide(approver, record, "approve").json()["code"] == "forbidden"
+    page = manager.client.get(f"/resume/{pending['pending_id']}")
+    assert page.status_code == 200 and money(revision["total_amount_minor"], "EUR") in page.text
 
+    operation_id, call_id = f"op_{uuid.uuid4().hex}", f"call_{uuid.uuid4().hex}"
+    forged = RequestApprovalV1(
+        call_id=call_id, session_id=session_id, tool="submit_order", arguments=arguments,
+        fingerprint=fingerprint("submit_order", 1, arguments), operation_id=operation_id, requested_by="victim",
+        preview={"operation": "Submit order", "object": "Draft", "target": "A trusted customer",
+                 "amount_minor": 1, "currency": "EUR", "notes": ["routine"]})
     agent = await as_compromised_agent(stack.nats_url)
     try:
-        prepared = await request(agent, subjects.ERP_CMD_PREPARE, PrepareOperationV1(
-            operation_id=operation_id, session_id=session_id, call_id=call_id, tool="submit_order",
-            arguments=arguments, fingerprint=print_, requested_by=requester.sub), durable=True)
-        assert prepared.ok, prepared
-        ledger_preview = prepared.data["preview"]
-        assert ledger_preview["amount_minor"] == revision["total_amount_minor"]
-
-        forged = RequestApprovalV1(
-            call_id=call_id, session_id=session_id, tool="submit_order", arguments=arguments, fingerprint=print_,
-            operation_id=operation_id, requested_by=requester.sub,
-            preview={"operation": "Submit order", "object": "Draft", "target": "A trusted customer",
-                     "amount_minor": 1, "currency": "EUR", "notes": ["routine"]})
         reply = await request(agent, subjects.APPROVAL_CMD_REQUEST, forged, durable=True)
-        assert (reply.ok, reply.error.code, reply.error.status) == (False, "invalid_request", 422)
-        lowered = forged.model_copy(update={"preview": {**ledger_preview, "amount_minor": 1}})
-        reply = await request(agent, subjects.APPROVAL_CMD_REQUEST, lowered, durable=True)
-        assert (reply.ok, reply.error.code) == (False, "invalid_request")
-        assert manager.get("/v1/approvals", session_id=session_id, status="pending").json()["items"] == []
-
-        # Only a request that says what the ledger prepared is stored, and it shows the ledger's amount.
-        honest = forged.model_copy(update={"preview": ledger_preview})
-        reply = await request(agent, subjects.APPROVAL_CMD_REQUEST, honest, durable=True)
-        assert reply.ok, reply
+        assert (reply.ok, reply.error.code, reply.error.details["reason"]) == (
+            False, "invalid_message", "assertion_missing")
+        reply = await request(agent, subjects.ERP_CMD_PREPARE, PrepareOperationV1(
+            operation_id=operation_id, session_id=session_id, call_id=call_id, tool="submit_order",
+            arguments=arguments, fingerprint=forged.fingerprint, requested_by="victim"), durable=True)
+        assert (reply.ok, reply.error.code, reply.error.details["reason"]) == (
+            False, "invalid_message", "assertion_missing")
     finally:
         await agent.stop()
-    pending_id = reply.data["pending_id"]
-    record = manager.get(f"/v1/approvals/{pending_id}").json()
-    assert record["preview"]["amount_minor"] == revision["total_amount_minor"]
-    assert (record["required_roles"], record["risk"]) == (["manager"], "high")
-    assert decide(approver, record, "approve").json()["code"] == "forbidden"
-    page = manager.client.get(f"/resume/{pending_id}")
-    assert page.status_code == 200 and money(revision["total_amount_minor"], "EUR") in page.text
+    assert manager.get("/v1/approvals", session_id=session_id, requested_by="victim").json()["items"] == []
 
 
 def test_an_editor_is_a_party_and_may_not_approve_their_own_edit(stack, requester: Api, approver: Api):

@@ -29,6 +29,8 @@ from erpilot_erp.domain.plans import CommitPlan
 from erpilot_erp.domain.reads import MAX_SEARCH_RESULTS
 from erpilot_erp.service_layer.ports import StoredRevision
 
+REVISION_MAX = 2**31 - 1  # draft_revisions.revision is an INTEGER column
+
 
 class StaleWrite(RuntimeError):
     """A guarded UPDATE matched no row although its row was locked: a bug, never a business outcome."""
@@ -196,6 +198,8 @@ async def search_products(conn: AsyncConnection, query: str) -> list[Product]:
 
 async def draft_revision(conn: AsyncConnection, draft_id: str, revision: int | None) -> StoredRevision | None:
     """One revision of a draft (None: the latest) with the draft's session, status and latest revision."""
+    if revision is not None and not 0 < revision <= REVISION_MAX:
+        return None  # no such revision can exist (and PostgreSQL would refuse the comparison with an error)
     wanted = draft_revisions.c.revision == (revision if revision is not None else drafts.c.latest_revision)
     row = (await conn.execute(
         select(drafts.c.session_id, drafts.c.status, drafts.c.latest_revision, draft_revisions.c.snapshot)
