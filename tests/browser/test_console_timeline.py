@@ -224,7 +224,8 @@ def test_a_large_result_is_read_from_the_call_when_its_card_is_opened(console, n
     draft = {"draft_id": "D-1500", "revision": 101, "customer_id": "C-1001", "currency": "EUR",
              "total_amount_minor": 270000, "lines": lines}
     console.fake.tool_calls[(sid, "c-big")] = {"call_id": "c-big", "session_id": sid, "tool": "add_draft_line",
-                                              "arguments": {}, "status": "finished", "outcome": "succeeded", "result": draft}
+                                              "arguments": {}, "status": "finished", "outcome": "succeeded",
+                                              "result": draft}
     line_417 = {**lines[0], "item_number": 417}
     marker_href = f"/v1/sessions/{sid}/tool-calls/c-marked"
     console.fake.tool_calls[(sid, "c-marked")] = {"call_id": "c-marked", "session_id": sid, "tool": "get_draft",
