@@ -11,8 +11,8 @@ from pydantic import Field
 
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy, parse_duration
 from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
-from erpilot_platform.assertions import VERIFY_KEY_ENV
 from erpilot_platform import dev_keys
+from erpilot_platform.assertions import VERIFY_KEY_ENV
 from erpilot_platform.grants import GRANT_KEYS_HINT, load_signing_key, load_verify_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings
 

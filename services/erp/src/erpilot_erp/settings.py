@@ -7,8 +7,8 @@ from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from erpilot_platform.assertions import VERIFY_KEY_ENV
 from erpilot_platform import dev_keys
+from erpilot_platform.assertions import VERIFY_KEY_ENV
 from erpilot_platform.grants import GRANT_KEYS_HINT, load_verify_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings
 

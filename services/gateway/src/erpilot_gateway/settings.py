@@ -8,8 +8,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field, field_validator
 
 from erpilot_gateway.auth import TokenRules
-from erpilot_platform.assertions import SIGNING_KEY_ENV
 from erpilot_platform import dev_keys
+from erpilot_platform.assertions import SIGNING_KEY_ENV
 from erpilot_platform.grants import load_signing_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings, parse_duration, require_secret
 
@@ -32,7 +32,7 @@ class GatewaySettings(PlatformSettings):
     request_timeout_seconds: float = 20.0
     assertion_signing_key: str | None = Field(
         None, description="Base64 raw Ed25519 key the gateway signs requester assertions with (the gateway's alone); "
-                          "unset: only in dev mode, the gateway's development key file under ERPILOT_DATA_DIR/keys/gateway.")
+                          "unset: only in dev mode, the development key file in ERPILOT_DATA_DIR/keys/gateway.")
 
     @field_validator("auth_issuer", "auth_audience")
     @classmethod
