@@ -95,6 +95,8 @@ class Stack:
     # Gateway replica i > 0 listens on a port of its own (replica 0 on http_port).
     gateway_ports: dict[int, int] = field(default_factory=dict)
     nats: object | None = None  # the embedded NATS server or cluster, when the caller started one
+    # The pairs (``dev_keys.PAIRS`` names) not given as variables: the data dir's development key files.
+    dev_key_pairs: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         # The key pairs (grants, requester assertions): as given, in ``env`` or this process's environment, else
