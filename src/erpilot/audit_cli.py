@@ -1,7 +1,8 @@
 """``erpilot audit verify|export``: check the approval service's audit chain, or write it out as JSON lines.
 
 Reads the ``approval`` schema at ``ERPILOT_DATABASE_URL`` (read access is enough) and checks signatures with
-``ERPILOT_GRANT_VERIFY_KEY`` (base64 Ed25519), else the dev key pair under ``ERPILOT_DATA_DIR``.
+``ERPILOT_GRANT_VERIFY_KEY`` (base64 Ed25519), else the development copy of the grant pair's public key under
+``ERPILOT_DATA_DIR`` (the ERP's, ``keys/erp/``: ``erpilot_platform.dev_keys``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from erpilot_platform.db import create_engine
 
 
 def verify_key(data_dir: Path) -> Ed25519PublicKey:
-    from erpilot_platform.grants import ensure_keypair, load_verify_key
+    from erpilot_platform import dev_keys
+    from erpilot_platform.grants import load_verify_key
 
     given = os.environ.get("ERPILOT_GRANT_VERIFY_KEY")
-    return load_verify_key(given) if given else ensure_keypair(data_dir)[1]
+    return load_verify_key(given) if given else dev_keys.verify_key(data_dir, "grant", "erp")
 
 
 async def verify(database_url: str, key: Ed25519PublicKey, *, from_checkpoint: bool = False) -> tuple[bool, str]:

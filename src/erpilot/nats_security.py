@@ -78,7 +78,7 @@ TRAFFIC: dict[str, Traffic] = {
                         s.APPROVAL_CMD_EDIT, s.ERP_CMD_UPDATE_PRODUCT),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                        s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
-                       s.ERP_QUERY_VIEW,
+                       s.APPROVAL_QUERY_REFERRING, s.ERP_QUERY_VIEW,
                        s.ERP_QUERY_OPERATION,
                        s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
         reads_session_events=True,
@@ -109,7 +109,7 @@ TRAFFIC: dict[str, Traffic] = {
         consumes_events=(s.AGENT_EVT_RUN_CANCELLED, s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED,
                          s.APPROVAL_EVT_EXPIRING, s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
-                         s.APPROVAL_QUERY_AUDIT, s.ping_subject("approval")),
+                         s.APPROVAL_QUERY_AUDIT, s.APPROVAL_QUERY_REFERRING, s.ping_subject("approval")),
     ),
     "erp": Traffic(
         outbox_commands=(s.APPROVAL_CMD_REQUEST,),  # built from the prepared operation, in its transaction

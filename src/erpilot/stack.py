@@ -26,6 +26,10 @@ PRIVATE_ENV: dict[str, tuple[str, ...]] = {
     # The gateway vouches for the person behind each command it sends the agent (requester assertions): with
     # this key the agent could name anyone as the requester of a write.
     "ERPILOT_ASSERTION_SIGNING_KEY": ("gateway",),
+    # Public keys are no secret, but each goes only where it is used, as the development key files do
+    # (erpilot_platform.dev_keys): a service's environment is its own keys and nothing more.
+    "ERPILOT_GRANT_VERIFY_KEY": ("erp",),
+    "ERPILOT_ASSERTION_VERIFY_KEY": ("erp", "approval"),
     # Each service gets its own credentials as ERPILOT_NATS_PASSWORD / in its ERPILOT_DATABASE_URL.
     **{f"ERPILOT_NATS_{user.upper()}_PASSWORD": () for user in (*SERVICES, "admin")},
     **{f"ERPILOT_DB_{service.upper()}_PASSWORD": () for service in SERVICES},
@@ -91,17 +95,19 @@ class Stack:
     # Gateway replica i > 0 listens on a port of its own (replica 0 on http_port).
     gateway_ports: dict[int, int] = field(default_factory=dict)
     nats: object | None = None  # the embedded NATS server or cluster, when the caller started one
+    # The pairs (``dev_keys.PAIRS`` names) not given as variables: the data dir's development key files.
+    dev_key_pairs: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
-        # Grant keys reach the approval (signing) and ERP (verify) as variables, never through a shared
-        # directory; a stack given none gets a fresh pair of its own.
-        # The same for the requester assertions: the gateway signs, the ERP and the approval service verify
-        # (each service has a data directory of its own, so a dev pair per directory would not agree).
-        from erpilot_platform.grants import new_keypair_env
+        # The key pairs (grants, requester assertions): as given, in ``env`` or this process's environment, else
+        # the data dir's development keys, a file per service, created here once and kept across restarts
+        # (erpilot_platform.dev_keys). Each service is handed only its own keys (``env_for``), never the directory.
+        from erpilot_platform import dev_keys
 
-        for prefix in ("ERPILOT_GRANT", "ERPILOT_ASSERTION"):
-            if not (self.env.get(f"{prefix}_SIGNING_KEY") or os.environ.get(f"{prefix}_SIGNING_KEY")):
-                self.env = {**self.env, **new_keypair_env(prefix)}
+        given = {**os.environ, **self.env}
+        self.dev_key_pairs = tuple(name for name, pair in dev_keys.PAIRS.items() if not given.get(pair.signing_env))
+        if self.dev_key_pairs:
+            dev_keys.ensure(self.data_dir)
 
     @property
     def base_url(self) -> str:
@@ -145,14 +151,34 @@ class Stack:
     def env_for(self, service: str) -> tuple[dict[str, str], list[str]]:
         """One service's environment, and the variables it must not inherit (another's secrets).
 
-        Each service gets a data directory of its own under the stack's: nothing there is shared.
+        Each service gets a data directory of its own under the stack's: nothing there is shared. Its keys are
+        those given to the stack (``PRIVATE_ENV`` keeps each with its owners), or its own development key files.
         """
-        env = {**self.service_env(), **self.service_envs.get(service, {}),
+        env = {**self.service_env(), **self.given_keys(), **self.service_envs.get(service, {}),
                "ERPILOT_DATA_DIR": str(self.data_dir / "services" / service)}
+        if self.dev_key_pairs:
+            from erpilot_platform import dev_keys
+
+            env.update(dev_keys.service_env(self.data_dir, service, self.dev_key_pairs))
         withheld = [name for name, owners in PRIVATE_ENV.items() if service not in owners]
         for name in withheld:
             env.pop(name, None)
         return env, withheld
+
+    def given_keys(self) -> dict[str, str]:
+        """The pairs given as variables, each with its verify key (derived from the signing key when not given)."""
+        from erpilot_platform import dev_keys
+        from erpilot_platform.grants import encode_public_key, load_signing_key
+
+        keys = {}
+        for name, pair in dev_keys.PAIRS.items():
+            if name in self.dev_key_pairs:
+                continue
+            signing = self.env.get(pair.signing_env) or os.environ[pair.signing_env]
+            verify = self.env.get(pair.verify_env) or os.environ.get(pair.verify_env)
+            keys[pair.signing_env] = signing
+            keys[pair.verify_env] = verify or encode_public_key(load_signing_key(signing).public_key())
+        return keys
 
     def start_service(self, service: str, index: int = 0) -> None:
         name = service if index == 0 else f"{service}-{index + 1}"

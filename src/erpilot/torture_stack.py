@@ -193,7 +193,7 @@ class TortureStack:
         from erpilot import audit_cli
         from erpilot_platform.grants import load_verify_key
 
-        key = self.running.env.get("ERPILOT_GRANT_VERIFY_KEY") or os.environ["ERPILOT_GRANT_VERIFY_KEY"]
+        key = self.running.env_for("erp")[0]["ERPILOT_GRANT_VERIFY_KEY"]  # the ERP's: the approval signs with its pair
         return await audit_cli.verify(self.database_url, load_verify_key(key))
 
     async def wait_quiet(self, timeout: float) -> dict[str, int]:

@@ -13,22 +13,6 @@ from erpilot.supervisor import StopRequested, Supervisor
 from erpilot_platform import jetstream
 
 
-def dev_grant_keys(data_dir: Path) -> dict[str, str]:
-    """The grant keys from the environment, else the data dir's pair (created once, kept across runs).
-
-    The stack hands the signing key to the approval service alone, as a variable (``stack.PRIVATE_ENV``);
-    no service is given the directory the key files are in.
-    """
-    from erpilot_platform.grants import encode_public_key, encode_signing_key, ensure_keypair
-
-    signing, verify = os.environ.get("ERPILOT_GRANT_SIGNING_KEY"), os.environ.get("ERPILOT_GRANT_VERIFY_KEY")
-    if signing and verify:
-        return {"ERPILOT_GRANT_SIGNING_KEY": signing, "ERPILOT_GRANT_VERIFY_KEY": verify}
-    private_key, public_key = ensure_keypair(data_dir)
-    return {"ERPILOT_GRANT_SIGNING_KEY": encode_signing_key(private_key),
-            "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(public_key)}
-
-
 def run_up(data_dir: Path, *, http_port: int, secure: bool, cluster: int = 0, replicas: int = 1) -> int:
     """Start everything, keep it running (restarting what dies), stop it all on SIGINT/SIGTERM.
 
@@ -122,7 +106,7 @@ def _start_and_serve(supervisor: Supervisor, started: _Started, data_dir: Path, 
         print("loaded the demo catalog", flush=True)
     secret = os.environ.get("ERPILOT_AUTH_SECRET") or tokens.dev_auth_secret(data_dir)
     running = stack.Stack(nats_url, database_url, data_dir, http_port=http_port, env={
-        "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": secret, **dev_grant_keys(data_dir)},
+        "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": secret},  # keys: yours if set, else dev_keys (Stack)
         service_envs=service_envs, replicas=dict.fromkeys(stack.SERVICES, replicas), nats_replicas=nats_replicas,
         nats_admin=(nats_security.ADMIN, passwords[nats_security.ADMIN]) if passwords else None,
         supervisor=supervisor)

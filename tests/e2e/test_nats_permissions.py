@@ -140,6 +140,9 @@ def test_the_approve_flow_works_with_every_service_on_least_privilege(secure):
     second = Api(secure.stack.base_url, f"appr2-{time.monotonic_ns()}", "approver")  # the editor is a party
     assert decide(second, edited.json(), "approve").status_code == 200
     assert finished(requester, session_id, cancel["call_id"])["result"]["status"] == "cancelled"
+    # An order read by an approver of an approval naming it: the gateway asks the agent who owns the session and
+    # the approval service whether this person may decide such an approval (query.approval.referring).
+    assert second.get(f"/v1/erp/orders/{order['order_id']}").status_code == 200
     admin = Api(secure.stack.base_url, f"admin-{time.monotonic_ns()}", "admin", "requester")
     assert requester.call(session_id, "get_product", {"sku": "SKU-PAPER-A3"}).json()["outcome"] == "succeeded"
     assert admin.get(f"/v1/operations/{edited.json()['operation_id']}").json()["status"] == "committed"

@@ -206,6 +206,7 @@ def test_cancel_order_returns_stock_and_refunds_nothing(requester, approver):
 
 
 def test_an_edit_supersedes_the_pending_approval_and_the_new_version_commits(stack, requester, approver):
+    second = Api(stack.base_url, f"appr2-{time.monotonic_ns()}", "approver")  # the editor is a party (SPEC §10)
     session_id = requester.new_session()
     order = place_order(requester, approver, session_id, [("SKU-PAPER-A4", 1)])
     pending = request_write(requester, session_id, "cancel_order", {"order_id": order["order_id"], "reason": "dup"})
@@ -220,9 +221,8 @@ def test_an_edit_supersedes_the_pending_approval_and_the_new_version_commits(sta
     assert approver.get(f"/v1/approvals/{pending['pending_id']}").json()["status"] == "superseded"
     old = decide(approver, pending, "approve")
     assert old.status_code == 409 and old.json()["code"] == "superseded"
-    # The editor is a party to the new version (separation of duties, the default): another approver decides it.
-    assert decide(approver, new, "approve").json()["code"] == "separation_of_duties"
-    second = Api(stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
+    own = decide(approver, new, "approve")
+    assert own.status_code == 403 and own.json()["code"] == "separation_of_duties"
     assert decide(second, new, "approve").status_code == 200
     view = finished(requester, session_id, pending["call_id"])
     assert view["outcome"] == "succeeded" and view["result"]["status"] == "cancelled"

@@ -22,6 +22,7 @@ class UpProcess:
 
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith("ERPILOT_")}
+        self.data_dir = data_dir
         self.port = free_port()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "erpilot", "up", "--port", str(self.port), *args],

@@ -2,7 +2,8 @@
 
 Outside dev mode the approval service and the ERP do not start without their grant keys; under a
 stack (``erpilot up``, the e2e stack) the signing key and the JWT secret never reach the agent, neither
-in its environment nor in a directory it is given.
+in its environment nor in a directory it is given. Issue 26: each service gets only its own keys, the
+development keys are a file per service, kept across restarts, and ``erpilot keygen`` prints both pairs.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from erpilot import cli
 from erpilot.stack import Stack
-from erpilot.up import dev_grant_keys
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_erp.settings import ErpSettings
 from erpilot_gateway.settings import GatewaySettings
-from erpilot_platform.grants import PRIVATE_KEY_FILE, encode_public_key, new_keypair_env
+from erpilot_platform import dev_keys
+from erpilot_platform.grants import encode_public_key, load_signing_key, new_keypair_env
 from erpilot_platform.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit
@@ -67,7 +69,8 @@ def test_in_dev_mode_the_gateway_and_the_erp_sharing_a_data_dir_agree_on_one_ass
     signing = GatewaySettings(auth_secret="s" * 40, data_dir=tmp_path, dev_mode=True).assertion_key()
     verify = ErpSettings(database_url=DB, data_dir=tmp_path, dev_mode=True).assertion_key()
     assert encode_public_key(signing.public_key()) == encode_public_key(verify)
-    assert (tmp_path / "assertion_ed25519.key").exists() and not (tmp_path / PRIVATE_KEY_FILE).exists()
+    assert (dev_keys.service_dir(tmp_path, "gateway") / "assertion_ed25519.key").exists()
+    assert [path.name for path in tmp_path.iterdir()] == ["keys"]  # no pair in the shared data dir
 
 
 def test_in_dev_mode_processes_sharing_a_data_dir_agree_on_one_pair(tmp_path: Path) -> None:
@@ -76,38 +79,87 @@ def test_in_dev_mode_processes_sharing_a_data_dir_agree_on_one_pair(tmp_path: Pa
     assert encode_public_key(signing.public_key()) == encode_public_key(verify)
 
 
-def test_only_the_approval_gets_the_signing_key_and_only_the_gateway_the_jwt_secret(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
-    # As `erpilot up` composes it: the data dir's pair, and the caller's shell holding every secret.
-    keys = dev_grant_keys(tmp_path)
-    monkeypatch.setenv("ERPILOT_GRANT_SIGNING_KEY", keys["ERPILOT_GRANT_SIGNING_KEY"])
+# Which key variables each service may hold: its own half of each pair it signs or verifies with.
+OWN_KEYS = {"agent": set(),
+            "approval": {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_ASSERTION_VERIFY_KEY"},
+            "erp": {"ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_VERIFY_KEY"},
+            "gateway": {"ERPILOT_ASSERTION_SIGNING_KEY"}}
+KEY_VARIABLES = {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_SIGNING_KEY",
+                 "ERPILOT_ASSERTION_VERIFY_KEY"}
+
+
+def keys_in(env: dict[str, str]) -> set[str]:
+    return set(env) & KEY_VARIABLES
+
+
+def test_each_service_gets_only_its_own_keys_and_only_the_gateway_the_jwt_secret(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    # As `erpilot up` composes it with your keys: the caller's shell holds every secret.
+    keys = {**new_keypair_env("ERPILOT_GRANT"), **new_keypair_env("ERPILOT_ASSERTION")}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("ERPILOT_NATS_APPROVAL_PASSWORD", "approval-secret")
-    stack = Stack("nats://127.0.0.1:1", DB, tmp_path, env={
-        "ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": "s" * 40, **keys})
+    stack = Stack("nats://127.0.0.1:1", DB, tmp_path, env={"ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": "s" * 40})
 
     envs = {service: stack.env_for(service) for service in ("agent", "approval", "erp", "gateway")}
+    for service, (env, withheld) in envs.items():
+        assert keys_in(env) == OWN_KEYS[service], service
+        assert {name: env[name] for name in keys_in(env)} == {name: keys[name] for name in OWN_KEYS[service]}
+        assert KEY_VARIABLES - OWN_KEYS[service] <= set(withheld), service  # removed from what it inherits, too
     agent_env, agent_withheld = envs["agent"]
-    assert {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_AUTH_SECRET", "ERPILOT_NATS_APPROVAL_PASSWORD"} <= set(
-        agent_withheld)  # removed from what the child inherits, too
-    assert not {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_AUTH_SECRET"} & set(agent_env)
-    assert envs["approval"][0]["ERPILOT_GRANT_SIGNING_KEY"] == keys["ERPILOT_GRANT_SIGNING_KEY"]
-    assert "ERPILOT_GRANT_SIGNING_KEY" not in envs["erp"][0] and "ERPILOT_GRANT_VERIFY_KEY" in envs["erp"][0]
+    assert {"ERPILOT_AUTH_SECRET", "ERPILOT_NATS_APPROVAL_PASSWORD"} <= set(agent_withheld)
     assert envs["gateway"][0]["ERPILOT_AUTH_SECRET"] == "s" * 40
     assert "ERPILOT_AUTH_SECRET" not in envs["approval"][0]
-    # The requester assertions: only the gateway signs; the ERP and the approval service verify.
-    assert [service for service, (env, _) in envs.items() if "ERPILOT_ASSERTION_SIGNING_KEY" in env] == ["gateway"]
-    assert "ERPILOT_ASSERTION_SIGNING_KEY" in agent_withheld
-    assert all(envs[service][0]["ERPILOT_ASSERTION_VERIFY_KEY"] for service in ("erp", "approval"))
+    assert not (tmp_path / "keys").exists()  # keys given: no development key is made
 
-    # The key files stay in the stack's data dir; the agent is given a directory of its own below it.
-    agent_dir = Path(agent_env["ERPILOT_DATA_DIR"])
-    assert (tmp_path / PRIVATE_KEY_FILE).exists()
-    assert agent_dir == tmp_path / "services" / "agent" and not (agent_dir / PRIVATE_KEY_FILE).exists()
+    # Given only a signing key, its owner's partners get the verify key derived from it.
+    monkeypatch.delenv("ERPILOT_GRANT_VERIFY_KEY")
+    assert Stack("nats://127.0.0.1:1", DB, tmp_path).env_for("erp")[0]["ERPILOT_GRANT_VERIFY_KEY"] == \
+        keys["ERPILOT_GRANT_VERIFY_KEY"]
 
 
-def test_a_stack_without_keys_gets_a_fresh_pair_of_its_own(tmp_path: Path) -> None:
+def test_a_stack_without_keys_hands_each_service_its_own_development_key_files_kept_across_restarts(
+        tmp_path: Path) -> None:
     stack = Stack("nats://127.0.0.1:1", DB, tmp_path, env={"ERPILOT_AUTH_SECRET": "s" * 40})
-    approval, erp, gateway = stack.env_for("approval")[0], stack.env_for("erp")[0], stack.env_for("gateway")[0]
-    assert approval["ERPILOT_GRANT_SIGNING_KEY"] and erp["ERPILOT_GRANT_VERIFY_KEY"]
-    assert gateway["ERPILOT_ASSERTION_SIGNING_KEY"] and erp["ERPILOT_ASSERTION_VERIFY_KEY"]
-    assert list(tmp_path.iterdir()) == []
+    envs = {service: stack.env_for(service)[0] for service in ("agent", "approval", "erp", "gateway")}
+
+    for service, env in envs.items():
+        assert keys_in(env) == OWN_KEYS[service], service
+        assert {name: env[name] for name in keys_in(env)} == dev_keys.service_env(tmp_path, service)
+    signing = load_signing_key(envs["approval"]["ERPILOT_GRANT_SIGNING_KEY"])
+    assert encode_public_key(signing.public_key()) == envs["erp"]["ERPILOT_GRANT_VERIFY_KEY"]
+    signing = load_signing_key(envs["gateway"]["ERPILOT_ASSERTION_SIGNING_KEY"])
+    assert encode_public_key(signing.public_key()) == envs["erp"]["ERPILOT_ASSERTION_VERIFY_KEY"] == \
+        envs["approval"]["ERPILOT_ASSERTION_VERIFY_KEY"]
+    # The files are in keys/<service>/; each service's own data dir (the only directory it is given) has none.
+    assert sorted(path.name for path in (tmp_path / "keys").iterdir()) == ["approval", "erp", "gateway"]
+    for service, env in envs.items():
+        assert Path(env["ERPILOT_DATA_DIR"]) == tmp_path / "services" / service
+        assert str(tmp_path / "keys") not in " ".join(env.values())
+
+    # A restart (a new Stack on the same data dir): the same keys, so what an outbox still holds verifies.
+    again = Stack("nats://127.0.0.1:1", DB, tmp_path, env={"ERPILOT_AUTH_SECRET": "s" * 40})
+    assert {service: again.env_for(service)[0] for service in envs} == envs
+
+
+def test_keygen_prints_both_pairs_as_the_four_variables(capsys) -> None:
+    cli.main(["keygen"])
+    lines = capsys.readouterr().out.splitlines()
+
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in lines if line.startswith("export "))
+    assert list(exports) == ["ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_SIGNING_KEY",
+                             "ERPILOT_ASSERTION_VERIFY_KEY"]
+    assert all(line.startswith(("export ", "# ")) for line in lines)  # `eval "$(erpilot keygen)"` sets all four
+    for prefix in ("ERPILOT_GRANT", "ERPILOT_ASSERTION"):
+        signing = load_signing_key(exports[f"{prefix}_SIGNING_KEY"])
+        assert encode_public_key(signing.public_key()) == exports[f"{prefix}_VERIFY_KEY"]
+    assert exports["ERPILOT_GRANT_SIGNING_KEY"] != exports["ERPILOT_ASSERTION_SIGNING_KEY"]  # two pairs, not one
+    # What each service needs to start outside dev mode, from keygen's output alone.
+    signing = ApprovalSettings(database_url=DB, grant_signing_key=exports["ERPILOT_GRANT_SIGNING_KEY"],
+                               assertion_verify_key=exports["ERPILOT_ASSERTION_VERIFY_KEY"])
+    erp = ErpSettings(database_url=DB, grant_verify_key=exports["ERPILOT_GRANT_VERIFY_KEY"],
+                      assertion_verify_key=exports["ERPILOT_ASSERTION_VERIFY_KEY"])
+    gateway = GatewaySettings(auth_secret="s" * 40, assertion_signing_key=exports["ERPILOT_ASSERTION_SIGNING_KEY"])
+    assert encode_public_key(signing.signing_key().public_key()) == encode_public_key(erp.grant_key())
+    assert encode_public_key(gateway.assertion_key().public_key()) == encode_public_key(erp.assertion_key()) == \
+        encode_public_key(signing.assertion_key())

@@ -149,6 +149,13 @@ class MemoryApprovalRepository(_Rows):
                  if a.status == status and any(role in a.required_roles for role in roles) and _matches(a, where)]
         return sorted(found, key=lambda a: (a.created_at, a.pending_id), reverse=True)[:limit]
 
+    async def naming(self, *, draft_ids: list[str], order_ids: list[str], roles: list[str],
+                     statuses: tuple[str, ...], limit: int) -> list[PendingApproval]:
+        found = [a for a in self.state.approvals.values()
+                 if (a.arguments.get("draft_id") in draft_ids or a.arguments.get("order_id") in order_ids)
+                 and a.status in statuses and any(role in a.required_roles for role in roles)]
+        return sorted(found, key=lambda a: (a.created_at, a.pending_id), reverse=True)[:limit]
+
     async def count_pending(self) -> int:
         return sum(a.status == "pending" for a in self.state.approvals.values())
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erpilot_approval.domain.approvals import ApprovalRequest, PendingApproval, new_pending
+from erpilot_approval.domain.approvals import PENDING_OR_DECIDED, ApprovalRequest, PendingApproval, new_pending
 from erpilot_approval.domain.audit import verify
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.policy import load_policy
@@ -200,6 +200,36 @@ async def test_the_decidable_list_filters_by_role_status_and_where_newest_first(
     top = await units.uow.read(lambda unit: unit.approvals.list_decidable(
         ["approver", "manager"], status="pending", where=ListFilter(), limit=2))
     assert [a.pending_id for a in top] == [big.pending_id, new.pending_id]
+
+
+async def test_approvals_naming_a_draft_or_an_order_are_found_by_role_and_status_newest_first(units: Units) -> None:
+    now = await units.now()
+    draft_id, order_id = f"D-{uuid.uuid4().hex[:8]}", f"O-{uuid.uuid4().hex[:8]}"
+    submit = pending(now - timedelta(seconds=4), arguments={"draft_id": draft_id, "revision": 1})
+    cancel = pending(now - timedelta(seconds=3), "cancel_order", arguments={"order_id": order_id})
+    refunded = pending(now - timedelta(seconds=2), "cancel_order", arguments={"order_id": order_id},
+                       required_roles=["manager"], status="approved")
+    expired = pending(now - timedelta(seconds=1), arguments={"draft_id": draft_id, "revision": 2}, status="expired")
+    elsewhere = pending(now, arguments={"draft_id": f"{draft_id}0", "revision": 1})  # another draft, same prefix
+    await units.insert(submit, cancel, refunded, expired, elsewhere)
+
+    async def naming(roles: list[str], *, drafts: tuple[str, ...] = (), orders: tuple[str, ...] = (),
+                     statuses: tuple[str, ...] = PENDING_OR_DECIDED, limit: int = 10) -> list[str]:
+        found = await units.uow.read(lambda unit: unit.approvals.naming(
+            draft_ids=list(drafts), order_ids=list(orders), roles=roles, statuses=statuses, limit=limit))
+        return [a.pending_id for a in found]
+
+    assert await naming(["approver"], drafts=(draft_id,)) == [submit.pending_id]
+    assert await naming(["approver"], orders=(order_id,)) == [cancel.pending_id]
+    assert await naming(["manager"], orders=(order_id,)) == [refunded.pending_id]
+    assert await naming(["approver", "manager"], drafts=(draft_id,), orders=(order_id,)) == [
+        refunded.pending_id, cancel.pending_id, submit.pending_id]
+    assert await naming(["approver", "manager"], drafts=(draft_id,), orders=(order_id,), limit=1) == [
+        refunded.pending_id]
+    assert await naming(["approver"], drafts=(draft_id,), statuses=("expired",)) == [expired.pending_id]
+    assert await naming(["requester", "admin"], drafts=(draft_id,), orders=(order_id,)) == []
+    assert await naming(["approver"], orders=(draft_id,)) == []  # a draft id is no order id
+    assert await naming(["approver"]) == []
 
 
 async def test_an_expiry_warning_is_due_within_its_window_and_recorded_once(units: Units) -> None:

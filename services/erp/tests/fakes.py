@@ -100,7 +100,7 @@ class MemoryLedgerRepository:
         draft.revisions[revision.revision] = revision
         self.state.revision_operations[(revision.draft_id, revision.revision)] = operation_id
 
-    async def apply_plan(self, plan: CommitPlan, *, operation_id: str, session_id: str) -> None:
+    async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:
         for change in plan.stock_changes:
             product = self.state.products.get(change.sku)
             if product is None or product.on_hand != change.before:

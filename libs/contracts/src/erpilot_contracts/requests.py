@@ -41,10 +41,12 @@ from erpilot_contracts.approval.v1 import (
     DecideV1,
     DecisionsV1,
     EditApprovalV1,
+    FindReferringApprovalV1,
     GetApprovalV1,
     ListApprovalsV1,
     PolicyQueryV1,
     PolicyViewV1,
+    ReferringApprovalV1,
     RequestApprovalV1,
 )
 from erpilot_contracts.base import Message
@@ -109,6 +111,7 @@ APPROVAL_POLICY = query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, PolicyVie
 APPROVAL_GET = query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, ApprovalRecordV1)
 APPROVAL_LIST = query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, ApprovalPageV1)
 APPROVAL_AUDIT = query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, AuditPageV1)
+APPROVAL_REFERRING = query(subjects.APPROVAL_QUERY_REFERRING, FindReferringApprovalV1, ReferringApprovalV1)
 
 # --- Agent -------------------------------------------------------------------------------------
 AGENT_CREATE_SESSION = command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, SessionRefV1)

@@ -59,6 +59,8 @@ APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1(ApprovalPageV1)
 APPROVAL_QUERY_AUDIT = f"{PREFIX}.query.approval.audit"        # AuditQueryV1 -> ReplyV1(AuditPageV1), admins
+# FindReferringApprovalV1 -> ReplyV1(ReferringApprovalV1): may this person read that draft or order (SPEC §10)
+APPROVAL_QUERY_REFERRING = f"{PREFIX}.query.approval.referring"
 APPROVAL_EVT_REQUESTED = f"{PREFIX}.evt.approval.requested"    # ApprovalRequestedV1
 APPROVAL_EVT_RESOLVED = f"{PREFIX}.evt.approval.resolved"      # ApprovalResolvedV1
 APPROVAL_EVT_EXPIRING = f"{PREFIX}.evt.approval.expiring"      # ApprovalExpiringV1

@@ -29,8 +29,6 @@ DEFAULT_TTL = timedelta(hours=1)
 LEEWAY = timedelta(seconds=30)
 SIGNING_KEY_ENV = "ERPILOT_ASSERTION_SIGNING_KEY"
 VERIFY_KEY_ENV = "ERPILOT_ASSERTION_VERIFY_KEY"
-PRIVATE_KEY_FILE = "assertion_ed25519.key"
-PUBLIC_KEY_FILE = "assertion_ed25519.pub"
 
 
 class AssertionRefused(Exception):

@@ -1,26 +1,17 @@
-"""Grant signing: round trip, tampering, wrong keys, and one key pair per data dir under concurrency."""
+"""Grant signing: round trip, tampering, wrong keys (the development key files: test_dev_keys.py)."""
 
 from __future__ import annotations
 
 import base64
-import stat
-import subprocess
-import sys
-import threading
-import time
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_platform.grants import (
-    PRIVATE_KEY_FILE,
-    PUBLIC_KEY_FILE,
     encode_public_key,
     encode_signing_key,
-    ensure_keypair,
     grant_payload,
     load_signing_key,
     load_verify_key,
@@ -115,59 +106,3 @@ def test_keys_round_trip_through_base64() -> None:
             load_signing_key(bad)
         with pytest.raises(ValueError):
             load_verify_key(bad)
-
-
-def test_ensure_keypair_creates_once_then_reads(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    private, public = ensure_keypair(data_dir)
-    again_private, again_public = ensure_keypair(data_dir)
-    assert encode_signing_key(again_private) == encode_signing_key(private)
-    assert encode_public_key(again_public) == encode_public_key(public)
-    assert (data_dir / PUBLIC_KEY_FILE).read_text().strip() == encode_public_key(public)
-    assert stat.S_IMODE((data_dir / PRIVATE_KEY_FILE).stat().st_mode) == 0o600
-    assert sorted(p.name for p in data_dir.iterdir()) == [PRIVATE_KEY_FILE, PUBLIC_KEY_FILE]  # no temp files
-    assert verify_grant(sign_grant(GRANT, private), load_verify_key(encode_public_key(public)))
-
-
-def test_ensure_keypair_refuses_a_public_key_that_does_not_match(tmp_path: Path) -> None:
-    ensure_keypair(tmp_path)
-    (tmp_path / PUBLIC_KEY_FILE).write_text(encode_public_key(KEY.public_key()) + "\n")
-    with pytest.raises(ValueError, match="does not match"):
-        ensure_keypair(tmp_path)
-    (tmp_path / PRIVATE_KEY_FILE).unlink()
-    with pytest.raises(ValueError, match="without"):
-        ensure_keypair(tmp_path)
-
-
-def test_concurrent_threads_agree_on_one_key_pair(tmp_path: Path) -> None:
-    start = threading.Barrier(16)
-    results: list[str] = []
-
-    def create() -> None:
-        start.wait()
-        private, public = ensure_keypair(tmp_path)
-        results.append(encode_signing_key(private) + encode_public_key(public))
-
-    threads = [threading.Thread(target=create) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(results) == 16 and len(set(results)) == 1
-
-
-def test_concurrent_processes_agree_on_one_key_pair(tmp_path: Path) -> None:
-    # Each process waits for the same instant, then races to create the pair.
-    script = (
-        "import sys, time; from pathlib import Path\n"
-        "from erpilot_platform.grants import ensure_keypair, encode_public_key\n"
-        "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
-        "print(encode_public_key(ensure_keypair(Path(sys.argv[1]))[1]))\n"
-    )
-    start_at = str(time.time() + 2.0)
-    command = [sys.executable, "-c", script, str(tmp_path), start_at]
-    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(8)]
-    outputs = [process.communicate(timeout=60)[0].strip() for process in processes]
-    assert all(process.returncode == 0 for process in processes)
-    assert len(set(outputs)) == 1
-    assert outputs[0] == (tmp_path / PUBLIC_KEY_FILE).read_text().strip()

@@ -11,17 +11,19 @@ from pydantic import Field
 
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy, parse_duration
 from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
+from erpilot_platform import dev_keys
 from erpilot_platform.assertions import VERIFY_KEY_ENV
-from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_signing_key, load_verify_key
+from erpilot_platform.grants import GRANT_KEYS_HINT, load_signing_key, load_verify_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings
 
 
 class ApprovalSettings(PlatformSettings):
     policy: Path | None = None
-    grant_signing_key: str | None = Field(None, description="Base64 raw Ed25519 key; unset: the data dir's pair.")
+    grant_signing_key: str | None = Field(None, description="Base64 raw Ed25519 key; unset: only in dev mode, the "
+                                                             "service's development key file (keys/approval).")
     assertion_verify_key: str | None = Field(
-        None, description="Base64 raw Ed25519 public key of the gateway's requester assertions; unset: the data "
-                          "dir's pair (dev mode only).")
+        None, description="Base64 raw Ed25519 public key of the gateway's requester assertions; unset: only in dev "
+                          "mode, the service's development key file (keys/approval).")
     expiry_poll_seconds: float = Field(1.0, gt=0, le=1.0, description="Longest sleep of the expiry sweeper.")
     webhooks: str | None = Field(None, description='JSON list of {"url", "events"?, "secret"} (added to [[webhooks]]).')
     webhook_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry delay; doubles each time.")
@@ -60,7 +62,8 @@ class ApprovalSettings(PlatformSettings):
             raise ConfigurationError(str(exc)) from exc
 
     def signing_key(self) -> Ed25519PrivateKey:
-        """ERPILOT_GRANT_SIGNING_KEY; only in dev mode, else the key pair under ERPILOT_DATA_DIR (created once).
+        """ERPILOT_GRANT_SIGNING_KEY; only in dev mode, else the approval service's development key file
+        (``$ERPILOT_DATA_DIR/keys/approval/``, ``erpilot_platform.dev_keys``; created once, kept).
 
         Outside dev mode a missing key stops start-up: a key generated into a data directory is a key
         whoever can read that directory holds, and a replica with another directory would sign with another.
@@ -70,13 +73,15 @@ class ApprovalSettings(PlatformSettings):
         try:
             if self.grant_signing_key:
                 return load_signing_key(self.grant_signing_key)
-            return ensure_keypair(self.data_dir)[0]
+            return dev_keys.signing_key(self.data_dir, "grant")
         except (ValueError, OSError) as exc:
-            source = "ERPILOT_GRANT_SIGNING_KEY" if self.grant_signing_key else f"grant key under {self.data_dir}"
+            source = ("ERPILOT_GRANT_SIGNING_KEY" if self.grant_signing_key
+                      else f"grant key under {dev_keys.service_dir(self.data_dir, 'approval')}")
             raise ConfigurationError(f"{source}: {exc}") from exc
 
     def assertion_key(self) -> Ed25519PublicKey:
-        """ERPILOT_ASSERTION_VERIFY_KEY; only in dev mode, else the assertion key pair under ERPILOT_DATA_DIR.
+        """ERPILOT_ASSERTION_VERIFY_KEY; only in dev mode, else the approval service's development copy of the
+        assertion pair's public key (``$ERPILOT_DATA_DIR/keys/approval/``).
 
         The key that tells whether the gateway vouched for a requester (``cmd.approval.request``) or for the
         owner of a cancel (``evt.agent.run_cancelled``). Outside dev mode a missing key stops start-up.
@@ -87,7 +92,8 @@ class ApprovalSettings(PlatformSettings):
         try:
             if self.assertion_verify_key:
                 return load_verify_key(self.assertion_verify_key, kind="assertion verify")
-            return ensure_keypair(self.data_dir, stem="assertion")[1]
+            return dev_keys.verify_key(self.data_dir, "assertion", "approval")
         except (ValueError, OSError) as exc:
-            source = VERIFY_KEY_ENV if self.assertion_verify_key else f"assertion key under {self.data_dir}"
+            source = (VERIFY_KEY_ENV if self.assertion_verify_key
+                      else f"assertion key under {dev_keys.service_dir(self.data_dir, 'approval')}")
             raise ConfigurationError(f"{source}: {exc}") from exc

@@ -20,7 +20,7 @@ from erpilot_approval.service_layer.audit_queries import audit_rows, record_oper
 from erpilot_approval.service_layer.expiry import EPSILON_SECONDS, LISTENING_POLL_SECONDS, ExpirySweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
-from erpilot_approval.service_layer.queries import get_approval, list_approvals
+from erpilot_approval.service_layer.queries import get_approval, list_approvals, referring_approval
 from erpilot_approval.service_layer.webhook_dispatch import WebhookDispatcher
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_contracts import subjects
@@ -29,6 +29,7 @@ from erpilot_contracts.approval.v1 import (
     ApprovalExpiringV1,
     ApprovalResolvedV1,
     AuditQueryV1,
+    FindReferringApprovalV1,
     GetApprovalV1,
     ListApprovalsV1,
 )
@@ -100,6 +101,32 @@ async def test_one_approval_is_shown_to_its_deciders_and_requester_only(desk):
     assert (other.code, other.status, other.message.replace(record["pending_id"], "?")) == (
         unknown.code, unknown.status, unknown.message.replace("pa-nope", "?")) == (
         "not_found", 404, "approval ? not found")  # "not yours" looks like "unknown" (SPEC §5)
+
+
+async def test_an_approval_naming_a_draft_or_an_order_is_found_only_for_those_who_may_decide_it(desk):
+    """What lets an approver read the draft or order an approval refers to (SPEC §10); the requester is a party
+    under separation of duties, yet may still decide (reject), so an approver-requester finds it too."""
+    submit = await desk.request("submit_order")  # names draft D-1 (approver or manager)
+    desk.uow.advance(timedelta(seconds=1))
+    refund = await desk.request("refund_payment")  # names order O-1 (manager)
+    await desk.request("adjust_stock")  # names neither
+
+    async def found(actor: Actor, drafts: list[str] = (), orders: list[str] = ()) -> str | None:
+        query = FindReferringApprovalV1(actor=actor, draft_ids=list(drafts), order_ids=list(orders))
+        return (await referring_approval(desk.uow, query)).pending_id
+
+    assert await found(BOB, drafts=["D-1"]) == submit["pending_id"]
+    assert await found(BOB, orders=["O-1"]) is None  # the refund is a manager's
+    assert await found(Actor(sub="mia", roles=["manager"]), orders=["O-1"]) == refund["pending_id"]
+    assert await found(Actor(sub="mia", roles=["manager"]), drafts=["D-1"]) == submit["pending_id"]
+    assert await found(Actor(sub="mia", roles=["manager"]), drafts=["D-1"], orders=["O-1"]) == refund["pending_id"]
+    assert await found(Actor(sub="alice", roles=["requester", "approver"]), drafts=["D-1"]) == submit["pending_id"]
+    assert await found(Actor(sub="eve", roles=["requester"]), drafts=["D-1"], orders=["O-1"]) is None
+    assert await found(BOB, drafts=["D-2"]) is None and await found(BOB) is None
+
+    # Decided, it still counts (which statuses do: the repository cases).
+    assert (await desk.decide(submit, "reject", "bob", "approver")).status == "rejected"
+    assert await found(Actor(sub="carl", roles=["approver"]), drafts=["D-1"]) == submit["pending_id"]
 
 
 # --- audit -----------------------------------------------------------------------------------------------

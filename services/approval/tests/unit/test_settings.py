@@ -1,5 +1,5 @@
 """The requester assertions' verify key reaches the approval service as the grant key does: from
-ERPILOT_ASSERTION_VERIFY_KEY, or in dev mode only from the data dir's assertion pair; outside dev mode a
+ERPILOT_ASSERTION_VERIFY_KEY, or in dev mode only from its development key file (keys/approval); outside dev mode a
 missing key stops start-up (a service that cannot tell a forged requester must not run)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from erpilot_approval.settings import ApprovalSettings
-from erpilot_platform.grants import encode_public_key, ensure_keypair, new_keypair_env
+from erpilot_platform import dev_keys
+from erpilot_platform.grants import encode_public_key, new_keypair_env
 from erpilot_platform.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit
@@ -34,5 +35,6 @@ def test_outside_dev_mode_the_assertion_key_must_be_given(tmp_path) -> None:
 
 def test_in_dev_mode_it_is_the_public_half_of_the_data_dirs_assertion_pair(tmp_path) -> None:
     key = ApprovalSettings(database_url=DB, data_dir=tmp_path, dev_mode=True).assertion_key()
-    _, public = ensure_keypair(tmp_path, stem="assertion")  # what the gateway signs with in dev mode
-    assert encode_public_key(key) == encode_public_key(public)
+    signing = dev_keys.signing_key(tmp_path, "assertion")  # what the gateway signs with in dev mode
+    assert encode_public_key(key) == encode_public_key(signing.public_key())
+    assert (dev_keys.service_dir(tmp_path, "approval") / "assertion_ed25519.pub").exists()

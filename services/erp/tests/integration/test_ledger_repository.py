@@ -191,9 +191,9 @@ async def test_a_plan_whose_stock_moved_is_a_stale_write_and_applies_nothing(led
     good = CommitPlan(result={}, stock_changes=(StockChange(product.sku, 10, 7),))
 
     with pytest.raises(StaleWrite):
-        await ledger.run(lambda w: w.ledger.apply_plan(moved, operation_id="op-x", session_id="S-repo"))
+        await ledger.run(lambda w: w.ledger.apply_plan(moved, operation_id="op-x"))
     assert (await ledger.read(lambda w: w.ledger.products_by_sku([product.sku])))[product.sku].on_hand == 10
-    await ledger.run(lambda w: w.ledger.apply_plan(good, operation_id="op-y", session_id="S-repo"))
+    await ledger.run(lambda w: w.ledger.apply_plan(good, operation_id="op-y"))
     assert (await ledger.read(lambda w: w.ledger.products_by_sku([product.sku])))[product.sku].on_hand == 7
 
 

@@ -18,6 +18,8 @@ from erpilot_contracts.erp.v1 import (
 from erpilot_erp.service_layer import backoffice
 from erpilot_platform.refusals import InvalidMessage, Refused
 
+from .conftest import SESSION
+
 pytestmark = pytest.mark.unit
 
 
@@ -78,7 +80,7 @@ async def test_a_read_tool_for_another_session_than_its_assertion_is_refused(des
     assert not_read.value.code == "not_a_read_tool"
 
 
-async def test_back_office_views_show_any_sessions_draft_and_refuse_a_missing_id(desk):
+async def test_back_office_views_show_any_sessions_draft_with_its_session_and_refuse_a_missing_id(desk):
     draft = await desk.new_draft([("SKU-A", 1)])
 
     shown = await backoffice.view(desk.ledger, ErpViewV1(view="draft", id=draft["draft_id"]))
@@ -88,6 +90,7 @@ async def test_back_office_views_show_any_sessions_draft_and_refuse_a_missing_id
 
     assert isinstance(shown.root, DraftRevisionV1) and shown.root.draft_id == draft["draft_id"]
     assert shown.root.latest_revision == 1 and shown.root.lines[0].sku == "SKU-A"
+    assert shown.root.session_id == SESSION  # the gateway decides who sees it (SPEC §10)
     assert isinstance(products.root, ProductListV1) and [p.sku for p in products.root.items] == ["SKU-ZERO"]
     assert isinstance(customers.root, CustomerListV1) and [c.customer_id for c in customers.root.items] == ["C-2"]
     assert isinstance(product.root, ProductV1) and product.root.on_hand == 5
@@ -108,6 +111,7 @@ async def test_an_order_view_is_the_order_placed_by_a_commit(desk):
     assert isinstance(order.root, OrderV1)
     assert order.root.model_dump(mode="json")["lines"] == placed.result["lines"]
     assert (order.root.draft_id, order.root.total_amount_minor) == (draft["draft_id"], 2000)
+    assert order.root.session_id == SESSION and "session_id" not in placed.result  # its draft's; never the model's
 
 
 async def test_an_operation_is_seen_as_prepared_then_committed(desk):

@@ -27,10 +27,11 @@ def test_a_revision_snapshot_round_trips_with_the_draft_rows_session_and_status(
     assert back == replace(draft, status="submitted")
 
 
-def test_an_order_row_round_trips(catalog):
-    order = catalog.order(draft_id="D-9", revision=2)
+def test_an_order_row_round_trips_with_the_session_it_came_from(catalog):
+    order = replace(catalog.order(draft_id="D-9", revision=2), session_id="S-1")
 
-    values = rows.order_values(order, session_id="S-1")
+    values = rows.order_values(order)
     back = rows.order(SimpleNamespace(**{**values, "lines": through_json(values["lines"])}))
 
     assert back == order and values["session_id"] == "S-1"
+    assert "session_id" not in order.to_result()  # the model never sees a session id

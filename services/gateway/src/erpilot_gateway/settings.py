@@ -8,15 +8,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field, field_validator
 
 from erpilot_gateway.auth import TokenRules
+from erpilot_platform import dev_keys
 from erpilot_platform.assertions import SIGNING_KEY_ENV
-from erpilot_platform.grants import ensure_keypair, load_signing_key
+from erpilot_platform.grants import load_signing_key
 from erpilot_platform.settings import ConfigurationError, PlatformSettings, parse_duration, require_secret
 
 MIN_SECRET_BYTES = 32
 MAKE_A_SECRET = ("make one with `openssl rand -base64 48` "
                  "(or `python3 -c 'import secrets; print(secrets.token_urlsafe(48))'`)")
 ASSERTION_KEYS_HINT = ("outside dev mode the gateway needs ERPILOT_ASSERTION_SIGNING_KEY and the ERP and the approval "
-                       "service ERPILOT_ASSERTION_VERIFY_KEY; `erpilot keygen` prints a new pair")
+                       "service ERPILOT_ASSERTION_VERIFY_KEY; `erpilot keygen` prints new pairs")
 
 
 class GatewaySettings(PlatformSettings):
@@ -31,7 +32,7 @@ class GatewaySettings(PlatformSettings):
     request_timeout_seconds: float = 20.0
     assertion_signing_key: str | None = Field(
         None, description="Base64 raw Ed25519 key the gateway signs requester assertions with (the gateway's alone); "
-                          "unset: only in dev mode, the assertion key pair under ERPILOT_DATA_DIR.")
+                          "unset: only in dev mode, the development key file in ERPILOT_DATA_DIR/keys/gateway.")
 
     @field_validator("auth_issuer", "auth_audience")
     @classmethod
@@ -57,7 +58,8 @@ class GatewaySettings(PlatformSettings):
                           max_ttl_seconds=max_ttl.total_seconds())
 
     def assertion_key(self) -> Ed25519PrivateKey:
-        """ERPILOT_ASSERTION_SIGNING_KEY; only in dev mode, else the assertion key pair under ERPILOT_DATA_DIR.
+        """ERPILOT_ASSERTION_SIGNING_KEY; only in dev mode, else the gateway's development key file
+        (``$ERPILOT_DATA_DIR/keys/gateway/``, ``erpilot_platform.dev_keys``).
 
         Outside dev mode a missing key stops start-up: with a key generated into a data directory, whoever reads
         that directory could vouch for anyone, and a replica with another directory would sign with another key.
@@ -67,7 +69,8 @@ class GatewaySettings(PlatformSettings):
         try:
             if self.assertion_signing_key:
                 return load_signing_key(self.assertion_signing_key, kind="assertion signing")
-            return ensure_keypair(self.data_dir, stem="assertion")[0]
+            return dev_keys.signing_key(self.data_dir, "assertion")
         except (ValueError, OSError) as exc:
-            source = SIGNING_KEY_ENV if self.assertion_signing_key else f"assertion key under {self.data_dir}"
+            source = (SIGNING_KEY_ENV if self.assertion_signing_key
+                      else f"assertion key under {dev_keys.service_dir(self.data_dir, 'gateway')}")
             raise ConfigurationError(f"{source}: {exc}") from None

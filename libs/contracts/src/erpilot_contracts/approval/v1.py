@@ -163,6 +163,24 @@ class ListApprovalsV1(Message):
     limit: int = Field(100, ge=1, le=500)
 
 
+class FindReferringApprovalV1(Message):
+    """Is there an approval, pending or decided, whose arguments name one of these drafts or orders, that ``actor``
+    may decide? The gateway asks before it shows a draft or an order to someone who is neither the owner of the
+    session it came from nor an admin (SPEC §10: approvers and managers read what an approval they may decide
+    refers to)."""
+
+    actor: Actor
+    draft_ids: list[str] = Field(default_factory=list, max_length=10)
+    order_ids: list[str] = Field(default_factory=list, max_length=10)
+
+
+class ReferringApprovalV1(Message):
+    """The answer to a ``FindReferringApprovalV1``: one such approval, or none."""
+
+    pending_id: str | None = Field(None, description="An approval the actor may decide naming one of the objects; "
+                                                     "None: there is none.")
+
+
 class ApprovalPageV1(Message):
     """The answer to a ``ListApprovalsV1``: one page of records, newest first, as the person asking sees them."""
 

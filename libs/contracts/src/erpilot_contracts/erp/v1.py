@@ -178,6 +178,10 @@ class OrderV1(ResultShape):
     draft_id: str | None
     revision: int | None
     created_at: IsoDateTime
+    session_id: str | None = Field(
+        None, description="The session whose draft made the order; null for an order no session made (the back "
+                          "office's history). For the gateway, which decides who may see the order (SPEC §10); it "
+                          "is not shown to HTTP clients.")
 
 
 class DraftLineV1(ResultShape):
@@ -206,6 +210,9 @@ class DraftRevisionV1(ResultShape):
     valid_until: IsoDateTime
     created_at: IsoDateTime
     latest_revision: int
+    session_id: str | None = Field(
+        None, description="The session the draft belongs to. For the gateway, which decides who may see the draft "
+                          "(SPEC §10); it is not shown to HTTP clients.")
 
 
 class ErpViewResultV1(RootModel[ProductListV1 | CustomerListV1 | ProductV1 | OrderV1 | DraftRevisionV1]):

@@ -10,7 +10,15 @@ from sqlalchemy import and_, func, or_, select, text, union
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from erpilot_approval.adapters.tables import ROLES, approvals, decisions, edits, role_predicate, votes
+from erpilot_approval.adapters.tables import (
+    ROLES,
+    approvals,
+    decisions,
+    edits,
+    named_in_arguments,
+    role_predicate,
+    votes,
+)
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.votes import Vote
@@ -178,6 +186,21 @@ async def list_decidable(conn: AsyncConnection, roles: list[str], *, status: str
             .order_by(*_NEWEST_FIRST))
     return await _with_votes(conn, list(await conn.execute(stmt)))
 
+
+
+async def naming(conn: AsyncConnection, *, draft_ids: list[str], order_ids: list[str], roles: list[str],
+                 statuses: tuple[str, ...], limit: int) -> list[PendingApproval]:
+    """Approvals in ``statuses`` whose arguments name one of these drafts or orders and that one of ``roles`` may
+    decide, newest first (each id through its expression index, ``tables.named_in_arguments``)."""
+    held = [role for role in ROLES if role in roles]
+    names = [named_in_arguments(key).in_(ids) for key, ids in (("draft_id", draft_ids), ("order_id", order_ids))
+             if ids]
+    if not held or not names:
+        return []
+    stmt = (select(approvals).where(or_(*names), approvals.c.status.in_(statuses),
+                                    approvals.c.required_roles.overlap(held))
+            .order_by(*_NEWEST_FIRST).limit(limit))
+    return await _with_votes(conn, list(await conn.execute(stmt)))
 
 
 async def edit_intent(conn: AsyncConnection, operation_id: str) -> EditIntent | None:

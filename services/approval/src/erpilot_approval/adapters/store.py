@@ -66,6 +66,11 @@ class SqlApprovalRepository:
                              limit: int) -> list[PendingApproval]:
         return await repository.list_decidable(self.conn, roles, status=status, where=where, limit=limit)
 
+    async def naming(self, *, draft_ids: list[str], order_ids: list[str], roles: list[str],
+                     statuses: tuple[str, ...], limit: int) -> list[PendingApproval]:
+        return await repository.naming(self.conn, draft_ids=draft_ids, order_ids=order_ids, roles=roles,
+                                       statuses=statuses, limit=limit)
+
     async def count_pending(self) -> int:
         return await repository.count_pending(self.conn)
 

@@ -16,9 +16,11 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    literal_column,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.sql.elements import ColumnElement
 
 from erpilot_platform.outbox import outbox_table
 
@@ -79,6 +81,21 @@ def role_predicate(role: str) -> str:
 for _role in ROLES:
     Index(f"approvals_list_{_role}", approvals.c.status, approvals.c.created_at.desc(), approvals.c.pending_id.desc(),
           postgresql_where=text(role_predicate(_role)))
+
+# What an approval's arguments name, for "may this person read that draft or order" (SPEC §10): the ids the write
+# tools take (submit_order: draft_id; cancel_order, refund_payment: order_id), each with an index where present.
+NAMED_IN_ARGUMENTS = ("draft_id", "order_id")
+
+
+def named_in_arguments(key: str) -> ColumnElement[str]:
+    """``arguments ->> '<key>'`` with the key a literal, the expression its index is on (migration 0012)."""
+    if key not in NAMED_IN_ARGUMENTS:
+        raise ValueError(f"arguments name no {key!r}")
+    return approvals.c.arguments.op("->>", return_type=Text)(literal_column(f"'{key}'"))
+
+
+for _key in NAMED_IN_ARGUMENTS:
+    Index(f"approvals_naming_{_key}", named_in_arguments(_key), postgresql_where=named_in_arguments(_key).isnot(None))
 
 # Every change of an approval's status, append-only: decisions (votes, room for quorum), expiries
 # (actor "system:expiry") and edits (action "edit"). Nothing ever updates or deletes a row here.

@@ -18,6 +18,9 @@ from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
 # The only accepted actions and the status each one leads to.
 ACTION_STATUS = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
+# The approvals whose object (the draft or order their arguments name) a person who may decide them may read
+# (SPEC §10): one waiting for a decision, or one decided; not one that expired, was withdrawn or superseded.
+PENDING_OR_DECIDED = ("pending", *ACTION_STATUS.values())
 HIGH_RISK_AMOUNT_MINOR = 1_000_000
 
 
@@ -242,6 +245,12 @@ def can_decide(
     except ApprovalError:
         return False
     return True
+
+
+def may_decide(approval: PendingApproval, actor_sub: str, actor_roles: list[str]) -> bool:
+    """Whether this person holds a say in the approval: some decision on it is theirs to take (a party under
+    separation of duties may not approve, but may still reject or cancel), whatever its status now."""
+    return can_decide(approval, actor_sub, actor_roles, action="reject")
 
 
 def can_view(approval: PendingApproval, actor_sub: str, actor_roles: list[str]) -> bool:

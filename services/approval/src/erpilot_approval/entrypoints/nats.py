@@ -25,10 +25,12 @@ from erpilot_contracts.approval.v1 import (
     DecideV1,
     DecisionsV1,
     EditApprovalV1,
+    FindReferringApprovalV1,
     GetApprovalV1,
     ListApprovalsV1,
     PolicyQueryV1,
     PolicyViewV1,
+    ReferringApprovalV1,
     RequestApprovalV1,
 )
 from erpilot_platform.endpoints import ServiceBus
@@ -82,3 +84,7 @@ def register(bus: ServiceBus, ports: Ports) -> None:
     @bus.serve(endpoints.APPROVAL_LIST, description="Approvals this person may decide.")
     async def list_approvals(query: ListApprovalsV1) -> ApprovalPageV1:
         return await queries.list_approvals(ports.uow, query)
+
+    @bus.serve(endpoints.APPROVAL_REFERRING, description="An approval this person may decide naming a draft or order.")
+    async def referring_approval(query: FindReferringApprovalV1) -> ReferringApprovalV1:
+        return await queries.referring_approval(ports.uow, query)

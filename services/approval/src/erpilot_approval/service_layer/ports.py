@@ -99,6 +99,12 @@ class ApprovalRepository(Protocol):
         """Approvals in ``status`` that one of ``roles`` may decide, newest first (created_at, pending_id)."""
         ...
 
+    async def naming(self, *, draft_ids: list[str], order_ids: list[str], roles: list[str],
+                     statuses: tuple[str, ...], limit: int) -> list[PendingApproval]:
+        """Approvals in ``statuses`` whose arguments name one of these drafts (``draft_id``) or orders
+        (``order_id``) and that one of ``roles`` may decide, newest first, at most ``limit``."""
+        ...
+
     async def count_pending(self) -> int: ...
 
     async def seconds_to_next_deadline(self) -> float | None:

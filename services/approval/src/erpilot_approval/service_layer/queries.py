@@ -1,16 +1,27 @@
-"""``query.approval.get`` and ``query.approval.list``: side-effect free reads."""
+"""``query.approval.get``, ``query.approval.list`` and ``query.approval.referring``: side-effect free reads."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from erpilot_approval.domain.approvals import PendingApproval, can_view
+from erpilot_approval.domain.approvals import PENDING_OR_DECIDED, PendingApproval, can_view, may_decide
 from erpilot_approval.service_layer.common import not_found
 from erpilot_approval.service_layer.mapping import record_for
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, ListFilter, Work
-from erpilot_contracts.approval.v1 import ApprovalPageV1, ApprovalRecordV1, GetApprovalV1, ListApprovalsV1
+from erpilot_contracts.approval.v1 import (
+    ApprovalPageV1,
+    ApprovalRecordV1,
+    FindReferringApprovalV1,
+    GetApprovalV1,
+    ListApprovalsV1,
+    ReferringApprovalV1,
+)
 from erpilot_platform import cursors
 from erpilot_platform.refusals import Refused
+
+# Approvals looked at per question: a draft or an order is named by a few approvals (its versions, a cancel, a
+# refund or two); the first the person may decide answers.
+REFERRING_LOOKED_AT = 50
 
 
 async def get_approval(uow: ApprovalUnitOfWork, query: GetApprovalV1) -> ApprovalRecordV1:
@@ -49,3 +60,19 @@ async def list_approvals(uow: ApprovalUnitOfWork, query: ListApprovalsV1) -> App
     next_cursor = cursors.encode(page[-1].created_at, page[-1].pending_id) if len(found) > query.limit else None
     return ApprovalPageV1(items=[record_for(approval, actor.sub, actor.roles, now) for approval in page],
                           next_cursor=next_cursor)
+
+
+async def referring_approval(uow: ApprovalUnitOfWork, query: FindReferringApprovalV1) -> ReferringApprovalV1:
+    """One approval, pending or decided, whose arguments name one of the drafts or orders asked about and that the
+    actor may decide (``may_decide``), else none: what lets an approver read the object an approval refers to."""
+    actor = query.actor
+    if not (query.draft_ids or query.order_ids):
+        return ReferringApprovalV1()
+
+    async def look(unit: Work) -> list[PendingApproval]:
+        return await unit.approvals.naming(draft_ids=query.draft_ids, order_ids=query.order_ids, roles=actor.roles,
+                                           statuses=PENDING_OR_DECIDED, limit=REFERRING_LOOKED_AT)
+
+    found = next((approval for approval in await uow.read(look) if may_decide(approval, actor.sub, actor.roles)),
+                 None)
+    return ReferringApprovalV1(pending_id=found.pending_id if found else None)

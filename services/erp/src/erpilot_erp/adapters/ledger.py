@@ -65,8 +65,8 @@ class SqlLedgerRepository:
     async def order(self, order_id: str, *, lock: bool = False) -> Order | None:
         return await repository.order(self.conn, order_id, lock=lock)
 
-    async def apply_plan(self, plan: CommitPlan, *, operation_id: str, session_id: str) -> None:
-        await repository.apply_plan(self.conn, plan, operation_id=operation_id, session_id=session_id)
+    async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:
+        await repository.apply_plan(self.conn, plan, operation_id=operation_id)
 
     async def operation(self, operation_id: str, *, lock: bool = False) -> OperationRecord | None:
         row = await repository.operation(self.conn, operation_id, lock=lock)

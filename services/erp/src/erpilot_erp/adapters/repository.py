@@ -117,7 +117,7 @@ async def insert_revision(conn: AsyncConnection, revision: DraftRevision, *, ope
 
 
 # --- commit effects ----------------------------------------------------------------------------------
-async def apply_plan(conn: AsyncConnection, plan: CommitPlan, *, operation_id: str, session_id: str) -> None:
+async def apply_plan(conn: AsyncConnection, plan: CommitPlan, *, operation_id: str) -> None:
     """Every effect of a commit, with guards that turn a lost race into an error instead of a wrong write."""
     for change in plan.stock_changes:
         moved = await conn.execute(update(products).where(
@@ -126,7 +126,7 @@ async def apply_plan(conn: AsyncConnection, plan: CommitPlan, *, operation_id: s
         if moved.rowcount != 1:
             raise StaleWrite(f"on-hand of {change.sku} is no longer {change.before}")
     if plan.new_order is not None:
-        await conn.execute(orders.insert().values(rows.order_values(plan.new_order, session_id=session_id)))
+        await conn.execute(orders.insert().values(rows.order_values(plan.new_order)))
     if plan.updated_order is not None:
         await conn.execute(update(orders).where(orders.c.order_id == plan.updated_order.order_id).values(
             status=plan.updated_order.status, refunded_minor=plan.updated_order.refunded_minor))

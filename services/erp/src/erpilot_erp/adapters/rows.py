@@ -23,17 +23,18 @@ def order(row: Any) -> Order:
                     for line in row.lines),
         total_amount_minor=row.total_amount_minor, currency=row.currency, paid_minor=row.paid_minor,
         refunded_minor=row.refunded_minor, created_at=row.created_at, draft_id=row.draft_id, revision=row.revision,
+        session_id=row.session_id,
     )
 
 
-def order_values(value: Order, *, session_id: str | None) -> dict[str, Any]:
+def order_values(value: Order) -> dict[str, Any]:
     """Column values of a new order row."""
     return {
         "order_id": value.order_id, "customer_id": value.customer_id, "customer_name": value.customer_name,
         "status": value.status, "lines": [line.to_result() for line in value.lines],
         "total_amount_minor": value.total_amount_minor, "currency": value.currency, "paid_minor": value.paid_minor,
         "refunded_minor": value.refunded_minor, "draft_id": value.draft_id, "revision": value.revision,
-        "session_id": session_id, "created_at": value.created_at,
+        "session_id": value.session_id, "created_at": value.created_at,
     }
 
 

@@ -149,6 +149,9 @@ class Order:
     created_at: datetime
     draft_id: str | None = None
     revision: int | None = None
+    # The session whose draft made it (who may see it: the gateway, SPEC §10); None for orders no session made
+    # (the back office's history). Not part of the result: a session id is never shown to the model.
+    session_id: str | None = None
 
     @property
     def remaining_minor(self) -> int:

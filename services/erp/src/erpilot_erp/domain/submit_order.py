@@ -97,6 +97,7 @@ def commit_submit_order(
         created_at=now,
         draft_id=facts["draft_id"],
         revision=facts["revision"],
+        session_id=latest.session_id,
     )
     return CommitPlan(
         result=order.to_result(),

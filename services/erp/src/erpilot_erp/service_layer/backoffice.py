@@ -34,7 +34,8 @@ async def get_operation(ledger: Ledger, query: GetOperationV1) -> OperationStatu
 
 
 async def view(ledger: Ledger, query: ErpViewV1) -> ErpViewResultV1:
-    """One ERP view in its SPEC §2 shape; a draft is shown whatever session it belongs to."""
+    """One ERP view in its SPEC §2 shape, plus the session a draft or an order came from: who may see it is the
+    gateway's decision (the session's owner, an approver of an approval naming it, an admin; SPEC §10)."""
     if query.view in ("product", "order", "draft") and not query.id:
         raise Refused("invalid_message", f"the {query.view} view needs an id", 422)
 

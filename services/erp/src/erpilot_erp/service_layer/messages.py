@@ -62,8 +62,11 @@ def customers(values: list[Customer]) -> CustomerListV1:
 
 
 def order(value: Order) -> OrderV1:
-    return OrderV1.model_validate(value.to_result())
+    """The order view, with the session it came from (the gateway decides who may see it)."""
+    return OrderV1.model_validate({**value.to_result(), "session_id": value.session_id})
 
 
 def draft_revision(stored: StoredRevision) -> DraftRevisionV1:
-    return DraftRevisionV1.model_validate({**stored.revision.to_result(), "latest_revision": stored.latest_revision})
+    """The draft view, with its session (the gateway decides who may see it)."""
+    return DraftRevisionV1.model_validate({**stored.revision.to_result(), "latest_revision": stored.latest_revision,
+                                           "session_id": stored.revision.session_id})

@@ -161,7 +161,7 @@ class OperationService:
             log.info("operation %s rejected: %s", op.operation_id, exc)
             outcome = Outcome("rejected", grant.pending_id, grant.decided_by, error=business_error(exc))
         else:
-            await w.ledger.apply_plan(plan, operation_id=op.operation_id, session_id=op.session_id)
+            await w.ledger.apply_plan(plan, operation_id=op.operation_id)
             outcome = Outcome("committed", grant.pending_id, grant.decided_by, result=plan.result)
         status = operation_status(await w.ledger.finish_operation(op.operation_id, outcome))
         await w.emit(subjects.ERP_EVT_OPERATION_FINISHED, status, msg_id=f"erp.operation_finished.{op.operation_id}")

@@ -132,7 +132,7 @@ class LedgerRepository(Protocol):
 
     async def order(self, order_id: str, *, lock: bool = False) -> Order | None: ...
 
-    async def apply_plan(self, plan: CommitPlan, *, operation_id: str, session_id: str) -> None:
+    async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:
         """Every effect of a commit; a guard that fails raises ``StaleWrite`` (a bug, never a business case)."""
         ...
 

@@ -8,12 +8,16 @@ from fastapi import APIRouter, Request
 
 from erpilot_contracts import requests
 from erpilot_contracts.erp.v1 import ErpViewV1, GetOperationV1, UpdateProductV1
+from erpilot_gateway import erp_readers
 from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.bodies import ProductPatchBody
 from erpilot_gateway.problems import Problem
 
 router = APIRouter(tags=["erp"])
 Requester = require_roles("requester")
+# Drafts and orders: whoever erp_readers lets read that one (its session's owner, an approver or manager of an
+# approval naming it, an admin); everyone else gets 404.
+Reader = require_roles("requester", "approver", "manager", "admin")
 
 
 async def _query(request: Request, view: ErpViewV1) -> dict:
@@ -58,11 +62,17 @@ async def list_customers(request: Request, q: str = "") -> dict:
     return await _query(request, ErpViewV1(view="customers", query=q))
 
 
-@router.get("/v1/erp/orders/{order_id}", dependencies=[Requester])
-async def get_order(request: Request, order_id: str) -> dict:
-    return await _query(request, ErpViewV1(view="order", id=order_id))
+@router.get("/v1/erp/orders/{order_id}", dependencies=[Reader])
+async def get_order(request: Request, order_id: str, user: CurrentUser) -> dict:
+    """One order, to the owner of the session it came from, an approver or manager who may decide an approval
+    naming it (or its draft), or an admin; 404 to anyone else, as for an unknown id. Every requester reads an
+    order no session made (the back office's history)."""
+    return await erp_readers.shown(request.app.state.services, user, ErpViewV1(view="order", id=order_id))
 
 
-@router.get("/v1/erp/drafts/{draft_id}", dependencies=[Requester])
-async def get_draft(request: Request, draft_id: str, revision: int | None = None) -> dict:
-    return await _query(request, ErpViewV1(view="draft", id=draft_id, revision=revision))
+@router.get("/v1/erp/drafts/{draft_id}", dependencies=[Reader])
+async def get_draft(request: Request, draft_id: str, user: CurrentUser, revision: int | None = None) -> dict:
+    """A draft (its latest revision, or ``revision``), to the owner of its session, an approver or manager who may
+    decide an approval naming it, or an admin; 404 to anyone else, as for an unknown id."""
+    view = ErpViewV1(view="draft", id=draft_id, revision=revision)
+    return await erp_readers.shown(request.app.state.services, user, view)
