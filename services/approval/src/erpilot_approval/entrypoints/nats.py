@@ -6,6 +6,7 @@ from erpilot_approval.service_layer import (
     audit_queries,
     bulk_decisions,
     decisions,
+    delegations,
     edits,
     mapping,
     queries,
@@ -24,12 +25,17 @@ from erpilot_contracts.approval.v1 import (
     DecideManyV1,
     DecideV1,
     DecisionsV1,
+    DelegationPageV1,
+    DelegationV1,
     EditApprovalV1,
     GetApprovalV1,
+    GiveDelegationV1,
     ListApprovalsV1,
+    ListDelegationsV1,
     PolicyQueryV1,
     PolicyViewV1,
     RequestApprovalV1,
+    RevokeDelegationV1,
 )
 from erpilot_platform.endpoints import ServiceBus
 
@@ -82,3 +88,17 @@ def register(bus: ServiceBus, ports: Ports) -> None:
     @bus.serve(endpoints.APPROVAL_LIST, description="Approvals this person may decide.")
     async def list_approvals(query: ListApprovalsV1) -> ApprovalPageV1:
         return await queries.list_approvals(ports.uow, query)
+
+    @bus.serve(endpoints.APPROVAL_DELEGATE,
+               description="An approver or manager lets another person decide with their roles until a time "
+                           "(idempotent by delegation_id).")
+    async def delegate(cmd: GiveDelegationV1) -> DelegationV1:
+        return await delegations.give_delegation(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_REVOKE_DELEGATION, description="The delegator ends a delegation now.")
+    async def revoke_delegation(cmd: RevokeDelegationV1) -> DelegationV1:
+        return await delegations.revoke_delegation(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_DELEGATIONS, description="A person's delegations in force, given and received.")
+    async def list_delegations(query: ListDelegationsV1) -> DelegationPageV1:
+        return await delegations.list_delegations(ports.uow, query)
