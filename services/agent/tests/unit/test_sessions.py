@@ -183,6 +183,22 @@ async def test_an_escalation_that_overtakes_the_approval_is_retried(uow, service
         await on_approval_escalated(uow, escalation())
 
 
+# --- delegates ------------------------------------------------------------------------------------------
+async def test_a_delegates_vote_and_decision_name_the_delegator(uow, service, waiting):
+    for_bob = VoteV1(sub="ana", role="manager", action="approve", at=NOW, on_behalf_of="bob")
+    resolved = ApprovalResolvedV1(pending_id="pa_1", call_id="c-1", session_id="ses_1", operation_id="op",
+                                  status="approved", decided_by="ana", decided_on_behalf_of="bob",
+                                  votes=[vote("mia"), for_bob], approvals_required=2)
+
+    assert await before_resolution(uow, resolved) == 2
+    await service.on_approval_resolved(resolved)
+
+    shown = [(d["sub"], d.get("on_behalf_of"), d["approvals_received"]) for d in uow.events_of("ses_1", "approval_vote")]
+    assert shown == [("mia", None, 1), ("ana", "bob", 2)]
+    [decision] = uow.events_of("ses_1", "approval_resolved")
+    assert (decision["decided_by"], decision["decided_on_behalf_of"]) == ("ana", "bob")
+
+
 # --- votes ------------------------------------------------------------------------------------------
 async def test_each_vote_is_shown_once_while_the_call_waits(uow, waiting):
     assert await on_approval_voted(uow, voted("mia", 1)) is True
