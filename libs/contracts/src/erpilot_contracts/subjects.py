@@ -56,7 +56,8 @@ APPROVAL_CMD_DECIDE = f"{PREFIX}.cmd.approval.decide"    # DecideV1 -> ReplyV1(A
 APPROVAL_CMD_EDIT = f"{PREFIX}.cmd.approval.edit"        # EditApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_DECIDE_MANY = f"{PREFIX}.cmd.approval.decide_many"  # DecideManyV1 -> ReplyV1(DecisionsV1), all or none
 APPROVAL_CMD_DELEGATE = f"{PREFIX}.cmd.approval.delegate"  # GiveDelegationV1 -> ReplyV1(DelegationV1)
-APPROVAL_CMD_REVOKE_DELEGATION = f"{PREFIX}.cmd.approval.revoke_delegation"  # RevokeDelegationV1 -> ReplyV1(DelegationV1)
+# RevokeDelegationV1 -> ReplyV1(DelegationV1)
+APPROVAL_CMD_REVOKE_DELEGATION = f"{PREFIX}.cmd.approval.revoke_delegation"
 APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1(ApprovalPageV1)

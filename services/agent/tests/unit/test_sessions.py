@@ -193,7 +193,8 @@ async def test_a_delegates_vote_and_decision_name_the_delegator(uow, service, wa
     assert await before_resolution(uow, resolved) == 2
     await service.on_approval_resolved(resolved)
 
-    shown = [(d["sub"], d.get("on_behalf_of"), d["approvals_received"]) for d in uow.events_of("ses_1", "approval_vote")]
+    shown = [(d["sub"], d.get("on_behalf_of"), d["approvals_received"])
+             for d in uow.events_of("ses_1", "approval_vote")]
     assert shown == [("mia", None, 1), ("ana", "bob", 2)]
     [decision] = uow.events_of("ses_1", "approval_resolved")
     assert (decision["decided_by"], decision["decided_on_behalf_of"]) == ("ana", "bob")

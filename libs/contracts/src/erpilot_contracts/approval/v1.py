@@ -87,7 +87,8 @@ class ApprovalRecordV1(Message):
     votes: list[VoteV1] = Field(default_factory=list, description="Every vote on this version, oldest first.")
     rejections_to_reject: int = Field(1, description="Distinct people whose rejects end it rejected (1: the first).")
     decided_on_behalf_of: str | None = Field(
-        None, description="The delegator `decided_by` decided for (\"decided by Ana for Bob\"); None: in their own right.")
+        None, description="The delegator `decided_by` decided for (\"decided by Ana for Bob\"); None: in their own "
+                          "right.")
     escalate_to: str | None = Field(
         None, description="Policy `escalate_to`: the role this version gains if still undecided at `escalate_at`.")
     escalate_at: datetime | None = Field(
@@ -360,7 +361,8 @@ class DelegationV1(Message):
     to: str = Field(description="The delegate.")
     until: datetime
     tools: list[str] | None = Field(None, description="The tools it covers; None: every write tool.")
-    roles: list[str] = Field(description="The delegator's deciding roles when they gave it: what the delegate decides with.")
+    roles: list[str] = Field(description="The delegator's deciding roles when they gave it: what the delegate "
+                                         "decides with.")
     created_at: datetime
     revoked_at: datetime | None = None
 

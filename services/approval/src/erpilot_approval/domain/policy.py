@@ -266,7 +266,8 @@ def _version(tools: dict[str, ToolPolicy]) -> str:
                        **({"warn_before_seconds": int(r.warn_before.total_seconds())} if r.warn_before else {}),
                        **({"approvals_required": r.approvals_required} if r.approvals_required else {}),
                        **({"rejections_to_reject": r.rejections_to_reject} if r.rejections_to_reject else {}),
-                       **({"escalate_after_seconds": int(r.escalate_after.total_seconds())} if r.escalate_after else {}),
+                       **({"escalate_after_seconds": int(r.escalate_after.total_seconds())}
+                          if r.escalate_after else {}),
                        **({"escalate_to": r.escalate_to} if r.escalate_to else {})}
                       for r in tool.rules],
             "stock_check": tool.stock_check,

@@ -16,10 +16,10 @@ from erpilot_approval.domain.eligibility import cannot_decide_reason, deciding_f
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import (
+    ApprovalEscalatedV1,
     ApprovalRecordV1,
     ApprovalRequestedV1,
     ApprovalResolvedV1,
-    ApprovalEscalatedV1,
     ApprovalVotedV1,
     DelegationV1,
     GrantV1,
