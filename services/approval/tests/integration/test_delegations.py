@@ -79,8 +79,8 @@ async def test_a_delegate_decides_with_the_delegators_roles_and_both_are_recorde
     assert (resolved["decided_by"], resolved["decided_on_behalf_of"]) == (people.ana.sub, people.bob.sub)
     assert resolved["grant"]["decided_by"] == people.ana.sub
 
-    audit = await approvals.send(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1(actor=ADMIN, pending_id=record["pending_id"]),
-                                 durable=False)
+    audit = await approvals.send(subjects.APPROVAL_QUERY_AUDIT,
+                                 AuditQueryV1(actor=ADMIN, pending_id=record["pending_id"]), durable=False)
     rows = {row["kind"]: row for row in audit.data["items"]}
     assert (rows["vote"]["actor"], rows["vote"]["data"]["on_behalf_of"]) == (people.ana.sub, people.bob.sub)
     assert (rows["decision"]["actor"], rows["decision"]["data"]["on_behalf_of"]) == (people.ana.sub, people.bob.sub)

@@ -14,6 +14,7 @@ from fastapi.responses import Response
 
 from erpilot_contracts import requests
 from erpilot_contracts.approval.v1 import Actor, DelegationV1, ListDelegationsV1
+from erpilot_gateway.auth import User
 from erpilot_gateway.console import views
 from erpilot_gateway.console.pages import DECIDER_ROLES, page, signin, viewer
 from erpilot_gateway.problems import Problem
@@ -21,6 +22,16 @@ from erpilot_platform.broker import ServiceUnavailable
 
 router = APIRouter(include_in_schema=False)
 GIVER_ROLES = ("approver", "manager")
+
+
+async def delegate_of_someone(request: Request, user: User) -> bool:
+    """Whether this person holds a delegation in force (if the approval service cannot say: no)."""
+    query = ListDelegationsV1(actor=Actor(sub=user.sub, roles=list(user.roles)))
+    try:
+        found = (await request.app.state.services.call(requests.APPROVAL_DELEGATIONS, query)).items
+    except (Problem, ServiceUnavailable):
+        return False
+    return any(delegation.to == user.sub for delegation in found)
 
 
 def _row(delegation: DelegationV1) -> dict[str, str]:

@@ -7,7 +7,8 @@ import { isOmitted, resultDetails } from "./results.js";
 const sub = document.body.dataset.sub;
 const roles = JSON.parse(document.body.dataset.roles || "[]");
 const isRequester = roles.includes("requester");
-const isDecider = roles.some((r) => ["approver", "manager", "admin"].includes(r));
+// A deciding role, or a delegation in force (the server says which: data-inbox).
+const isDecider = document.body.dataset.inbox === "true" || roles.some((r) => ["approver", "manager", "admin"].includes(r));
 const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 
