@@ -18,6 +18,7 @@ from faststream.specification import AsyncAPI, Specification
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import (
+    ApprovalEscalatedV1,
     ApprovalExpiringV1,
     ApprovalRequestedV1,
     ApprovalRequestRefusedV1,
@@ -44,6 +45,9 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
          "An approval left pending: decided, expired or superseded; carries the grant when approved."),
         (subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1,
          "A pending approval reached its warning time (warn_before its deadline) undecided; once per approval."),
+        (subjects.APPROVAL_EVT_ESCALATED, ApprovalEscalatedV1,
+         "A pending approval reached its policy's escalate_after undecided: escalate_to joined the roles that may "
+         "decide it; once per approval, deadline unchanged (Nats-Msg-Id approval.escalated.<pending_id>)."),
         (subjects.APPROVAL_EVT_VOTED, ApprovalVotedV1,
          "A person voted on a quorum approval (approvals_required > 1), before the resolution it may cause."),
         (subjects.APPROVAL_EVT_REQUEST_REFUSED, ApprovalRequestRefusedV1,

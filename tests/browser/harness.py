@@ -93,6 +93,8 @@ class FakeServices:
     voted: set[tuple[str, str]] = field(default_factory=set)  # (pending_id, sub) of quorum votes cast
     tool_calls: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (session_id, call_id)
     audit: list[dict[str, Any]] = field(default_factory=list)  # the audit log's rows, as GET /v1/audit items
+    delegations: dict[str, dict[str, Any]] = field(default_factory=dict)  # DelegationV1 bodies by id
+    delegation_commands: list[Any] = field(default_factory=list)  # every give / revoke command received
 
     def add_approval(self, record: dict[str, Any], *, separation_of_duties: bool = False) -> dict[str, Any]:
         self.approvals[record["pending_id"]] = record
@@ -111,10 +113,24 @@ class FakeServices:
         self.audit.append(row)
         return row
 
+    def lent_to(self, sub: str) -> list[dict[str, Any]]:
+        """The delegations in force to ``sub`` (not revoked, ``until`` ahead)."""
+        return [d for d in self.delegations.values() if d["to"] == sub and d["revoked_at"] is None
+                and datetime.fromisoformat(d["until"]) > now()]
+
+    def delegator_for(self, record: dict[str, Any], actor) -> str | None:
+        """Whom ``actor`` may decide ``record`` for as a delegate (None: in their own right, or nobody)."""
+        if self._holds_role(record, actor.roles):
+            return None
+        return next((d["from"] for d in self.lent_to(actor.sub) if self._holds_role(record, d["roles"])
+                     and (d["tools"] is None or record["tool"] in d["tools"])), None)
+
     def for_actor(self, record: dict[str, Any], actor) -> dict[str, Any]:
         """The record with ``can_decide``/``cannot_decide_reason`` for ``actor``, in the approval service's
-        order (``erpilot_approval.domain.eligibility``): role, separation of duties, status, deadline."""
-        if not self._holds_role(record, actor.roles):
+        order (``erpilot_approval.domain.eligibility``): role (own or a delegator's), separation of duties,
+        status, deadline."""
+        delegator = self.delegator_for(record, actor)
+        if not self._holds_role(record, actor.roles) and delegator is None:
             reason = "role"
         elif record["pending_id"] in self.separation_of_duties and actor.sub == record["requested_by"]:
             reason = "separation_of_duties"
@@ -126,7 +142,8 @@ class FakeServices:
             reason = "already_voted"
         else:
             reason = None
-        return {**record, "can_decide": reason is None, "cannot_decide_reason": reason}
+        return {**record, "can_decide": reason is None, "cannot_decide_reason": reason,
+                "can_decide_for": delegator if reason is None else None}
 
     async def data(self, endpoint, payload) -> dict[str, Any]:
         return self._answer(endpoint.subject, payload)
@@ -164,14 +181,28 @@ class FakeServices:
                 raise Problem(404, "not_found", f"session {p.session_id} not found")
             self.messages.append({"session_id": p.session_id, "text": p.text})
             return {"run_id": f"run_{next(self.runs)}"}
+        if subject == subjects.APPROVAL_CMD_DELEGATE:
+            return self._give(p)
+        if subject == subjects.APPROVAL_CMD_REVOKE_DELEGATION:
+            self.delegation_commands.append(p)
+            found = self.delegations.get(p.delegation_id)
+            if found is None or found["from"] != p.actor.sub:
+                raise Problem(404, "not_found", "delegation not found")
+            found["revoked_at"] = found["revoked_at"] or now().isoformat()
+            return found
+        if subject == subjects.APPROVAL_QUERY_DELEGATIONS:
+            mine = [d for d in self.delegations.values() if p.actor.sub in (d["from"], d["to"])
+                    and d["revoked_at"] is None and datetime.fromisoformat(d["until"]) > now()]
+            return {"items": list(reversed(mine))}
         if subject == subjects.APPROVAL_QUERY_GET:
             record = self.approvals.get(p.pending_id)
             if record is None or not (self._holds_role(record, p.actor.roles) or record["requested_by"] == p.actor.sub
-                                      or "admin" in p.actor.roles):
+                                      or "admin" in p.actor.roles or self.delegator_for(record, p.actor)):
                 raise Problem(404, "not_found", f"approval {p.pending_id} not found")
             return self.for_actor(record, p.actor)
         if subject == subjects.APPROVAL_QUERY_LIST:
-            items = [self.for_actor(r, p.actor) for r in self.approvals.values() if self._holds_role(r, p.actor.roles)
+            items = [self.for_actor(r, p.actor) for r in self.approvals.values()
+                     if (self._holds_role(r, p.actor.roles) or self.delegator_for(r, p.actor))
                      and (p.status is None or r["status"] == p.status)]
             return {"items": sorted(items, key=lambda r: r["created_at"], reverse=True)}
         if subject == subjects.APPROVAL_CMD_DECIDE:
@@ -207,11 +238,28 @@ class FakeServices:
         self.bulk_decisions.append([single.pending_id for single in singles])
         return {"action": p.action, "items": [self._decide(single) for single in singles]}
 
+    def _give(self, p) -> dict[str, Any]:
+        """Like the approval service's give: the giver's deciding roles; 422 to oneself or into the past."""
+        self.delegation_commands.append(p)
+        roles = [role for role in ("approver", "manager") if role in p.actor.roles]
+        if not roles:
+            raise Problem(403, "forbidden", "only an approver or a manager may delegate")
+        if p.to == p.actor.sub:
+            raise Problem(422, "delegation_to_self", "a delegation goes to someone else")
+        if p.until <= now():
+            raise Problem(422, "delegation_in_past", f"until {p.until.isoformat()} is not in the future")
+        given = {"schema_version": 1, "delegation_id": p.delegation_id, "from": p.actor.sub, "to": p.to,
+                 "until": p.until.isoformat(), "tools": p.tools, "roles": roles, "created_at": now().isoformat(),
+                 "revoked_at": None}
+        self.delegations[p.delegation_id] = given
+        return given
+
     def _decide(self, p, *, dry_run: bool = False) -> dict[str, Any]:
         record = self.approvals.get(p.pending_id)
         if record is None:
             raise Problem(404, "not_found", f"approval {p.pending_id} not found")
-        if not self._holds_role(record, p.actor.roles):
+        delegator = self.delegator_for(record, p.actor)
+        if not self._holds_role(record, p.actor.roles) and delegator is None:
             raise Problem(403, "forbidden", "deciding needs a required role")
         if record["status"] != "pending":
             raise Problem(409, "already_decided", f"already {record['status']}")
@@ -231,7 +279,8 @@ class FakeServices:
             if record["approvals_received"] < record["approvals_required"]:
                 return record
         status = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}[p.action]
-        record.update(status=status, decided_by=p.actor.sub, decided_at=now().isoformat(), comment=p.comment)
+        record.update(status=status, decided_by=p.actor.sub, decided_at=now().isoformat(), comment=p.comment,
+                      decided_on_behalf_of=delegator)
         self.decisions.append({"pending_id": p.pending_id, "action": p.action, "fingerprint": p.fingerprint,
                                "comment": p.comment, "by": p.actor.sub})
         self.record_audit("decision", record, p.actor.sub)

@@ -92,8 +92,19 @@ def test_a_quorum_is_shown_with_its_votes_in_iso_and_utc():
     record = _record(approvals_required=2, approvals_received=1, votes=[
         {"sub": "bob", "role": "manager", "action": "approve", "at": "2026-10-19T12:00:00Z"}])
     assert views.quorum_view(record) == {"approvals_required": 2, "approvals_received": 1, "votes": [
-        {"sub": "bob", "role": "manager", "action": "approve", "at": "2026-10-19T12:00:00.000+00:00",
-         "at_text": "2026-10-19 12:00:00 UTC", "comment": ""}]}
+        {"sub": "bob", "on_behalf_of": "", "who": "bob", "role": "manager", "action": "approve",
+         "at": "2026-10-19T12:00:00.000+00:00", "at_text": "2026-10-19 12:00:00 UTC", "comment": ""}]}
+
+
+def test_a_delegates_vote_and_decision_read_as_decided_by_ana_for_bob():
+    record = _record(status="approved", decided_by="ana", decided_on_behalf_of="bob",
+                     decided_at="2026-10-19T12:00:00Z", votes=[
+                         {"sub": "ana", "role": "manager", "action": "approve", "at": "2026-10-19T12:00:00Z",
+                          "on_behalf_of": "bob"}])
+    assert views.decision_view(record)["headline"] == "Approved by ana for bob"
+    assert [(v["who"], v["on_behalf_of"]) for v in views.quorum_view(record)["votes"]] == [("ana for bob", "bob")]
+    assert views.decision_view(_record(status="approved", decided_by="max",
+                                       decided_at="2026-10-19T12:00:00Z"))["headline"] == "Approved by max"
 
 
 def test_minor_unit_details_are_shown_as_money_in_the_previews_currency():

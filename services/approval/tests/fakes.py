@@ -10,7 +10,7 @@ statement on its own. ``tests/repository_cases.py`` runs the same cases on these
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import GENESIS, AuditRow, Checkpoint, chain_hash, event_of, sign, sign_checkpoint
+from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
@@ -44,6 +45,7 @@ class Decision:
     fingerprint: str
     comment: str | None
     at: datetime
+    on_behalf_of: str | None = None
 
 
 @dataclass
@@ -75,6 +77,7 @@ class ApprovalState:
     audit: list[AuditRow] = field(default_factory=list)
     checkpoints: list[Checkpoint] = field(default_factory=list)
     webhooks: list[WebhookRow] = field(default_factory=list)  # in delivery_id order
+    delegations: dict[str, Delegation] = field(default_factory=dict)  # by delegation_id, in the order given
 
 
 class _Rows:
@@ -115,6 +118,8 @@ class MemoryApprovalRepository(_Rows):
         stored = self.state.approvals[pending_id]
         if any(earlier.sub == vote.sub for earlier in stored.votes):
             raise ValueError(f"{vote.sub} voted on {pending_id} already")  # votes_one_per_person
+        if any(earlier.principal == vote.principal for earlier in stored.votes):
+            raise ValueError(f"{vote.principal}'s authority was used on {pending_id} already")  # one_per_principal
         self.state.approvals[pending_id] = replace(stored, votes=(*stored.votes, vote))
 
     async def save_outcome(self, approval: PendingApproval, grant: GrantV1 | None = None) -> None:
@@ -122,14 +127,34 @@ class MemoryApprovalRepository(_Rows):
         stored = self.state.approvals[approval.pending_id]
         self.state.approvals[approval.pending_id] = replace(
             stored, status=approval.status, decided_by=approval.decided_by, decided_at=approval.decided_at,
-            comment=approval.comment, superseded_by=approval.superseded_by)
+            comment=approval.comment, superseded_by=approval.superseded_by,
+            decided_on_behalf_of=approval.decided_on_behalf_of)
         if grant is not None:
             self.state.grants[approval.pending_id] = grant
 
     async def append_decision(self, pending_id: str, *, actor: str, action: str, fingerprint: str,
-                              comment: str | None, at: datetime) -> None:
+                              comment: str | None, at: datetime, on_behalf_of: str | None = None) -> None:
         self.writing()
-        self.state.decisions.append(Decision(pending_id, actor, action, fingerprint, comment, at))
+        self.state.decisions.append(Decision(pending_id, actor, action, fingerprint, comment, at, on_behalf_of))
+
+    async def save_escalation(self, approval: PendingApproval) -> None:
+        self.writing()
+        stored = self.state.approvals[approval.pending_id]
+        self.state.approvals[approval.pending_id] = replace(stored, required_roles=list(approval.required_roles),
+                                                            escalated_at=approval.escalated_at)
+
+    def _escalation_due(self, approval: PendingApproval, now: datetime) -> bool:
+        return (approval.status == "pending" and approval.escalated_at is None and approval.escalate_at is not None
+                and approval.expires_at > now)
+
+    async def lock_due_escalations(self, now: datetime, limit: int) -> list[PendingApproval]:
+        due = [a for a in self.state.approvals.values() if self._escalation_due(a, now) and a.escalate_at <= now]
+        return sorted(due, key=lambda a: a.escalate_at)[:limit]
+
+    async def seconds_to_next_escalation(self) -> float | None:
+        now = self.clock()
+        due = [a.escalate_at for a in self.state.approvals.values() if self._escalation_due(a, now)]
+        return (min(due) - now).total_seconds() if due else None
 
     async def pending_of_calls(self, session_id: str, call_ids: list[str]) -> list[str]:
         return sorted(a.pending_id for a in self.state.approvals.values()
@@ -143,10 +168,15 @@ class MemoryApprovalRepository(_Rows):
         approval = self.state.approvals.get(pending_id)
         return approval.status if approval is not None else None
 
-    async def list_decidable(self, roles: list[str], *, status: str, where: ListFilter,
-                             limit: int) -> list[PendingApproval]:
+    async def list_decidable(self, roles: list[str], *, status: str, where: ListFilter, limit: int,
+                             delegated: Sequence[RoleScope] = ()) -> list[PendingApproval]:
+        def reaches(approval: PendingApproval) -> bool:
+            own = any(role in approval.required_roles for role in roles)
+            return own or any(approval.tool in scope.tools and any(role in approval.required_roles
+                                                                   for role in scope.roles) for scope in delegated)
+
         found = [a for a in self.state.approvals.values()
-                 if a.status == status and any(role in a.required_roles for role in roles) and _matches(a, where)]
+                 if a.status == status and reaches(a) and _matches(a, where)]
         return sorted(found, key=lambda a: (a.created_at, a.pending_id), reverse=True)[:limit]
 
     async def naming(self, *, draft_ids: list[str], order_ids: list[str], roles: list[str],
@@ -211,6 +241,32 @@ class MemoryEditIntents(_Rows):
         intent = self.state.edits.get(operation_id)
         if intent is not None and intent.refusal is None:
             del self.state.edits[operation_id]
+
+
+class MemoryDelegations(_Rows):
+    async def get(self, delegation_id: str, *, lock: bool = False) -> Delegation | None:
+        return self.state.delegations.get(delegation_id)
+
+    async def add(self, delegation: Delegation) -> bool:
+        self.writing()
+        if delegation.delegation_id in self.state.delegations:
+            return False
+        self.state.delegations[delegation.delegation_id] = delegation
+        return True
+
+    async def save_revocation(self, delegation: Delegation) -> None:
+        self.writing()
+        stored = self.state.delegations[delegation.delegation_id]
+        self.state.delegations[delegation.delegation_id] = replace(stored, revoked_at=delegation.revoked_at)
+
+    async def in_force(self, people: list[str], now: datetime, *, delegate_only: bool = False,
+                       lock: bool = False) -> list[Delegation]:
+        found = [d for d in self.state.delegations.values() if d.revoked_at is None and d.until > now
+                 and (d.delegate in people or (not delegate_only and d.delegator in people))]
+        return sorted(found, key=lambda d: (d.created_at, d.delegation_id))
+
+    async def serialise_gives(self) -> None:
+        """Units of work run one at a time here already."""
 
 
 class MemoryAuditLog(_Rows):
@@ -304,6 +360,7 @@ class MemoryWork:
         self.transaction = transaction
         self.approvals = MemoryApprovalRepository(transaction)
         self.edits = MemoryEditIntents(transaction)
+        self.delegations = MemoryDelegations(transaction)
         self.audit = MemoryAuditLog(transaction, key)
         self.webhooks = MemoryWebhookDeliveries(transaction)
 

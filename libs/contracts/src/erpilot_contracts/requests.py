@@ -40,14 +40,19 @@ from erpilot_contracts.approval.v1 import (
     DecideManyV1,
     DecideV1,
     DecisionsV1,
+    DelegationPageV1,
+    DelegationV1,
     EditApprovalV1,
     FindReferringApprovalV1,
     GetApprovalV1,
+    GiveDelegationV1,
     ListApprovalsV1,
+    ListDelegationsV1,
     PolicyQueryV1,
     PolicyViewV1,
     ReferringApprovalV1,
     RequestApprovalV1,
+    RevokeDelegationV1,
 )
 from erpilot_contracts.base import Message
 from erpilot_contracts.erp.v1 import (
@@ -112,6 +117,9 @@ APPROVAL_GET = query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, ApprovalRecordV
 APPROVAL_LIST = query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, ApprovalPageV1)
 APPROVAL_AUDIT = query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, AuditPageV1)
 APPROVAL_REFERRING = query(subjects.APPROVAL_QUERY_REFERRING, FindReferringApprovalV1, ReferringApprovalV1)
+APPROVAL_DELEGATE = command(subjects.APPROVAL_CMD_DELEGATE, GiveDelegationV1, DelegationV1)
+APPROVAL_REVOKE_DELEGATION = command(subjects.APPROVAL_CMD_REVOKE_DELEGATION, RevokeDelegationV1, DelegationV1)
+APPROVAL_DELEGATIONS = query(subjects.APPROVAL_QUERY_DELEGATIONS, ListDelegationsV1, DelegationPageV1)
 
 # --- Agent -------------------------------------------------------------------------------------
 AGENT_CREATE_SESSION = command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, SessionRefV1)

@@ -55,16 +55,21 @@ APPROVAL_CMD_REQUEST = f"{PREFIX}.cmd.approval.request"  # RequestApprovalV1 -> 
 APPROVAL_CMD_DECIDE = f"{PREFIX}.cmd.approval.decide"    # DecideV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_EDIT = f"{PREFIX}.cmd.approval.edit"        # EditApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_DECIDE_MANY = f"{PREFIX}.cmd.approval.decide_many"  # DecideManyV1 -> ReplyV1(DecisionsV1), all or none
+APPROVAL_CMD_DELEGATE = f"{PREFIX}.cmd.approval.delegate"  # GiveDelegationV1 -> ReplyV1(DelegationV1)
+# RevokeDelegationV1 -> ReplyV1(DelegationV1)
+APPROVAL_CMD_REVOKE_DELEGATION = f"{PREFIX}.cmd.approval.revoke_delegation"
 APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1(ApprovalPageV1)
 APPROVAL_QUERY_AUDIT = f"{PREFIX}.query.approval.audit"        # AuditQueryV1 -> ReplyV1(AuditPageV1), admins
 # FindReferringApprovalV1 -> ReplyV1(ReferringApprovalV1): may this person read that draft or order (SPEC §10)
 APPROVAL_QUERY_REFERRING = f"{PREFIX}.query.approval.referring"
+APPROVAL_QUERY_DELEGATIONS = f"{PREFIX}.query.approval.delegations"  # ListDelegationsV1 -> ReplyV1(DelegationPageV1)
 APPROVAL_EVT_REQUESTED = f"{PREFIX}.evt.approval.requested"    # ApprovalRequestedV1
 APPROVAL_EVT_RESOLVED = f"{PREFIX}.evt.approval.resolved"      # ApprovalResolvedV1
 APPROVAL_EVT_EXPIRING = f"{PREFIX}.evt.approval.expiring"      # ApprovalExpiringV1
 APPROVAL_EVT_VOTED = f"{PREFIX}.evt.approval.voted"            # ApprovalVotedV1 (quorum approvals)
+APPROVAL_EVT_ESCALATED = f"{PREFIX}.evt.approval.escalated"    # ApprovalEscalatedV1 (policy escalate_after)
 APPROVAL_EVT_REQUEST_REFUSED = f"{PREFIX}.evt.approval.request_refused"  # ApprovalRequestRefusedV1
 
 # --- Agent -------------------------------------------------------------------------------------

@@ -21,10 +21,12 @@ APPROVAL_OUTBOX = 7_311_990_201  # the approval service's outbox relay
 # old and a new approval replica run side by side they take different keys, and two appends of the same
 # ``seq`` then meet the table's primary key (one fails and is retried): the chain never forks.
 APPROVAL_AUDIT = 7_311_990_202
+APPROVAL_DELEGATIONS = 7_311_990_203  # the approval service's gives of delegations, one at a time (no chains)
 AGENT_OUTBOX = 7_311_990_301  # the agent's outbox relay
 
 KEYS = {"MIGRATIONS": MIGRATIONS, "ERP_OUTBOX": ERP_OUTBOX, "APPROVAL_OUTBOX": APPROVAL_OUTBOX,
-        "APPROVAL_AUDIT": APPROVAL_AUDIT, "AGENT_OUTBOX": AGENT_OUTBOX}
+        "APPROVAL_AUDIT": APPROVAL_AUDIT,
+        "APPROVAL_DELEGATIONS": APPROVAL_DELEGATIONS, "AGENT_OUTBOX": AGENT_OUTBOX}
 
 AGENT_RUNS = 7_311_002  # the agent's run drivers: (AGENT_RUNS, hashtext(session_id))
 NAMESPACES = {"AGENT_RUNS": AGENT_RUNS}

@@ -10,10 +10,17 @@ import pytest
 from erpilot_agent.domain.run_state import Run
 from erpilot_agent.domain.tool_calls import SessionEvent
 from erpilot_agent.service_layer import sessions
+from erpilot_agent.service_layer.escalations import on_approval_escalated
 from erpilot_agent.service_layer.expiry_warnings import on_approval_expiring
 from erpilot_agent.service_layer.votes import before_resolution, on_approval_voted
 from erpilot_contracts.agent.v1 import CreateSessionV1, GetSessionV1, GetToolCallV1, ListSessionsV1
-from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalResolvedV1, ApprovalVotedV1, VoteV1
+from erpilot_contracts.approval.v1 import (
+    ApprovalEscalatedV1,
+    ApprovalExpiringV1,
+    ApprovalResolvedV1,
+    ApprovalVotedV1,
+    VoteV1,
+)
 from erpilot_platform.broker import TransientError
 from erpilot_platform.refusals import Refused
 
@@ -141,6 +148,56 @@ async def test_a_warning_that_overtakes_the_approval_is_retried(uow, service):
     await service.start(session_id="ses_1", owner="alice", tool="adjust_stock", raw_arguments=STOCK, call_id="c-1")
     with pytest.raises(TransientError):  # prepared; its evt.approval.requested not here yet
         await on_approval_expiring(uow, warning())
+
+
+# --- escalations ------------------------------------------------------------------------------------
+def escalation(pending_id: str = "pa_1", call_id: str = "c-1") -> ApprovalEscalatedV1:
+    return ApprovalEscalatedV1(pending_id=pending_id, call_id=call_id, session_id="ses_1", operation_id="op",
+                               tool="adjust_stock", escalated_to="admin", required_roles=["manager", "admin"],
+                               escalated_at=NOW, expires_at=NOW + timedelta(minutes=5))
+
+
+async def test_a_waiting_call_shows_its_escalation_once(uow, waiting):
+    assert await on_approval_escalated(uow, escalation()) is True
+    assert await on_approval_escalated(uow, escalation()) is False  # redelivered
+
+    assert uow.event_types("ses_1") == ["tool_started", "approval_pending", "approval_escalated"]
+    [data] = uow.events_of("ses_1", "approval_escalated")
+    assert data == {"call_id": "c-1", "pending_id": "pa_1", "escalated_to": "admin",
+                    "required_roles": ["manager", "admin"], "escalated_at": NOW.isoformat(),
+                    "expires_at": (NOW + timedelta(minutes=5)).isoformat()}
+
+
+async def test_an_escalation_after_the_decision_or_of_another_approval_shows_nothing(uow, service, waiting):
+    assert await on_approval_escalated(uow, escalation(pending_id="pa_old")) is False
+    assert await on_approval_escalated(uow, escalation(call_id="c-unknown")) is False
+    await service.on_approval_resolved(ApprovalResolvedV1(pending_id="pa_1", call_id="c-1", session_id="ses_1",
+                                                          operation_id="op", status="rejected", decided_by="max"))
+    assert await on_approval_escalated(uow, escalation()) is False  # it arrived after the decision
+    assert "approval_escalated" not in uow.event_types("ses_1")
+
+
+async def test_an_escalation_that_overtakes_the_approval_is_retried(uow, service):
+    await service.start(session_id="ses_1", owner="alice", tool="adjust_stock", raw_arguments=STOCK, call_id="c-1")
+    with pytest.raises(TransientError):  # prepared; its evt.approval.requested not here yet
+        await on_approval_escalated(uow, escalation())
+
+
+# --- delegates ------------------------------------------------------------------------------------------
+async def test_a_delegates_vote_and_decision_name_the_delegator(uow, service, waiting):
+    for_bob = VoteV1(sub="ana", role="manager", action="approve", at=NOW, on_behalf_of="bob")
+    resolved = ApprovalResolvedV1(pending_id="pa_1", call_id="c-1", session_id="ses_1", operation_id="op",
+                                  status="approved", decided_by="ana", decided_on_behalf_of="bob",
+                                  votes=[vote("mia"), for_bob], approvals_required=2)
+
+    assert await before_resolution(uow, resolved) == 2
+    await service.on_approval_resolved(resolved)
+
+    shown = [(d["sub"], d.get("on_behalf_of"), d["approvals_received"])
+             for d in uow.events_of("ses_1", "approval_vote")]
+    assert shown == [("mia", None, 1), ("ana", "bob", 2)]
+    [decision] = uow.events_of("ses_1", "approval_resolved")
+    assert (decision["decided_by"], decision["decided_on_behalf_of"]) == ("ana", "bob")
 
 
 # --- votes ------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
 from erpilot_approval.service_layer.audit import CheckpointSigner
 from erpilot_approval.service_layer.audit_queries import record_operation_finished
+from erpilot_approval.service_layer.escalation import EscalationSweeper
 from erpilot_approval.service_layer.expiry import DEADLINES_CHANNEL, ExpirySweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
@@ -48,13 +49,20 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     service_bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=advisory_locks.APPROVAL_OUTBOX)
     units = uow or unit_of_work(engine, outbox, signing_key)
-    # The sweeper hears of every replica's new deadlines only from the database: a substitute has none.
-    deadlines = Listener(settings.database_url, DEADLINES_CHANNEL, lambda: sweeper.wake(),
+    # The sweepers hear of every replica's new approvals only from the database: a substitute has none.
+    deadlines = Listener(settings.database_url, DEADLINES_CHANNEL, lambda: new_approval(),
                          application_name="erpilot-approval-deadlines") if uow is None else None
-    sweeper = ExpirySweeper(units, poll_seconds=settings.expiry_poll_seconds,
-                            listening=lambda: deadlines is not None and deadlines.listening)
+    listening = lambda: deadlines is not None and deadlines.listening  # noqa: E731
+    sweeper = ExpirySweeper(units, poll_seconds=settings.expiry_poll_seconds, listening=listening)
+    escalations = EscalationSweeper(units, poll_seconds=settings.expiry_poll_seconds, listening=listening)
+
+    def new_approval() -> None:
+        """A new deadline and maybe a new escalation time: both sweepers look again."""
+        sweeper.wake()
+        escalations.wake()
+
     ports = Ports(uow=units, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
-                  assertion_key=assertion_key, new_deadline=sweeper.wake)
+                  assertion_key=assertion_key, new_deadline=new_approval)
     register_ping(service_bus, engine)
     nats_entry.register(service_bus, ports)
     signer = CheckpointSigner(units, settings.audit_checkpoint_seconds)
@@ -73,6 +81,9 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     async def expiry() -> None:
         await sweeper.run()
 
+    async def escalation() -> None:
+        await escalations.run()
+
     async def pending_gauge() -> None:
         await refresh_pending_gauge(units)
 
@@ -88,7 +99,7 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     async def deadline_listener() -> None:
         await deadlines.run()
 
-    background = [relay, expiry, audit_checkpoints]
+    background = [relay, expiry, escalation, audit_checkpoints]
     background += [deadline_listener] if deadlines is not None else []
     background += [pending_gauge] if metrics_exported() else []  # a count every 5 s that nobody reads
     background += [webhook_dispatch] if webhooks else []

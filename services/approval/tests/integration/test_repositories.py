@@ -23,8 +23,8 @@ from ..repository_cases import *  # noqa: F403 (the shared cases are collected h
 from ..repository_cases import Units
 
 pytestmark = pytest.mark.integration
-TABLES = ("approvals", "votes", "decisions", "edits", "expiry_warnings", "webhook_deliveries", "audit_log",
-          "audit_checkpoints", "outbox")
+TABLES = ("approvals", "votes", "decisions", "edits", "delegations", "expiry_warnings", "webhook_deliveries",
+          "audit_log", "audit_checkpoints", "outbox")
 
 
 @pytest.fixture(scope="module")

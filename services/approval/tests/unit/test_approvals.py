@@ -265,7 +265,8 @@ def test_expires_at_never_changes(make_pending, now) -> None:
     results += [expire(pending, pending.expires_at), supersede(pending, "pa-2", now)]
     # A reload rebuilds the approval from its stored record, deadline included, never from the policy.
     # Not stored on the row: computed per caller, or read from the votes table.
-    per_viewer = {"schema_version", "can_decide", "cannot_decide_reason", "approvals_received", "votes"}
+    per_viewer = {"schema_version", "can_decide", "cannot_decide_reason", "can_decide_for", "approvals_received",
+                  "votes"}
     results.append(PendingApproval(**record_of(pending).model_dump(exclude=per_viewer)))
     assert all(result.expires_at == pending.expires_at for result in results)
 

@@ -6,9 +6,10 @@ fingerprinted (``CanonicalArguments``: integers within ±(2^53-1), else 422 ``in
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from erpilot_contracts.json_input import CanonicalArguments
 
@@ -69,3 +70,22 @@ class EditBody(Body):
 class ProductPatchBody(Body):
     price_minor: Annotated[int, Field(ge=0)] | None = None
     status: Literal["active", "discontinued"] | None = None
+
+
+class DelegationBody(Body):
+    """Let ``to`` decide with your roles until ``until`` (ISO 8601 with a time zone), for ``tools`` (absent: every
+    write tool)."""
+
+    to: Annotated[str, Field(min_length=1, max_length=200)]
+    # The one non-string value of a JSON body here: an ISO 8601 string parsed as a datetime (not strict), then
+    # held to carry its zone (routes/delegations.py).
+    until: Annotated[datetime, Field(strict=False)]
+    tools: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]],
+                     Field(min_length=1, max_length=20)] | None = None
+
+    @field_validator("until", mode="before")
+    @classmethod
+    def _iso_text(cls, value: object) -> object:
+        if not isinstance(value, str):  # lax datetime parsing would take a number as a Unix time
+            raise ValueError("until is an ISO 8601 date and time with a zone, as a string")
+        return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from erpilot_contracts.base import ErrorV1, Message
 from erpilot_contracts.json_input import CanonicalArguments
@@ -37,11 +37,13 @@ class GrantV1(Message):
 class VoteV1(Message):
     """One person's vote on one version of an approval (quorum, SPEC §9)."""
 
-    sub: str
-    role: str = Field(description="The required role the voter decided as.")
+    sub: str = Field(description="Who voted (a delegate, when `on_behalf_of` is set).")
+    role: str = Field(description="The required role the voter decided as (the delegator's, for a delegate).")
     action: DecisionAction
     at: datetime
     comment: str | None = None
+    on_behalf_of: str | None = Field(
+        None, description="The delegator whose roles the voter decided with (SPEC §10 delegation); None: their own.")
 
 
 class ApprovalRecordV1(Message):
@@ -77,10 +79,22 @@ class ApprovalRecordV1(Message):
                           "set on query answers for that person, None where no one asked.")
     cannot_decide_reason: CannotDecideReason | None = Field(
         None, description="When can_decide is false: why. `separation_of_duties` still allows reject/cancel.")
+    can_decide_for: str | None = Field(
+        None, description="When can_decide: the delegator the person would decide for as their delegate; None: in "
+                          "their own right.")
     approvals_required: int = Field(1, description="Quorum: distinct people who must approve this fingerprint.")
     approvals_received: int = Field(0, description="Distinct people who approved this version so far.")
     votes: list[VoteV1] = Field(default_factory=list, description="Every vote on this version, oldest first.")
     rejections_to_reject: int = Field(1, description="Distinct people whose rejects end it rejected (1: the first).")
+    decided_on_behalf_of: str | None = Field(
+        None, description="The delegator `decided_by` decided for (\"decided by Ana for Bob\"); None: in their own "
+                          "right.")
+    escalate_to: str | None = Field(
+        None, description="Policy `escalate_to`: the role this version gains if still undecided at `escalate_at`.")
+    escalate_at: datetime | None = Field(
+        None, description="When an undecided version escalates (created_at + policy `escalate_after`); None: never.")
+    escalated_at: datetime | None = Field(
+        None, description="When it escalated (its `escalate_to` joined `required_roles`); None: not escalated.")
 
 
 class RequestApprovalV1(Message):
@@ -265,6 +279,21 @@ class ApprovalExpiringV1(Message):
     warned_at: datetime
 
 
+class ApprovalEscalatedV1(Message):
+    """A pending approval reached its policy's ``escalate_after`` undecided: ``escalated_to`` may now decide it too.
+    Sent once per approval version, never after it ended; its deadline is unchanged."""
+
+    pending_id: str
+    call_id: str
+    session_id: str
+    operation_id: str
+    tool: str
+    escalated_to: str = Field(description="The role that joined those who may decide it.")
+    required_roles: list[str] = Field(description="Who may decide it now (escalated_to included).")
+    escalated_at: datetime
+    expires_at: datetime = Field(description="Its deadline, as it was: escalation never changes it.")
+
+
 class ApprovalResolvedV1(Message):
     """A pending approval left ``pending``. ``grant`` is present only when approved."""
 
@@ -278,6 +307,7 @@ class ApprovalResolvedV1(Message):
     comment: str | None = None
     grant: GrantV1 | None = None
     superseded_by: str | None = None
+    decided_on_behalf_of: str | None = Field(None, description="The delegator `decided_by` decided for, if any.")
     approvals_required: int = Field(1, description="Quorum approvals only (else 1): distinct approves needed.")
     votes: list[VoteV1] = Field(default_factory=list, description=(
         "Quorum approvals only: every vote, oldest first, so a consumer that sees this before the deciding "
@@ -308,3 +338,54 @@ class ApprovalVotedV1(Message):
     approvals_required: int
     approvals_received: int
     status: ApprovalStatus = Field(description="The approval's status after this vote.")
+
+
+# --- delegation (SPEC §10) ---------------------------------------------------------------------------
+
+
+class GiveDelegationV1(Message):
+    """An approver or manager (``actor``) lets ``to`` decide with their roles until ``until``: for ``tools`` (None:
+    every write tool). ``delegation_id`` is chosen by the gateway, so a redelivered command stores one delegation."""
+
+    delegation_id: str
+    to: str
+    until: datetime
+    tools: list[str] | None = None
+    actor: Actor
+
+
+class RevokeDelegationV1(Message):
+    """The delegator ends a delegation now (someone else's: 404, like an unknown one)."""
+
+    delegation_id: str
+    actor: Actor
+
+
+class ListDelegationsV1(Message):
+    """The actor's delegations still in force, given and received."""
+
+    actor: Actor
+
+
+class DelegationV1(Message):
+    """One delegation: ``to`` decides with ``from``'s ``roles`` for ``tools`` (None: every write tool) until
+    ``until``, unless revoked earlier."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, serialize_by_alias=True, validate_by_name=True,
+                              validate_by_alias=True)
+
+    delegation_id: str
+    from_: str = Field(alias="from", description="The delegator (who gave it).")
+    to: str = Field(description="The delegate.")
+    until: datetime
+    tools: list[str] | None = Field(None, description="The tools it covers; None: every write tool.")
+    roles: list[str] = Field(description="The delegator's deciding roles when they gave it: what the delegate "
+                                         "decides with.")
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class DelegationPageV1(Message):
+    """The answer to a ``ListDelegationsV1``: given and received, newest first."""
+
+    items: list[DelegationV1]

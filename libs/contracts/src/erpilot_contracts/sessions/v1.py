@@ -10,7 +10,7 @@ from erpilot_contracts.base import Message
 SessionEventType = Literal[
     "message", "run_started", "run_finished", "run_failed",
     "tool_started", "approval_pending", "approval_resolved", "approval_withdrawn", "tool_executing", "tool_finished",
-    "approval_expiring", "approval_vote",
+    "approval_expiring", "approval_vote", "approval_escalated",
 ]
 
 

@@ -141,8 +141,9 @@ class ToolCall:
             raise self._illegal(f"{action} {pending_id}")
 
     def resolve(self, pending_id: str, status: str, *, decided_by: str | None,
-                comment: str | None = None) -> list[SessionEvent]:
-        """Record the decision on the current pending approval (not superseded: see ``supersede``)."""
+                comment: str | None = None, on_behalf_of: str | None = None) -> list[SessionEvent]:
+        """Record the decision on the current pending approval (not superseded: see ``supersede``);
+        ``on_behalf_of``: the delegator a delegate decided for (shown as "decided by Ana for Bob")."""
         if pending_id in self.resolutions:
             recorded = self.resolutions[pending_id]
             if recorded != status:
@@ -155,6 +156,7 @@ class ToolCall:
         self.resolutions[pending_id] = status
         self.decided_by, self.comment = decided_by, comment
         extra = {"comment": comment} if comment else {}
+        extra |= {"decided_on_behalf_of": on_behalf_of} if on_behalf_of else {}
         if status == "withdrawn":  # SPEC §9: the owner cancelled the run; the approval is gone, not decided
             resolved = self._event("approval_withdrawn", pending_id=pending_id, withdrawn_by=decided_by)
         else:

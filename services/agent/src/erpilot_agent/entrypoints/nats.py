@@ -5,7 +5,7 @@ event handler returns nothing, and raising ``TransientError`` has its event rede
 
 from __future__ import annotations
 
-from erpilot_agent.service_layer import expiry_warnings, sessions, votes
+from erpilot_agent.service_layer import escalations, expiry_warnings, sessions, votes
 from erpilot_agent.service_layer.ports import AgentUnitOfWork
 from erpilot_agent.service_layer.runs import RunService
 from erpilot_agent.service_layer.tool_calls import ToolCallService
@@ -26,6 +26,7 @@ from erpilot_contracts.agent.v1 import (
     ToolCallViewV1,
 )
 from erpilot_contracts.approval.v1 import (
+    ApprovalEscalatedV1,
     ApprovalExpiringV1,
     ApprovalRequestedV1,
     ApprovalRequestRefusedV1,
@@ -80,6 +81,12 @@ def register(bus: ServiceBus, uow: AgentUnitOfWork, tool_calls: ToolCallService,
                description="A pending approval nears its deadline: approval_expiring on the session stream.")
     async def approval_expiring(evt: ApprovalExpiringV1) -> None:
         await expiry_warnings.on_approval_expiring(uow, evt)
+
+    @bus.event(subjects.APPROVAL_EVT_ESCALATED, ApprovalEscalatedV1,
+               description="A pending approval escalated (more roles may decide it): approval_escalated on the "
+                           "session stream.")
+    async def approval_escalated(evt: ApprovalEscalatedV1) -> None:
+        await escalations.on_approval_escalated(uow, evt)
 
     @bus.event(subjects.APPROVAL_EVT_VOTED, ApprovalVotedV1,
                description="A person voted on a quorum approval: approval_vote on the session stream.")

@@ -190,7 +190,8 @@ class ToolCallService:
                                         and evt.pending_id not in call.resolutions):
                 log.info("resolution of %s does not concern call %s now; ignored", evt.pending_id, call.call_id)
                 return []
-            return call.resolve(evt.pending_id, evt.status, decided_by=evt.decided_by, comment=evt.comment)
+            return call.resolve(evt.pending_id, evt.status, decided_by=evt.decided_by, comment=evt.comment,
+                                on_behalf_of=evt.decided_on_behalf_of)
 
         await self.pipeline.transition(call_key(evt.session_id, evt.call_id), resolve)
 

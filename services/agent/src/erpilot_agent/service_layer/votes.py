@@ -43,7 +43,7 @@ async def before_resolution(uow: AgentUnitOfWork, evt: ApprovalResolvedV1) -> in
         added, approvers = 0, set()
         for vote in evt.votes:
             if vote.action == "approve":
-                approvers.add(vote.sub)
+                approvers.add(vote.on_behalf_of or vote.sub)  # one per authority (a delegate's counts for whom)
             added += await _show(w, evt, vote, evt.approvals_required, len(approvers))
         return added
 
@@ -73,5 +73,6 @@ async def _show(work: Work, evt: ApprovalVotedV1 | ApprovalResolvedV1, vote: Vot
     await work.sessions.append(evt.session_id, [SessionEvent(EVENT, {
         "call_id": evt.call_id, "pending_id": evt.pending_id, "sub": vote.sub, "role": vote.role,
         "action": vote.action, "at": vote.at.isoformat(), "comment": vote.comment,
-        "approvals_required": required, "approvals_received": received})])
+        "approvals_required": required, "approvals_received": received,
+        **({"on_behalf_of": vote.on_behalf_of} if vote.on_behalf_of else {})})])
     return True

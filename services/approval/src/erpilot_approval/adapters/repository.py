@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_approval.adapters.tables import (
+    ESCALATION_DUE,
     ROLES,
     approvals,
     decisions,
@@ -20,6 +22,7 @@ from erpilot_approval.adapters.tables import (
     votes,
 )
 from erpilot_approval.domain.approvals import PendingApproval
+from erpilot_approval.domain.delegation import RoleScope
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
@@ -47,7 +50,7 @@ async def votes_of(conn: AsyncConnection, pending_ids: list[str]) -> dict[str, t
     for row in rows:
         found.setdefault(row.pending_id, []).append(Vote(sub=row.voter, role=row.role, action=row.action,
                                                          fingerprint=row.fingerprint, at=row.voted_at,
-                                                         comment=row.comment))
+                                                         comment=row.comment, on_behalf_of=row.on_behalf_of))
     return {pending_id: tuple(items) for pending_id, items in found.items()}
 
 
@@ -88,7 +91,8 @@ async def append_vote(conn: AsyncConnection, pending_id: str, vote: Vote) -> Non
     """One vote row (the caller holds the approval's row lock; one per person by a unique constraint)."""
     await conn.execute(votes.insert().values(pending_id=pending_id, voter=vote.sub, role=vote.role,
                                              action=vote.action, fingerprint=vote.fingerprint,
-                                             comment=vote.comment, voted_at=vote.at))
+                                             comment=vote.comment, voted_at=vote.at,
+                                             on_behalf_of=vote.on_behalf_of))
 
 
 async def insert_new(conn: AsyncConnection, approval: PendingApproval, *,
@@ -120,6 +124,7 @@ async def save_outcome(conn: AsyncConnection, approval: PendingApproval, grant: 
     values: dict[str, Any] = {
         "status": approval.status, "decided_by": approval.decided_by, "decided_at": approval.decided_at,
         "comment": approval.comment, "superseded_by": approval.superseded_by,
+        "decided_on_behalf_of": approval.decided_on_behalf_of,
     }
     if grant is not None:
         values["grant"] = grant.model_dump(mode="json")
@@ -127,10 +132,37 @@ async def save_outcome(conn: AsyncConnection, approval: PendingApproval, grant: 
 
 
 async def append_decision(conn: AsyncConnection, pending_id: str, *, actor: str, action: str, fingerprint: str,
-                          comment: str | None, at: datetime) -> None:
+                          comment: str | None, at: datetime, on_behalf_of: str | None = None) -> None:
     """Append to the decision log (never updated or deleted)."""
     await conn.execute(decisions.insert().values(
-        pending_id=pending_id, actor=actor, action=action, fingerprint=fingerprint, comment=comment, decided_at=at))
+        pending_id=pending_id, actor=actor, action=action, fingerprint=fingerprint, comment=comment, decided_at=at,
+        on_behalf_of=on_behalf_of))
+
+
+async def save_escalation(conn: AsyncConnection, approval: PendingApproval) -> None:
+    """Store an escalation (the caller holds the row lock): the roles that may decide and when; nothing else."""
+    await conn.execute(approvals.update().where(approvals.c.pending_id == approval.pending_id).values(
+        required_roles=approval.required_roles, escalated_at=approval.escalated_at))
+
+
+async def lock_due_escalations(conn: AsyncConnection, now: datetime, limit: int) -> list[PendingApproval]:
+    """Pending, not yet escalated approvals whose ``escalate_at`` is at or before ``now`` and whose deadline is
+    not (those expire instead), locked, earliest first; rows another transaction holds (a decision, another
+    replica's sweeper) are skipped."""
+    stmt = (select(approvals)
+            .where(text(ESCALATION_DUE), approvals.c.escalate_at <= now, approvals.c.expires_at > now)
+            .order_by(approvals.c.escalate_at).limit(limit)
+            .with_for_update(skip_locked=True))
+    return await _with_votes(conn, list(await conn.execute(stmt)))
+
+
+async def seconds_to_next_escalation(conn: AsyncConnection) -> float | None:
+    """Seconds from the database's now to the earliest escalation due (negative when overdue), or None; an
+    approval past its deadline is the expiry sweeper's, not counted."""
+    until = func.min(approvals.c.escalate_at) - func.clock_timestamp()
+    value = await conn.scalar(select(func.extract("epoch", until))
+                              .where(text(ESCALATION_DUE), approvals.c.expires_at > func.clock_timestamp()))
+    return float(value) if value is not None else None
 
 
 async def lock_due(conn: AsyncConnection, now: datetime, limit: int) -> list[PendingApproval]:
@@ -164,19 +196,24 @@ def _filtered(branch: Any, where: ListFilter) -> Any:
 
 
 async def list_decidable(conn: AsyncConnection, roles: list[str], *, status: str, where: ListFilter,
-                         limit: int) -> list[PendingApproval]:
-    """Approvals in ``status`` that one of ``roles`` may decide, newest first.
+                         limit: int, delegated: Sequence[RoleScope] = ()) -> list[PendingApproval]:
+    """Approvals in ``status`` that one of ``roles`` may decide, or one of a delegated scope's roles for its
+    tools, newest first.
 
-    One branch per role, each served by that role's partial index (status, created_at DESC) and
-    stopping after ``limit`` rows; the union of the branches is cut to ``limit`` again.
+    One branch per role (and per delegated scope's role, narrowed to its tools), each served by that role's partial
+    index (status, created_at DESC) and stopping after ``limit`` rows; the union of the branches (duplicates
+    dropped) is cut to ``limit`` again.
     """
-    held = [role for role in ROLES if role in roles]
-    if not held:
+    reaches: list[tuple[str, tuple[str, ...] | None]] = [(role, None) for role in ROLES if role in roles]
+    reaches += [(role, scope.tools) for scope in delegated for role in ROLES if role in scope.roles]
+    if not reaches:
         return []
     branches = []
-    for role in held:
+    for role, tools in dict.fromkeys(reaches):
         branch = (select(approvals.c.pending_id, approvals.c.created_at)
                   .where(approvals.c.status == status, text(role_predicate(role))))
+        if tools is not None:
+            branch = branch.where(approvals.c.tool.in_(tools))
         branch = _filtered(branch, where)
         branches.append(branch.order_by(*_NEWEST_FIRST).limit(limit))
     top = (branches[0] if len(branches) == 1 else union(*branches)).subquery("top")

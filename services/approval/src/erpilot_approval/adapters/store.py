@@ -8,6 +8,7 @@ failure or deadlock); the repositories are ``adapters.repository`` bound to that
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,9 +16,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from erpilot_approval.adapters import audit_log, notifications, repository
+from erpilot_approval.adapters import audit_log, delegations, notifications, repository
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import AuditRow, Checkpoint
+from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
@@ -49,9 +51,18 @@ class SqlApprovalRepository:
         await repository.save_outcome(self.conn, approval, grant)
 
     async def append_decision(self, pending_id: str, *, actor: str, action: str, fingerprint: str,
-                              comment: str | None, at: datetime) -> None:
+                              comment: str | None, at: datetime, on_behalf_of: str | None = None) -> None:
         await repository.append_decision(self.conn, pending_id, actor=actor, action=action,
-                                         fingerprint=fingerprint, comment=comment, at=at)
+                                         fingerprint=fingerprint, comment=comment, at=at, on_behalf_of=on_behalf_of)
+
+    async def save_escalation(self, approval: PendingApproval) -> None:
+        await repository.save_escalation(self.conn, approval)
+
+    async def lock_due_escalations(self, now: datetime, limit: int) -> list[PendingApproval]:
+        return await repository.lock_due_escalations(self.conn, now, limit)
+
+    async def seconds_to_next_escalation(self) -> float | None:
+        return await repository.seconds_to_next_escalation(self.conn)
 
     async def pending_of_calls(self, session_id: str, call_ids: list[str]) -> list[str]:
         return await repository.pending_of_calls(self.conn, session_id, call_ids)
@@ -62,9 +73,10 @@ class SqlApprovalRepository:
     async def status(self, pending_id: str) -> str | None:
         return await notifications.approval_status(self.conn, pending_id)
 
-    async def list_decidable(self, roles: list[str], *, status: str, where: ListFilter,
-                             limit: int) -> list[PendingApproval]:
-        return await repository.list_decidable(self.conn, roles, status=status, where=where, limit=limit)
+    async def list_decidable(self, roles: list[str], *, status: str, where: ListFilter, limit: int,
+                             delegated: Sequence[RoleScope] = ()) -> list[PendingApproval]:
+        return await repository.list_decidable(self.conn, roles, status=status, where=where, limit=limit,
+                                               delegated=delegated)
 
     async def naming(self, *, draft_ids: list[str], order_ids: list[str], roles: list[str],
                      statuses: tuple[str, ...], limit: int) -> list[PendingApproval]:
@@ -144,6 +156,27 @@ class SqlEditIntents:
         await repository.forget_edit_intent(self.conn, operation_id)
 
 
+class SqlDelegations:
+    def __init__(self, conn: AsyncConnection):
+        self.conn = conn
+
+    async def get(self, delegation_id: str, *, lock: bool = False) -> Delegation | None:
+        return await delegations.get(self.conn, delegation_id, lock=lock)
+
+    async def add(self, delegation: Delegation) -> bool:
+        return await delegations.add(self.conn, delegation)
+
+    async def save_revocation(self, delegation: Delegation) -> None:
+        await delegations.save_revocation(self.conn, delegation)
+
+    async def in_force(self, people: list[str], now: datetime, *, delegate_only: bool = False,
+                       lock: bool = False) -> list[Delegation]:
+        return await delegations.in_force(self.conn, people, now, delegate_only=delegate_only, lock=lock)
+
+    async def serialise_gives(self) -> None:
+        await delegations.serialise_gives(self.conn)
+
+
 class SqlApprovalWork:
     """The approval service's ``Work`` on one transaction of the platform's unit of work."""
 
@@ -152,6 +185,7 @@ class SqlApprovalWork:
         conn = transaction.conn
         self.approvals = SqlApprovalRepository(conn)
         self.edits = SqlEditIntents(conn)
+        self.delegations = SqlDelegations(conn)
         self.audit = SqlAuditLog(conn, key)
         self.webhooks = SqlWebhookDeliveries(conn)
 

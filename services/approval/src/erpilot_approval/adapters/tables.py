@@ -66,9 +66,19 @@ approvals = Table(
     Column("approvals_required", Integer, nullable=False, server_default="1"),
     # Distinct rejecters that end this version rejected (policy, fixed when stored; migration 0008).
     Column("rejections_to_reject", Integer, nullable=False, server_default="1"),
+    # The delegator whose roles ``decided_by`` decided with (SPEC §10 delegation; migration 0012).
+    Column("decided_on_behalf_of", String(200), nullable=True),
+    # Escalation (policy escalate_after / escalate_to, fixed when stored; migration 0012): at ``escalate_at`` an
+    # undecided version gains ``escalate_to`` in ``required_roles``, once (``escalated_at``); expires_at stays.
+    Column("escalate_to", String(20), nullable=True),
+    Column("escalate_at", DateTime(timezone=True), nullable=True),
+    Column("escalated_at", DateTime(timezone=True), nullable=True),
 )
 # The sweeper's "next deadline" and "what is due" lookups.
 Index("approvals_pending_deadline", approvals.c.expires_at, postgresql_where=approvals.c.status == "pending")
+# The escalation sweeper's "next escalation" and "what is due" lookups.
+ESCALATION_DUE = "status = 'pending' AND escalated_at IS NULL AND escalate_at IS NOT NULL"
+Index("approvals_escalation_due", approvals.c.escalate_at, postgresql_where=text(ESCALATION_DUE))
 
 
 def role_predicate(role: str) -> str:
@@ -108,6 +118,7 @@ decisions = Table(
     Column("fingerprint", String(80), nullable=False),
     Column("comment", Text, nullable=True),
     Column("decided_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("on_behalf_of", String(200), nullable=True),  # a delegate's decision: for whom (migration 0012)
 )
 
 # One vote per person and version (quorum), written under the approval's row lock; never updated.
@@ -121,7 +132,25 @@ votes = Table(
     Column("fingerprint", String(80), nullable=False),
     Column("comment", Text, nullable=True),
     Column("voted_at", DateTime(timezone=True), nullable=False),
+    # A delegate's vote: the delegator whose authority it used (migration 0012).
+    Column("on_behalf_of", String(200), nullable=True),
     UniqueConstraint("pending_id", "voter", name="votes_one_per_person"),
+)
+# One vote per authority too: Bob's own vote and his delegate's vote for him are one vote.
+Index("votes_one_per_principal", votes.c.pending_id, func.coalesce(votes.c.on_behalf_of, votes.c.voter), unique=True)
+
+# Delegations (domain/delegation.py): ``delegate`` decides with ``delegator``'s ``roles`` for ``tools`` (NULL: every
+# write tool) until ``until`` unless ``revoked_at``. Rows are never deleted: a revocation is a time.
+delegations = Table(
+    "delegations", metadata,
+    Column("delegation_id", String(100), primary_key=True),  # chosen by the gateway: a redelivery stores one
+    Column("delegator", String(200), nullable=False, index=True),
+    Column("delegate", String(200), nullable=False, index=True),
+    Column("roles", ARRAY(String(20)), nullable=False),
+    Column("tools", ARRAY(String(64)), nullable=True),
+    Column("until", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
 )
 
 # Outgoing webhooks (service_layer/webhooks.py): one row per (event, endpoint), written when the event is

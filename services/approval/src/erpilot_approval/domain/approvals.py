@@ -7,12 +7,22 @@ function here ever changes it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from erpilot_approval.domain.delegation import Authority, Delegation, authorities
 from erpilot_approval.domain.policy import Policy
-from erpilot_approval.domain.votes import Vote, approvals_received, rejections_received, vote_of, voting_role
+from erpilot_approval.domain.policy_values import ROLES
+from erpilot_approval.domain.votes import (
+    Vote,
+    approvals_received,
+    rejections_received,
+    vote_for,
+    vote_of,
+    voting_role,
+)
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
@@ -81,6 +91,10 @@ class PendingApproval:
     approvals_required: int = 1  # quorum: distinct approvers needed (policy, fixed when the version is stored)
     votes: tuple[Vote, ...] = ()  # every vote on this version, oldest first
     rejections_to_reject: int = 1  # distinct rejecters that end it rejected (policy, fixed when stored)
+    decided_on_behalf_of: str | None = None  # the delegator whose roles ``decided_by`` decided with
+    escalate_to: str | None = None  # policy escalate_to: the role it gains if still undecided at ``escalate_at``
+    escalate_at: datetime | None = None  # created_at + policy escalate_after, fixed when stored (None: never)
+    escalated_at: datetime | None = None  # when ``escalate_to`` joined ``required_roles`` (once)
 
     @property
     def approvals_received(self) -> int:
@@ -122,6 +136,7 @@ def new_pending(
     if request.fingerprint != expected:
         raise ApprovalError("invalid_request", 422, "fingerprint does not match tool, version and arguments")
     amount = preview_amount(request.preview)
+    escalation = tool_policy.escalation_for(amount)
     return PendingApproval(
         pending_id=pending_id,
         call_id=request.call_id,
@@ -144,6 +159,8 @@ def new_pending(
         stock_check=tool_policy.stock_check,
         approvals_required=tool_policy.approvals_required_for(amount),
         rejections_to_reject=tool_policy.rejections_to_reject_for(amount),
+        escalate_to=escalation[1] if escalation else None,
+        escalate_at=now + escalation[0] if escalation else None,
     )
 
 
@@ -172,25 +189,31 @@ def decide(
     actor_roles: list[str],
     comment: str | None,
     now: datetime,
+    delegations: Sequence[Delegation] = (),
 ) -> DecisionOutcome:
     """Record a vote (and the decision it makes), or return the recorded one when the person repeats it.
 
     Checks run in this order, the first failure wins:
     1. invalid_action 422: ``action`` is not exactly one of the three strings;
-    2. authorisation (``authorize``): forbidden 403, then separation_of_duties 403 (every voter);
+    2. authorisation (``permitted``), in the actor's own right or as a delegate (``delegations`` to the actor in
+       force now for this tool): forbidden 403, then separation_of_duties 403 (every voter, and every delegator
+       whose authority a voter would use);
     3. status: a repeat by the same person with the same action and fingerprint returns the
        recorded decision (even after the deadline); otherwise superseded / expired /
        already_decided 409;
     4. deadline: ``now >= expires_at`` is expired 409, even if no sweeper has run yet;
     5. fingerprint: anything but exactly the approval's fingerprint is stale_fingerprint 409;
-    6. one vote per person: the same vote again is the recorded one, another is already_voted 409.
+    6. one vote per person and per authority: the same vote again is the recorded one; another, or a vote with
+       an authority already used (Bob's own vote and Ana's for Bob), is already_voted 409.
     Authorisation comes first so a person without the role learns nothing about the approval's state.
-    An approve ends the approval only when it is the ``approvals_required``-th distinct one, a reject only
-    when it is the ``rejections_to_reject``-th (default 1: at once); a cancel ends it at once.
+    The actor decides in their own right when they may, else for the first delegator (by name) whose authority
+    is still unused. An approve ends the approval only when it is the ``approvals_required``-th distinct one, a
+    reject only when it is the ``rejections_to_reject``-th (default 1: at once); a cancel ends it at once.
     """
     if type(action) is not str or action not in ACTION_STATUS:
         raise ApprovalError("invalid_action", 422, "action must be exactly 'approve', 'reject' or 'cancel'")
-    authorize(approval, action, actor_sub, actor_roles)
+    capacities = permitted(approval, action, actor_sub,
+                           authorities(actor_sub, actor_roles, delegations, approval.tool, now))
     status = ACTION_STATUS[action]
     mine = vote_of(approval.votes, actor_sub)
     if approval.status != "pending":
@@ -205,13 +228,26 @@ def decide(
         if mine.action == action:
             return DecisionOutcome(approval, is_new=False)  # counted once
         raise ApprovalError("already_voted", 409, f"you voted {mine.action} on this approval already")
-    vote = Vote(sub=actor_sub, role=voting_role(approval.required_roles, actor_roles), action=action,
-                fingerprint=approval.fingerprint, at=now, comment=comment)
+    authority = unused_authority(approval, actor_sub, capacities)
+    vote = Vote(sub=actor_sub, role=voting_role(approval.required_roles, authority.roles), action=action,
+                fingerprint=approval.fingerprint, at=now, comment=comment, on_behalf_of=authority.on_behalf_of)
     voted = replace(approval, votes=(*approval.votes, vote))
     if not _vote_ends(voted, action):
         return DecisionOutcome(voted, is_new=True, vote=vote)
-    decided = replace(voted, status=status, decided_by=actor_sub, decided_at=now, comment=comment)
+    decided = replace(voted, status=status, decided_by=actor_sub, decided_at=now, comment=comment,
+                      decided_on_behalf_of=authority.on_behalf_of)
     return DecisionOutcome(decided, is_new=True, vote=vote)
+
+
+def unused_authority(approval: PendingApproval, actor_sub: str, capacities: tuple[Authority, ...]) -> Authority:
+    """The first capacity whose authority nobody has voted with yet; else already_voted (one vote each)."""
+    for authority in capacities:
+        if vote_for(approval.votes, authority.principal(actor_sub)) is None:
+            return authority
+    first = capacities[0].principal(actor_sub)
+    taken = vote_for(approval.votes, first)
+    whose = "you" if first == actor_sub else first
+    raise ApprovalError("already_voted", 409, f"{taken.sub} voted for {whose} on this approval already")
 
 
 def _vote_ends(voted: PendingApproval, action: str) -> bool:
@@ -223,23 +259,61 @@ def _vote_ends(voted: PendingApproval, action: str) -> bool:
     return True
 
 
+def permitted(approval: PendingApproval, action: str, actor_sub: str,
+              candidates: tuple[Authority, ...]) -> tuple[Authority, ...]:
+    """The capacities in which the actor may take ``action`` (in the order given); none: the most telling refusal.
+
+    A capacity needs one of ``required_roles``. Under separation of duties no party to the version (its requester,
+    any editor: ``PendingApproval.parties``) approves it, neither in their own right nor as someone's delegate, and
+    no delegate approves for a delegator who is a party (a requester never reaches their own approval through a
+    delegate). Rejecting and cancelling stay allowed to parties. Refused: separation_of_duties when some capacity
+    held the role, else forbidden.
+    """
+    allowed, barred = [], None
+    for authority in candidates:
+        if not _holds_required_role(approval, list(authority.roles)):
+            continue
+        party = _barred_party(approval, action, actor_sub, authority)
+        if party is None:
+            allowed.append(authority)
+        elif barred is None:
+            barred = (party, authority)
+    if allowed:
+        return tuple(allowed)
+    if barred is None:
+        raise ApprovalError("forbidden", 403, f"deciding needs one of the roles {approval.required_roles}")
+    party, authority = barred
+    role = "requested" if party == approval.requested_by else "edited"
+    who = "you" if party == actor_sub else party
+    through = f" (you would approve for {authority.on_behalf_of})" if authority.on_behalf_of else ""
+    barred_person = "you" if who == "you" else "their delegate"
+    raise ApprovalError("separation_of_duties", 403,
+                        f"{who} {role} this approval, so {barred_person} may not approve it{through}")
+
+
+def _barred_party(approval: PendingApproval, action: str, actor_sub: str, authority: Authority) -> str | None:
+    """Under SoD, the party (the actor, or the delegator they would approve for) barred from approving; else None."""
+    if not approval.separation_of_duties or action != "approve":
+        return None
+    return next((who for who in (actor_sub, authority.on_behalf_of) if who is not None and who in approval.parties),
+                None)
+
+
 def authorize(approval: PendingApproval, action: str, actor_sub: str, actor_roles: list[str]) -> None:
     """forbidden unless the actor holds a required role; under SoD no party to the version may approve it.
 
     The parties are the requester and everyone who edited a version of the call (``PendingApproval.parties``):
-    a person who changed the arguments shaped what would be approved, exactly like the requester.
+    a person who changed the arguments shaped what would be approved, exactly like the requester. In the actor's
+    own right only (edits): decisions also weigh delegations (``permitted``).
     """
-    if not _holds_required_role(approval, actor_roles):
-        raise ApprovalError("forbidden", 403, f"deciding needs one of the roles {approval.required_roles}")
-    if approval.separation_of_duties and action == "approve" and actor_sub in approval.parties:
-        who = "requested" if actor_sub == approval.requested_by else "edited"
-        raise ApprovalError("separation_of_duties", 403, f"you {who} this approval, so you may not approve it")
+    permitted(approval, action, actor_sub, (Authority(tuple(actor_roles)),))
 
 
 def can_decide(
     approval: PendingApproval, actor_sub: str, actor_roles: list[str], action: str = "approve"
 ) -> bool:
-    """Whether this person may take ``action`` on this approval (roles and SoD, not its status)."""
+    """Whether this person may take ``action`` on this approval in their own right (roles and SoD, not its status;
+    ``eligibility.cannot_decide_reason`` also weighs delegations and the state)."""
     try:
         authorize(approval, action, actor_sub, actor_roles)
     except ApprovalError:
@@ -253,9 +327,16 @@ def may_decide(approval: PendingApproval, actor_sub: str, actor_roles: list[str]
     return can_decide(approval, actor_sub, actor_roles, action="reject")
 
 
-def can_view(approval: PendingApproval, actor_sub: str, actor_roles: list[str]) -> bool:
-    """A person holding a required role, or the requester, may see the approval."""
-    return _holds_required_role(approval, actor_roles) or actor_sub == approval.requested_by
+def can_view(approval: PendingApproval, actor_sub: str, actor_roles: list[str],
+             delegations: Sequence[Delegation] = (), now: datetime | None = None) -> bool:
+    """A person holding a required role (in their own right, or as a delegate in force at ``now``), or the
+    requester, may see the approval."""
+    if _holds_required_role(approval, actor_roles) or actor_sub == approval.requested_by:
+        return True
+    if now is None:
+        return False
+    return any(_holds_required_role(approval, list(authority.roles))
+               for authority in authorities(actor_sub, [], delegations, approval.tool, now)[1:])
 
 
 def expire(approval: PendingApproval, now: datetime) -> PendingApproval | None:
@@ -266,6 +347,19 @@ def expire(approval: PendingApproval, now: datetime) -> PendingApproval | None:
     if approval.status != "pending" or now < approval.expires_at:
         return None
     return replace(approval, status="expired", decided_at=approval.expires_at)
+
+
+def escalate(approval: PendingApproval, now: datetime) -> PendingApproval | None:
+    """The escalated approval: ``escalate_to`` joins ``required_roles`` (in role order) and ``escalated_at`` is
+    ``now``; None when there is nothing to do: not pending (a decision stands), escalated already (once), no
+    escalation in its policy, its time not come, or its deadline passed (it expires instead). ``expires_at`` is
+    never touched: escalation neither shortens nor extends the deadline."""
+    if (approval.status != "pending" or approval.escalated_at is not None or approval.escalate_at is None
+            or approval.escalate_to is None or now < approval.escalate_at or now >= approval.expires_at):
+        return None
+    roles = [role for role in ROLES if role in approval.required_roles or role == approval.escalate_to]
+    roles += [role for role in approval.required_roles if role not in roles]  # none today: a role outside ROLES
+    return replace(approval, required_roles=roles, escalated_at=now)
 
 
 def _holds_required_role(approval: PendingApproval, actor_roles: list[str]) -> bool:

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 GENESIS = "0" * 64
 # What is recorded: every change an approval goes through, and what the ledger reports of its grant.
 KINDS = ("request", "vote", "decision", "grant_issued", "edit", "expiry", "withdrawal", "grant_consumed",
+         "escalation", "delegation_given", "delegation_revoked",
          "commit_outcome")
 
 

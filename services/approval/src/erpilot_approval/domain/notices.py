@@ -48,12 +48,18 @@ def expiring(what: str, roles: list[str], expires_at: str, url: str) -> str:
     return f"{what} still awaits {roles_phrase(roles)} and expires at {expires_at} — approve: <{url}>"
 
 
-def resolved(what: str, status: str, decided_by: str | None) -> str:
+def escalated(what: str, escalated_to: str, roles: list[str], url: str) -> str:
+    return (f"{what} is still undecided: escalated to {roles_phrase([escalated_to])}, now awaits "
+            f"{roles_phrase(roles)} — approve: <{url}>")
+
+
+def resolved(what: str, status: str, decided_by: str | None, on_behalf_of: str | None = None) -> str:
     if status == "expired":
         return f"{what} expired without a decision"
     if status == "superseded":
         return f"{what} was replaced by an edited version"
     by = f" by {escape(decided_by)}" if decided_by and not decided_by.startswith("system:") else ""
+    by += f" for {escape(on_behalf_of)}" if by and on_behalf_of else ""
     return f"{what} was {status}{by}"
 
 

@@ -20,9 +20,11 @@ DEFAULT_TTL = timedelta(minutes=15)
 _TOP_KEYS = ("defaults", "tools", "webhooks")
 _DEFAULTS_KEYS = ("ttl",)
 _TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before",
-              "approvals_required", "rejections_to_reject")
-_RULE_KEYS = ("min_amount_minor", "roles", "warn_before", "approvals_required", "rejections_to_reject")
+              "approvals_required", "rejections_to_reject", "escalate_after", "escalate_to")
+_RULE_KEYS = ("min_amount_minor", "roles", "warn_before", "approvals_required", "rejections_to_reject",
+              "escalate_after", "escalate_to")
 _QUORUM_KEYS = ("approvals_required", "rejections_to_reject")
+_ESCALATION_KEYS = ("escalate_after", "escalate_to")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class AmountRule:
     warn_before: timedelta | None = None  # replaces the tool's warn_before from this amount upwards
     approvals_required: int | None = None  # replaces the tool's quorum from this amount upwards
     rejections_to_reject: int | None = None  # replaces the tool's from this amount upwards
+    escalate_after: timedelta | None = None  # replaces the tool's escalation time from this amount upwards
+    escalate_to: str | None = None  # replaces the tool's escalation role from this amount upwards
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class ToolPolicy:
     warn_before: timedelta | None = None  # approval_expiring this long before the deadline; None: no warning
     approvals_required: int = 1  # quorum: distinct people who must approve the same fingerprint
     rejections_to_reject: int = 1  # distinct people whose rejects end it rejected (1: the first reject)
+    escalate_after: timedelta | None = None  # an approval still undecided this long after it was stored ...
+    escalate_to: str | None = None  # ... may be decided by this role too (once); None: no escalation
 
     def required_roles(self, amount_minor: int | None) -> list[str]:
         """The roles that may decide: the highest matching amount rule's, else the tool's."""
@@ -66,6 +72,12 @@ class ToolPolicy:
     def rejections_to_reject_for(self, amount_minor: int | None) -> int:
         """Rejects that end it: the highest matching amount rule's ``rejections_to_reject`` if set, else the tool's."""
         return self._setting("rejections_to_reject", amount_minor)
+
+    def escalation_for(self, amount_minor: int | None) -> tuple[timedelta, str] | None:
+        """``(escalate_after, escalate_to)``: each the highest matching amount rule's if it sets it, else the
+        tool's; None when there is no escalation (``load_policy`` refuses half of one)."""
+        after, role = self._setting("escalate_after", amount_minor), self._setting("escalate_to", amount_minor)
+        return (after, role) if after is not None and role is not None else None
 
     def longest_warning(self) -> timedelta | None:
         """The earliest any approval of this tool may be warned (None: never)."""
@@ -122,6 +134,7 @@ def load_policy(text: str | None) -> Policy:
         tools[name] = ToolPolicy(**merged)
         if tools[name].action == "require_approval" and not tools[name].roles:
             raise PolicyError(f"tools.{name}.roles: require_approval needs at least one role")
+        _check_escalation(f"tools.{name}", tools[name], overrides.get(name, {}))
     try:
         webhooks = parse_webhooks(raw.get("webhooks", []), "webhooks")
     except WebhookConfigError as exc:
@@ -165,8 +178,10 @@ def _tool_table(name: str, value: Any) -> dict[str, Any]:
             parsed[key] = parse.choice(item, ACTIONS, path)
         elif key == "roles":
             parsed[key] = parse.roles(item, path, allow_empty=True)
-        elif key in ("ttl", "warn_before"):
+        elif key in ("ttl", "warn_before", "escalate_after"):
             parsed[key] = parse.duration(item, path)
+        elif key == "escalate_to":
+            parsed[key] = parse.choice(item, parse.ROLES, path)
         elif key == "separation_of_duties":
             if not isinstance(item, bool):
                 raise PolicyError(f"{path}: expected true or false, got {item!r}")
@@ -201,9 +216,42 @@ def _rules(value: Any, path: str) -> tuple[AmountRule, ...]:
             raise PolicyError(f"{rule_path}.min_amount_minor: threshold {amount} appears twice")
         warn = parse.duration(table["warn_before"], f"{rule_path}.warn_before") if "warn_before" in table else None
         quorum = {key: parse.quorum(table[key], f"{rule_path}.{key}") for key in _QUORUM_KEYS if key in table}
+        escalation = {}
+        if "escalate_after" in table:
+            escalation["escalate_after"] = parse.duration(table["escalate_after"], f"{rule_path}.escalate_after")
+        if "escalate_to" in table:
+            escalation["escalate_to"] = parse.choice(table["escalate_to"], parse.ROLES, f"{rule_path}.escalate_to")
         rules.append(AmountRule(amount, parse.roles(table["roles"], f"{rule_path}.roles", allow_empty=False), warn,
-                                **quorum))
+                                **quorum, **escalation))
     return tuple(sorted(rules, key=lambda rule: rule.min_amount_minor))
+
+
+def _check_escalation(prefix: str, tool: ToolPolicy, table: Any) -> None:
+    """Escalation comes whole (``escalate_after`` with ``escalate_to``, each from the rule or the tool) and before
+    the deadline (an ``escalate_after`` at or beyond the ttl would never fire: the approval expires first).
+    Errors name the key in the file (rules by their place there)."""
+    places = [(prefix, tool.escalate_after, tool.escalate_to, _ESCALATION_KEYS)]
+    rules = table.get("rules", []) if isinstance(table, dict) else []
+    for index, rule in enumerate(rules):
+        own = tuple(key for key in _ESCALATION_KEYS if key in rule)
+        if own:
+            after = parse.duration(rule["escalate_after"], "") if "escalate_after" in rule else tool.escalate_after
+            places.append((f"{prefix}.rules[{index}]", after, rule.get("escalate_to", tool.escalate_to), own))
+    for path, after, role, named in places:
+        if after is None and role is None:
+            continue
+        if role is None:
+            raise PolicyError(f"{path}.escalate_to: missing (escalate_after needs a role to escalate to)")
+        if after is None:
+            raise PolicyError(f"{path}.escalate_after: missing (escalate_to needs a time to escalate after)")
+        if after >= tool.ttl:
+            where = path if "escalate_after" in named else prefix
+            raise PolicyError(f"{where}.escalate_after: {_text(after)} is not shorter than the ttl "
+                              f"{_text(tool.ttl)}: the approval would expire before it escalates")
+
+
+def _text(duration: timedelta) -> str:
+    return f"{int(duration.total_seconds())}s"
 
 
 def _version(tools: dict[str, ToolPolicy]) -> str:
@@ -217,12 +265,17 @@ def _version(tools: dict[str, ToolPolicy]) -> str:
             "rules": [{"min_amount_minor": r.min_amount_minor, "roles": list(r.roles),
                        **({"warn_before_seconds": int(r.warn_before.total_seconds())} if r.warn_before else {}),
                        **({"approvals_required": r.approvals_required} if r.approvals_required else {}),
-                       **({"rejections_to_reject": r.rejections_to_reject} if r.rejections_to_reject else {})}
+                       **({"rejections_to_reject": r.rejections_to_reject} if r.rejections_to_reject else {}),
+                       **({"escalate_after_seconds": int(r.escalate_after.total_seconds())}
+                          if r.escalate_after else {}),
+                       **({"escalate_to": r.escalate_to} if r.escalate_to else {})}
                       for r in tool.rules],
             "stock_check": tool.stock_check,
             **({"warn_before_seconds": int(tool.warn_before.total_seconds())} if tool.warn_before else {}),
             **({"approvals_required": tool.approvals_required} if tool.approvals_required != 1 else {}),
             **({"rejections_to_reject": tool.rejections_to_reject} if tool.rejections_to_reject != 1 else {}),
+            **({"escalate_after_seconds": int(tool.escalate_after.total_seconds())} if tool.escalate_after else {}),
+            **({"escalate_to": tool.escalate_to} if tool.escalate_to else {}),
         }
         for name, tool in sorted(tools.items())
     }

@@ -5,6 +5,10 @@ functions, no I/O.
 
 A person votes once per version: repeating the same vote is the recorded vote (it counts once), another
 action after it is ``already_voted``. An edit makes a new version, which starts with no votes.
+
+A delegate votes with a delegator's authority (``on_behalf_of``): each authority counts once, so a vote for
+Bob and Bob's own vote are one vote (the second is ``already_voted``), and distinct people always means
+distinct principals.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ class Vote:
     fingerprint: str
     at: datetime
     comment: str | None = None
+    on_behalf_of: str | None = None  # the delegator whose roles ``sub`` voted with (None: their own)
+
+    @property
+    def principal(self) -> str:
+        """Whose authority this vote used: the delegator's, or the voter's own."""
+        return self.on_behalf_of or self.sub
 
 
 def vote_of(votes: Iterable[Vote], sub: str) -> Vote | None:
@@ -35,14 +45,19 @@ def vote_of(votes: Iterable[Vote], sub: str) -> Vote | None:
     return next((vote for vote in votes if vote.sub == sub), None)
 
 
+def vote_for(votes: Iterable[Vote], principal: str) -> Vote | None:
+    """The vote that used this person's authority (theirs, or a delegate's for them), if any."""
+    return next((vote for vote in votes if vote.principal == principal), None)
+
+
 def approvals_received(votes: Iterable[Vote], fingerprint: str) -> int:
-    """How many distinct people approved exactly this fingerprint."""
-    return len({vote.sub for vote in votes if vote.action == "approve" and vote.fingerprint == fingerprint})
+    """How many distinct authorities approved exactly this fingerprint."""
+    return len({vote.principal for vote in votes if vote.action == "approve" and vote.fingerprint == fingerprint})
 
 
 def rejections_received(votes: Iterable[Vote], fingerprint: str) -> int:
-    """How many distinct people rejected exactly this fingerprint."""
-    return len({vote.sub for vote in votes if vote.action == "reject" and vote.fingerprint == fingerprint})
+    """How many distinct authorities rejected exactly this fingerprint."""
+    return len({vote.principal for vote in votes if vote.action == "reject" and vote.fingerprint == fingerprint})
 
 
 def voting_role(required_roles: Iterable[str], actor_roles: Iterable[str]) -> str:

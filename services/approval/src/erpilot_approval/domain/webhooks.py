@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-EVENTS = ("approval.requested", "approval.expiring", "approval.resolved", "operation.finished")
+EVENTS = ("approval.requested", "approval.expiring", "approval.escalated", "approval.resolved", "operation.finished")
 MAX_BACKOFF = timedelta(minutes=10)
 
 

@@ -6,6 +6,7 @@ from erpilot_approval.service_layer import (
     audit_queries,
     bulk_decisions,
     decisions,
+    delegations,
     edits,
     mapping,
     queries,
@@ -24,14 +25,19 @@ from erpilot_contracts.approval.v1 import (
     DecideManyV1,
     DecideV1,
     DecisionsV1,
+    DelegationPageV1,
+    DelegationV1,
     EditApprovalV1,
     FindReferringApprovalV1,
     GetApprovalV1,
+    GiveDelegationV1,
     ListApprovalsV1,
+    ListDelegationsV1,
     PolicyQueryV1,
     PolicyViewV1,
     ReferringApprovalV1,
     RequestApprovalV1,
+    RevokeDelegationV1,
 )
 from erpilot_platform.endpoints import ServiceBus
 
@@ -88,3 +94,17 @@ def register(bus: ServiceBus, ports: Ports) -> None:
     @bus.serve(endpoints.APPROVAL_REFERRING, description="An approval this person may decide naming a draft or order.")
     async def referring_approval(query: FindReferringApprovalV1) -> ReferringApprovalV1:
         return await queries.referring_approval(ports.uow, query)
+
+    @bus.serve(endpoints.APPROVAL_DELEGATE,
+               description="An approver or manager lets another person decide with their roles until a time "
+                           "(idempotent by delegation_id).")
+    async def delegate(cmd: GiveDelegationV1) -> DelegationV1:
+        return await delegations.give_delegation(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_REVOKE_DELEGATION, description="The delegator ends a delegation now.")
+    async def revoke_delegation(cmd: RevokeDelegationV1) -> DelegationV1:
+        return await delegations.revoke_delegation(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_DELEGATIONS, description="A person's delegations in force, given and received.")
+    async def list_delegations(query: ListDelegationsV1) -> DelegationPageV1:
+        return await delegations.list_delegations(ports.uow, query)

@@ -7,7 +7,12 @@ from collections.abc import Awaitable, Callable
 
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalRequestedV1, ApprovalResolvedV1
+from erpilot_contracts.approval.v1 import (
+    ApprovalEscalatedV1,
+    ApprovalExpiringV1,
+    ApprovalRequestedV1,
+    ApprovalResolvedV1,
+)
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.endpoints import ServiceBus
 
@@ -21,6 +26,10 @@ def register(bus: ServiceBus, events: WebhookEvents, audit: Callable[[OperationS
     @bus.event(subjects.APPROVAL_EVT_EXPIRING, ApprovalExpiringV1, description="Webhooks: approval.expiring.")
     async def notify_expiring(evt: ApprovalExpiringV1) -> None:
         await events.on_expiring(evt)
+
+    @bus.event(subjects.APPROVAL_EVT_ESCALATED, ApprovalEscalatedV1, description="Webhooks: approval.escalated.")
+    async def notify_escalated(evt: ApprovalEscalatedV1) -> None:
+        await events.on_escalated(evt)
 
     @bus.event(subjects.APPROVAL_EVT_RESOLVED, ApprovalResolvedV1, description="Webhooks: approval.resolved.")
     async def notify_resolved(evt: ApprovalResolvedV1) -> None:

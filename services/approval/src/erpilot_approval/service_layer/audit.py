@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import Checkpoint
+from erpilot_approval.domain.delegation import Delegation
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, AuditLog
 from erpilot_contracts.approval.v1 import GrantV1
@@ -38,9 +39,11 @@ async def requested(trail: AuditLog, approval: PendingApproval) -> None:
 
 
 async def voted(trail: AuditLog, approval: PendingApproval, vote: Vote) -> None:
+    """A vote; a delegate's names for whom (``on_behalf_of``), the actor being the delegate."""
     await _add(trail, "vote", approval, vote.sub, {
         "action": vote.action, "role": vote.role, "fingerprint": vote.fingerprint, "comment": vote.comment,
-        "approvals_received": approval.approvals_received, "approvals_required": approval.approvals_required})
+        "approvals_received": approval.approvals_received, "approvals_required": approval.approvals_required,
+        **({"on_behalf_of": vote.on_behalf_of} if vote.on_behalf_of else {})})
 
 
 async def resolved(trail: AuditLog, approval: PendingApproval, grant: GrantV1 | None) -> None:
@@ -48,11 +51,36 @@ async def resolved(trail: AuditLog, approval: PendingApproval, grant: GrantV1 | 
     await _add(trail, kind, approval, approval.decided_by or ("system:expiry" if kind == "expiry" else None), {
         "status": approval.status, "fingerprint": approval.fingerprint, "comment": approval.comment,
         "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
-        "superseded_by": approval.superseded_by})
+        "superseded_by": approval.superseded_by,
+        **({"on_behalf_of": approval.decided_on_behalf_of} if approval.decided_on_behalf_of else {})})
     if grant is not None:
         await _add(trail, "grant_issued", approval, grant.decided_by, {
             "fingerprint": grant.fingerprint, "decided_at": grant.decided_at.isoformat(),
             "stock_check": grant.stock_check, "signature": grant.signature})
+
+
+async def escalated(trail: AuditLog, approval: PendingApproval) -> None:
+    """An escalation: who may decide it from now on (``expires_at`` unchanged)."""
+    await _add(trail, "escalation", approval, "system:escalation", {
+        "escalated_to": approval.escalate_to, "required_roles": approval.required_roles,
+        "escalated_at": approval.escalated_at.isoformat(), "expires_at": approval.expires_at.isoformat()})
+
+
+async def delegation_given(trail: AuditLog, delegation: Delegation) -> None:
+    await trail.append("delegation_given", pending_id=None, operation_id=None, actor=delegation.delegator,
+                       data=_delegation_data(delegation))
+
+
+async def delegation_revoked(trail: AuditLog, delegation: Delegation) -> None:
+    await trail.append("delegation_revoked", pending_id=None, operation_id=None, actor=delegation.delegator,
+                       data=_delegation_data(delegation))
+
+
+def _delegation_data(delegation: Delegation) -> dict:
+    return {"delegation_id": delegation.delegation_id, "from": delegation.delegator, "to": delegation.delegate,
+            "roles": list(delegation.roles), "tools": list(delegation.tools) if delegation.tools is not None else None,
+            "until": delegation.until.isoformat(),
+            "revoked_at": delegation.revoked_at.isoformat() if delegation.revoked_at else None}
 
 
 async def operation_finished(trail: AuditLog, status: OperationStatusV1, approval: PendingApproval | None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from erpilot_approval.domain import approvals as domain
 from erpilot_approval.domain.approvals import ApprovalError
+from erpilot_approval.service_layer.common import delegations_to
 from erpilot_approval.service_layer.decisions import record_latency, store_vote
 from erpilot_approval.service_layer.mapping import record_for
 from erpilot_approval.service_layer.ports import Ports, Work
@@ -37,6 +38,7 @@ async def decide_many(cmd: DecideManyV1, ports: Ports) -> DecisionsV1:
     async def work(unit: Work) -> tuple[list[ApprovalRecordV1], list[ApprovalRecordV1]]:
         locked = {pid: await unit.approvals.get(pid, lock=True) for pid in sorted(ids)}
         now = await unit.now()
+        lent = await delegations_to(unit, actor.sub, now, lock=True)
         records, decided = [], []
         for index, item in enumerate(cmd.items):
             approval = locked[item.pending_id]
@@ -44,12 +46,12 @@ async def decide_many(cmd: DecideManyV1, ports: Ports) -> DecisionsV1:
                 raise item_refused(index, item.pending_id, "not_found", 404, "approval not found")
             try:
                 outcome = domain.decide(approval, cmd.action, item.fingerprint, actor.sub, actor.roles,
-                                        cmd.comment, now)
+                                        cmd.comment, now, lent)
             except ApprovalError as error:
                 raise item_refused(index, item.pending_id, error.code, error.http_status, error.message) from None
             change = await store_vote(unit, ports, outcome, action=cmd.action, fingerprint=item.fingerprint,
                                       comment=cmd.comment, now=now)
-            record = record_for(outcome.approval, actor.sub, actor.roles, now)
+            record = record_for(outcome.approval, actor.sub, actor.roles, now, lent)
             records.append(record)
             if change == "decided":
                 decided.append(record)

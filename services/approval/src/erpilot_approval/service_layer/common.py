@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime
 
 from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, expire
+from erpilot_approval.domain.delegation import Delegation
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer import audit
 from erpilot_approval.service_layer.mapping import has_votes, requested_event, resolved_event, voted_event
@@ -62,6 +63,12 @@ async def emit_voted(unit: Work, approval: PendingApproval, vote: Vote) -> None:
     where one vote decides, ``evt.approval.resolved`` tells it alone)."""
     if has_votes(approval):
         await unit.emit(subjects.APPROVAL_EVT_VOTED, voted_event(approval, vote))
+
+
+async def delegations_to(unit: Work, actor_sub: str, now: datetime, *, lock: bool = False) -> list[Delegation]:
+    """The delegations in force to this person now (what they may decide as a delegate); ``lock`` holds them for a
+    decision: a revocation then waits for it."""
+    return await unit.delegations.in_force([actor_sub], now, delegate_only=True, lock=lock)
 
 
 async def expire_if_due(unit: Work, approval: PendingApproval, now: datetime) -> bool:

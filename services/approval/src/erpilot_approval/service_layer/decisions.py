@@ -7,7 +7,14 @@ from datetime import datetime
 from erpilot_approval.domain import approvals as domain
 from erpilot_approval.domain.approvals import ApprovalError, DecisionOutcome
 from erpilot_approval.service_layer import audit
-from erpilot_approval.service_layer.common import emit_resolved, emit_voted, expire_if_due, not_found, refused
+from erpilot_approval.service_layer.common import (
+    delegations_to,
+    emit_resolved,
+    emit_voted,
+    expire_if_due,
+    not_found,
+    refused,
+)
 from erpilot_approval.service_layer.mapping import grant_for, record_for
 from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, DecideV1
@@ -35,7 +42,8 @@ async def store_vote(unit: Work, ports: Ports, outcome: DecisionOutcome, *, acti
     grant = sign_grant(grant_for(decided), ports.signing_key) if decided.status == "approved" else None
     await unit.approvals.save_outcome(decided, grant)
     await unit.approvals.append_decision(decided.pending_id, actor=outcome.vote.sub, action=action,
-                                         fingerprint=fingerprint, comment=comment, at=now)
+                                         fingerprint=fingerprint, comment=comment, at=now,
+                                         on_behalf_of=outcome.vote.on_behalf_of)
     await emit_resolved(unit, decided, grant)
     return "decided"
 
@@ -52,6 +60,8 @@ async def decide(cmd: DecideV1, ports: Ports) -> ApprovalRecordV1:
     when it is the same person repeating the same action). Under a quorum the votes are serialised by
     the same lock, so the grant is signed once, by the vote that reaches the quorum. A decision at or
     after ``expires_at`` is refused and expires the approval on the spot, even if no sweeper has run yet.
+    The delegations in force to the decider are read (and held, shared) after the row lock, so a revocation
+    either came first (and counts) or waits for this decision.
     """
 
     async def work(unit: Work) -> tuple[ApprovalRecordV1 | Refused, str | None]:
@@ -59,9 +69,10 @@ async def decide(cmd: DecideV1, ports: Ports) -> ApprovalRecordV1:
         if approval is None:
             raise not_found(cmd.pending_id)
         now = await unit.now()  # read after the lock: a wait for it counts against the deadline
+        lent = await delegations_to(unit, cmd.actor.sub, now, lock=True)
         try:
             outcome = domain.decide(approval, cmd.action, cmd.fingerprint, cmd.actor.sub, cmd.actor.roles,
-                                    cmd.comment, now)
+                                    cmd.comment, now, lent)
         except ApprovalError as error:
             if error.code == "expired" and await expire_if_due(unit, approval, now):
                 return refused(error), "expired"  # the expiry commits; the refusal is answered after it
@@ -70,7 +81,7 @@ async def decide(cmd: DecideV1, ports: Ports) -> ApprovalRecordV1:
                                   comment=cmd.comment, now=now)
         if change == "decided":
             failpoint("approval.decide.before_db_commit")  # grant signed, decision and messages written
-        return record_for(outcome.approval, cmd.actor.sub, cmd.actor.roles, now), change
+        return record_for(outcome.approval, cmd.actor.sub, cmd.actor.roles, now, lent), change
 
     origin = await ports.uow.read(lambda unit: unit.approvals.trace_context(cmd.pending_id))
     # In the tool call's trace (stored with the request), linked to this decision's own request.

@@ -6,18 +6,22 @@ The domain knows nothing of the contracts; this is the one place that translates
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
 
 from erpilot_approval.domain.approvals import ApprovalRequest, PendingApproval
-from erpilot_approval.domain.eligibility import cannot_decide_reason
+from erpilot_approval.domain.delegation import Delegation
+from erpilot_approval.domain.eligibility import cannot_decide_reason, deciding_for
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import (
+    ApprovalEscalatedV1,
     ApprovalRecordV1,
     ApprovalRequestedV1,
     ApprovalResolvedV1,
     ApprovalVotedV1,
+    DelegationV1,
     GrantV1,
     PolicyViewV1,
     RequestApprovalV1,
@@ -46,8 +50,9 @@ def policy_view(policy: Policy, tool: str | None = None) -> PolicyViewV1:
 
 
 def vote_record(vote: Vote) -> VoteV1:
-    """The record's ``votes`` item (SPEC §9: ``{sub, role, action, at, comment}``)."""
-    return VoteV1(sub=vote.sub, role=vote.role, action=vote.action, at=vote.at, comment=vote.comment)
+    """The record's ``votes`` item (SPEC §9: ``{sub, role, action, at, comment}``, §10: ``on_behalf_of``)."""
+    return VoteV1(sub=vote.sub, role=vote.role, action=vote.action, at=vote.at, comment=vote.comment,
+                  on_behalf_of=vote.on_behalf_of)
 
 
 def record_of(approval: PendingApproval) -> ApprovalRecordV1:
@@ -57,10 +62,21 @@ def record_of(approval: PendingApproval) -> ApprovalRecordV1:
                             approvals_received=approval.approvals_received)
 
 
-def record_for(approval: PendingApproval, actor_sub: str, actor_roles: list[str], now: datetime) -> ApprovalRecordV1:
-    """The wire record as this person sees it: with ``can_decide`` and, when false, the reason."""
-    reason = cannot_decide_reason(approval, actor_sub, actor_roles, now)
-    return record_of(approval).model_copy(update={"can_decide": reason is None, "cannot_decide_reason": reason})
+def record_for(approval: PendingApproval, actor_sub: str, actor_roles: list[str], now: datetime,
+               delegations: Sequence[Delegation] = ()) -> ApprovalRecordV1:
+    """The wire record as this person sees it (``delegations``: those in force to them): with ``can_decide`` and,
+    when false, the reason; when true, whom they would decide for as a delegate (``can_decide_for``)."""
+    reason = cannot_decide_reason(approval, actor_sub, actor_roles, now, delegations)
+    decides_for = deciding_for(approval, actor_sub, actor_roles, now, delegations) if reason is None else None
+    return record_of(approval).model_copy(update={"can_decide": reason is None, "cannot_decide_reason": reason,
+                                                  "can_decide_for": decides_for})
+
+
+def delegation_record(delegation: Delegation) -> DelegationV1:
+    return DelegationV1(delegation_id=delegation.delegation_id, from_=delegation.delegator, to=delegation.delegate,
+                        until=delegation.until, roles=list(delegation.roles),
+                        tools=list(delegation.tools) if delegation.tools is not None else None,
+                        created_at=delegation.created_at, revoked_at=delegation.revoked_at)
 
 
 def grant_for(approval: PendingApproval) -> GrantV1:
@@ -87,7 +103,7 @@ def resolved_event(approval: PendingApproval, grant: GrantV1 | None) -> Approval
         pending_id=approval.pending_id, call_id=approval.call_id, session_id=approval.session_id,
         operation_id=approval.operation_id, status=approval.status, decided_by=approval.decided_by,
         decided_at=approval.decided_at, comment=approval.comment, grant=grant,
-        superseded_by=approval.superseded_by,
+        superseded_by=approval.superseded_by, decided_on_behalf_of=approval.decided_on_behalf_of,
         **({"approvals_required": approval.approvals_required,
             "votes": [vote_record(vote) for vote in approval.votes]} if has_votes(approval) else {}),
     )
@@ -98,3 +114,10 @@ def voted_event(approval: PendingApproval, vote: Vote) -> ApprovalVotedV1:
         pending_id=approval.pending_id, call_id=approval.call_id, session_id=approval.session_id,
         operation_id=approval.operation_id, vote=vote_record(vote), status=approval.status,
         approvals_required=approval.approvals_required, approvals_received=approval.approvals_received)
+
+
+def escalated_event(approval: PendingApproval) -> ApprovalEscalatedV1:
+    return ApprovalEscalatedV1(
+        pending_id=approval.pending_id, call_id=approval.call_id, session_id=approval.session_id,
+        operation_id=approval.operation_id, tool=approval.tool, escalated_to=approval.escalate_to,
+        required_roles=approval.required_roles, escalated_at=approval.escalated_at, expires_at=approval.expires_at)

@@ -6,7 +6,8 @@ after a serialization failure or deadlock, so ``work`` must not act outside it);
 committed, locking and emitting nothing; ``wake()`` tells the outbox relay (``run`` does it after an emit).
 
 ``work`` gets this service's ``Work``: the approvals (``approvals``: rows by key, their votes, their decision
-log and their once-only expiry warnings), the edit intents (``edits``), the audit trail (``audit``: rows
+log, their escalations and their once-only expiry warnings), the edit intents (``edits``), the delegations
+(``delegations``), the audit trail (``audit``: rows
 appended in the same transaction as the change they record, and its signed checkpoints), the webhook
 deliveries (``webhooks``), the outbox (``emit``: messages published after the commit) and ``now()``, the
 clock decisions are taken by: the database's, read at the call, so a use case reads it after taking its row
@@ -18,7 +19,7 @@ tests use ``tests/fakes.py`` (``MemoryUnitOfWork`` with a settable clock) and a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import AuditRow, Checkpoint
+from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote
@@ -78,8 +80,21 @@ class ApprovalRepository(Protocol):
         ...
 
     async def append_decision(self, pending_id: str, *, actor: str, action: str, fingerprint: str,
-                              comment: str | None, at: datetime) -> None:
-        """Append to the decision log (never updated or deleted)."""
+                              comment: str | None, at: datetime, on_behalf_of: str | None = None) -> None:
+        """Append to the decision log (never updated or deleted); ``on_behalf_of``: a delegate's, for whom."""
+        ...
+
+    async def save_escalation(self, approval: PendingApproval) -> None:
+        """Store an escalation (row lock held): ``required_roles`` and ``escalated_at`` only."""
+        ...
+
+    async def lock_due_escalations(self, now: datetime, limit: int) -> list[PendingApproval]:
+        """Pending approvals not yet escalated whose ``escalate_at`` is at or before ``now``, locked, earliest
+        first; rows others hold are skipped."""
+        ...
+
+    async def seconds_to_next_escalation(self) -> float | None:
+        """Seconds from now to the earliest escalation due (negative when overdue), or None."""
         ...
 
     async def pending_of_calls(self, session_id: str, call_ids: list[str]) -> list[str]:
@@ -94,9 +109,10 @@ class ApprovalRepository(Protocol):
         """The approval's status alone (None: no such approval)."""
         ...
 
-    async def list_decidable(self, roles: list[str], *, status: str, where: ListFilter,
-                             limit: int) -> list[PendingApproval]:
-        """Approvals in ``status`` that one of ``roles`` may decide, newest first (created_at, pending_id)."""
+    async def list_decidable(self, roles: list[str], *, status: str, where: ListFilter, limit: int,
+                             delegated: Sequence[RoleScope] = ()) -> list[PendingApproval]:
+        """Approvals in ``status`` that one of ``roles`` may decide, or one of a ``delegated`` scope's roles for its
+        tools, newest first (created_at, pending_id)."""
         ...
 
     async def naming(self, *, draft_ids: list[str], order_ids: list[str], roles: list[str],
@@ -182,11 +198,34 @@ class EditIntents(Protocol):
         ...
 
 
+class Delegations(Protocol):
+    """Rows of ``approval.delegations`` (never deleted: a revocation is a time)."""
+
+    async def get(self, delegation_id: str, *, lock: bool = False) -> Delegation | None: ...
+
+    async def add(self, delegation: Delegation) -> bool:
+        """Store a new delegation; False if one with its id exists (a redelivered give)."""
+        ...
+
+    async def save_revocation(self, delegation: Delegation) -> None: ...
+
+    async def in_force(self, people: list[str], now: datetime, *, delegate_only: bool = False,
+                       lock: bool = False) -> list[Delegation]:
+        """In force at ``now``, to these people (and, unless ``delegate_only``, from them), oldest first; ``lock``
+        holds them (shared) until the unit of work ends, so a revocation waits for a decision that uses one."""
+        ...
+
+    async def serialise_gives(self) -> None:
+        """Gives run one at a time until this unit of work ends (the chain check sees every earlier give)."""
+        ...
+
+
 class Work(Protocol):
     """One unit of work of the approval service (``UnitOfWorkPort[Work]``)."""
 
     approvals: ApprovalRepository
     edits: EditIntents
+    delegations: Delegations
     audit: AuditLog
     webhooks: WebhookDeliveries
 
@@ -226,4 +265,4 @@ class Ports:
     policy: Policy
     signing_key: Ed25519PrivateKey
     assertion_key: Ed25519PublicKey
-    new_deadline: Callable[[], None] = lambda: None  # wakes the expiry sweeper after a new approval commits
+    new_deadline: Callable[[], None] = lambda: None  # wakes the expiry and escalation sweepers after a new approval

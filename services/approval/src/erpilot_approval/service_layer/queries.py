@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from erpilot_approval.domain.approvals import PENDING_OR_DECIDED, PendingApproval, can_view, may_decide
-from erpilot_approval.service_layer.common import not_found
+from erpilot_approval.domain.delegation import Delegation, scopes
+from erpilot_approval.service_layer.common import delegations_to, not_found
 from erpilot_approval.service_layer.mapping import record_for
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, ListFilter, Work
 from erpilot_contracts.approval.v1 import (
@@ -25,22 +26,26 @@ REFERRING_LOOKED_AT = 50
 
 
 async def get_approval(uow: ApprovalUnitOfWork, query: GetApprovalV1) -> ApprovalRecordV1:
-    """The record with its decision for whoever may decide it, the requester, or an admin; else not_found."""
-    async def look(unit: Work) -> tuple[PendingApproval | None, datetime]:
-        return await unit.approvals.get(query.pending_id), await unit.now()
-
-    approval, now = await uow.read(look)
+    """The record with its decision for whoever may decide it (in their own right or as a delegate), the
+    requester, or an admin; else not_found."""
     actor = query.actor
-    if approval is None or not (can_view(approval, actor.sub, actor.roles) or "admin" in actor.roles):
+
+    async def look(unit: Work) -> tuple[PendingApproval | None, datetime, list[Delegation]]:
+        now = await unit.now()
+        return await unit.approvals.get(query.pending_id), now, await delegations_to(unit, actor.sub, now)
+
+    approval, now, lent = await uow.read(look)
+    if approval is None or not (can_view(approval, actor.sub, actor.roles, lent, now) or "admin" in actor.roles):
         raise not_found(query.pending_id)  # "not yours" and "unknown" look the same (SPEC §5)
-    return record_for(approval, actor.sub, actor.roles, now)
+    return record_for(approval, actor.sub, actor.roles, now, lent)
 
 
 async def list_approvals(uow: ApprovalUnitOfWork, query: ListApprovalsV1) -> ApprovalPageV1:
-    """Approvals the actor holds a required role for, newest first; ``status`` defaults to ``pending``;
-    filtered by session, tool, requester and creation time; ``next_cursor`` when there may be more.
+    """Approvals the actor holds a required role for, in their own right or as a delegate in force (the
+    delegator's roles, for the delegation's tools), newest first; ``status`` defaults to ``pending``; filtered by
+    session, tool, requester and creation time; ``next_cursor`` when there may be more.
 
-    Each item says whether this actor may decide it (``can_decide``, ``cannot_decide_reason``).
+    Each item says whether this actor may decide it (``can_decide``, ``cannot_decide_reason``, ``can_decide_for``).
     """
     actor = query.actor
     try:
@@ -50,15 +55,17 @@ async def list_approvals(uow: ApprovalUnitOfWork, query: ListApprovalsV1) -> App
     where = ListFilter(session_id=query.session_id, tool=query.tool, requested_by=query.requested_by,
                        since=query.since, before=before)
 
-    async def look(unit: Work) -> tuple[list[PendingApproval], datetime]:
+    async def look(unit: Work) -> tuple[list[PendingApproval], datetime, list[Delegation]]:
+        now = await unit.now()
+        lent = await delegations_to(unit, actor.sub, now)
         found = await unit.approvals.list_decidable(actor.roles, status=query.status or "pending", where=where,
-                                                    limit=query.limit + 1)
-        return found, await unit.now()
+                                                    limit=query.limit + 1, delegated=scopes(lent))
+        return found, now, lent
 
-    found, now = await uow.read(look)
+    found, now, lent = await uow.read(look)
     page = found[:query.limit]
     next_cursor = cursors.encode(page[-1].created_at, page[-1].pending_id) if len(found) > query.limit else None
-    return ApprovalPageV1(items=[record_for(approval, actor.sub, actor.roles, now) for approval in page],
+    return ApprovalPageV1(items=[record_for(approval, actor.sub, actor.roles, now, lent) for approval in page],
                           next_cursor=next_cursor)
 
 

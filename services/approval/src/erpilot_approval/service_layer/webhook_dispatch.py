@@ -27,6 +27,9 @@ from erpilot_platform.loops import Soon, every
 
 log = logging.getLogger(__name__)
 LEASE = timedelta(seconds=60)
+# Notices that are true only while the approval waits ("expires soon", "managers may now decide"): skipped when it
+# ended before they went out.
+UNTIL_DECIDED = ("approval.expiring", "approval.escalated")
 
 
 class WebhookDispatcher:
@@ -68,9 +71,9 @@ class WebhookDispatcher:
                 await unit.webhooks.finish(row.delivery_id, status="dead", attempts=row.attempts, at=now,
                                           error="the endpoint is no longer configured")
                 return now, False
-            if row.event_type == "approval.expiring" and await unit.approvals.status(row.pending_id) != "pending":
+            if row.event_type in UNTIL_DECIDED and await unit.approvals.status(row.pending_id) != "pending":
                 await unit.webhooks.finish(row.delivery_id, status="skipped", attempts=row.attempts, at=now,
-                                          error="the approval ended before the warning went out")
+                                          error="the approval ended before the notice went out")
                 return now, False
             return now, True
 

@@ -1,6 +1,6 @@
 """From committed events to webhook deliveries (ARCHITECTURE "Outgoing webhooks").
 
-The approval service consumes ``evt.approval.requested|resolved|expiring`` (its own outbox's events)
+The approval service consumes ``evt.approval.requested|resolved|expiring|escalated`` (its own outbox's events)
 and ``evt.erp.operation_finished`` from ERPILOT_EVENTS with durable consumers. Each event becomes one
 delivery row per subscribed endpoint, keyed by a stable event id, so a redelivered event adds nothing
 and a receiver sees the same ``webhook-id`` on every retry. What the payload says comes from this
@@ -17,7 +17,7 @@ from erpilot_approval.domain import notices
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.webhooks import Webhook, body_of, event_id
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Work
-from erpilot_contracts.approval.v1 import ApprovalExpiringV1, ApprovalResolvedV1
+from erpilot_contracts.approval.v1 import ApprovalEscalatedV1, ApprovalExpiringV1, ApprovalResolvedV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 
 log = logging.getLogger(__name__)
@@ -51,12 +51,24 @@ class WebhookEvents:
 
         await self._record("approval.expiring", evt.pending_id, evt.pending_id, build)
 
+    async def on_escalated(self, evt: ApprovalEscalatedV1) -> None:
+        async def build(approval: PendingApproval, status: str | None) -> tuple[datetime, dict, str] | None:
+            if status != "pending":
+                return None  # decided meanwhile: "managers may now decide" would be false
+            text = notices.escalated(self._what(approval), evt.escalated_to, evt.required_roles, self._url(approval))
+            return evt.escalated_at, {**self._data(approval), "required_roles": evt.required_roles,
+                                      "escalated_to": evt.escalated_to,
+                                      "escalated_at": evt.escalated_at.isoformat()}, text
+
+        await self._record("approval.escalated", evt.pending_id, evt.pending_id, build)
+
     async def on_resolved(self, evt: ApprovalResolvedV1) -> None:
         async def build(approval: PendingApproval, _: str | None) -> tuple[datetime, dict, str]:
             data = {**self._data(approval), "status": evt.status, "decided_by": evt.decided_by,
+                    "decided_on_behalf_of": evt.decided_on_behalf_of,
                     "decided_at": evt.decided_at.isoformat() if evt.decided_at else None, "comment": evt.comment,
                     "superseded_by": evt.superseded_by}
-            text = notices.resolved(self._what(approval), evt.status, evt.decided_by)
+            text = notices.resolved(self._what(approval), evt.status, evt.decided_by, evt.decided_on_behalf_of)
             return evt.decided_at or approval.created_at, data, text
 
         await self._record("approval.resolved", evt.pending_id, evt.pending_id, build)

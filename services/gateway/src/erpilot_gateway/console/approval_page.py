@@ -124,6 +124,8 @@ async def approval_page(request: Request, pending_id: str) -> Response:
         "can_decide": can_decide,
         "cannot_decide_reason": reason,
         "cannot_decide_text": views.cannot_decide_text(reason, record.required_roles, list(user.roles)),
+        "deciding_for": record.can_decide_for if can_decide else None,
+        "escalation": views.escalation_view(record),
         "state_json": json.dumps(_state(record, operation)),
         "audit": audit,
     })

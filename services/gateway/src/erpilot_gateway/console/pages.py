@@ -36,6 +36,7 @@ STATIC_FILES = {
     "console.js": "text/javascript; charset=utf-8",
     "results.js": "text/javascript; charset=utf-8",
     "approval.js": "text/javascript; charset=utf-8",
+    "delegations.js": "text/javascript; charset=utf-8",
     "signed-in.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

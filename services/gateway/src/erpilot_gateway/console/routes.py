@@ -10,7 +10,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from erpilot_gateway.auth import TOKEN_COOKIE, decode_token
-from erpilot_gateway.console import approval_page
+from erpilot_gateway.console import approval_page, delegations_page
+from erpilot_gateway.console.delegations_page import delegate_of_someone
 from erpilot_gateway.console.pages import (
     DECIDER_ROLES,
     STATIC,
@@ -54,7 +55,8 @@ async def console(request: Request, token: str | None = None) -> Response:
         "user": user,
         "roles_json": json.dumps(list(user.roles)),
         "is_requester": user.has_any("requester"),
-        "is_decider": user.has_any(*DECIDER_ROLES),
+        # A delegate without a deciding role of their own decides their delegators' approvals in the inbox too.
+        "is_decider": user.has_any(*DECIDER_ROLES) or await delegate_of_someone(request, user),
     })
 
 
@@ -103,3 +105,4 @@ async def favicon() -> Response:
 
 
 router.include_router(approval_page.router)
+router.include_router(delegations_page.router)

@@ -17,6 +17,7 @@ from typing import Any
 from erpilot_contracts.approval.v1 import ApprovalRecordV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_contracts.money import format_minor
+from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
 STATUS_LABELS = {
     "pending": "Pending",
@@ -38,6 +39,7 @@ CANNOT_DECIDE_TEXT = {
     "already_voted": "You have voted on this approval; it waits for the other approvals it needs.",
 }
 PIECES = "pcs"
+WRITE_TOOLS = tuple(name for name, spec in TOOLS.items() if spec.kind is ToolKind.WRITE)  # what a delegation covers
 
 
 def money(minor: Any, currency: str | None) -> str:
@@ -194,10 +196,18 @@ def result_summary(tool: str, result: dict[str, Any] | None) -> str:
     return plain(result)
 
 
+def decided_by_text(by: str | None, on_behalf_of: str | None) -> str:
+    """Who decided, as people read it: "ana", or "ana for bob" when ana decided as bob's delegate."""
+    if not by:
+        return ""
+    return f"{by} for {on_behalf_of}" if on_behalf_of else by
+
+
 def decision_view(record: ApprovalRecordV1) -> dict[str, str]:
     """The decision as recorded by the approval service; ``at`` (ISO, UTC) is when it ended, which the
     page shows in the viewer's time zone (``at_text`` is the UTC fallback without script)."""
-    status, by, comment = record.status, record.decided_by, record.comment or ""
+    status, comment = record.status, record.comment or ""
+    by = decided_by_text(record.decided_by, record.decided_on_behalf_of)
     at = record.expires_at if status == "expired" else record.decided_at
     if status == "pending":
         headline, at = "Waiting for a decision", None
@@ -214,11 +224,18 @@ def decision_view(record: ApprovalRecordV1) -> dict[str, str]:
 
 def quorum_view(record: ApprovalRecordV1) -> dict[str, Any]:
     """A quorum approval's count and votes as the approval page polls them (``at`` ISO, ``at_text`` UTC)."""
-    votes = [{"sub": v.sub, "role": v.role, "action": v.action,
-              "at": iso(v.at), "at_text": when(v.at), "comment": v.comment or ""}
+    votes = [{"sub": v.sub, "on_behalf_of": v.on_behalf_of or "", "who": decided_by_text(v.sub, v.on_behalf_of),
+              "role": v.role, "action": v.action, "at": iso(v.at), "at_text": when(v.at), "comment": v.comment or ""}
              for v in record.votes]
     return {"approvals_required": record.approvals_required or 1,
             "approvals_received": record.approvals_received or 0, "votes": votes}
+
+
+def escalation_view(record: ApprovalRecordV1) -> dict[str, str] | None:
+    """An escalated approval's escalation (None: not escalated): the role it gained and when."""
+    if record.escalated_at is None:
+        return None
+    return {"to": record.escalate_to or "", "at": iso(record.escalated_at), "at_text": when(record.escalated_at)}
 
 
 def outcome_view(record: ApprovalRecordV1, operation: OperationStatusV1 | None) -> dict[str, str] | None:

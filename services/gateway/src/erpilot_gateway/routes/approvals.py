@@ -25,7 +25,7 @@ from erpilot_contracts.approval.v1 import (
     GetApprovalV1,
     ListApprovalsV1,
 )
-from erpilot_gateway.auth import CurrentUser, User, require_roles
+from erpilot_gateway.auth import CurrentUser, User
 from erpilot_gateway.bodies import BulkDecisionBody, DecisionBody, EditBody
 from erpilot_gateway.problems import Problem
 
@@ -75,14 +75,16 @@ def _documented(model: type[BaseModel]) -> dict:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
 
 
-@router.get("", dependencies=[require_roles("approver", "manager", "admin")])
+@router.get("")
 async def list_approvals(request: Request, user: CurrentUser, status: Status | None = None,
                          session_id: str | None = None, tool: str | None = None, requested_by: str | None = None,
                          since: datetime | None = None, cursor: Annotated[str | None, Query(max_length=200)] = None,
                          limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict:
-    """Approvals this person may decide (holds a required role for), newest first; ``status`` defaults to
-    ``pending``; ``tool``, ``requested_by``, ``session_id`` and ``since`` (created at or after, ISO 8601
-    with a zone) narrow it; ``next_cursor`` of the answer, passed as ``cursor``, gives the next page."""
+    """Approvals this person may decide (holds a required role for, or a delegator's role as their delegate:
+    ``can_decide_for``), newest first; ``status`` defaults to ``pending``; ``tool``, ``requested_by``,
+    ``session_id`` and ``since`` (created at or after, ISO 8601 with a zone) narrow it; ``next_cursor`` of the
+    answer, passed as ``cursor``, gives the next page. Anyone signed in may ask: without a deciding role or a
+    delegation in force the list is empty."""
     if since is not None and since.tzinfo is None:
         raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id, tool=tool,

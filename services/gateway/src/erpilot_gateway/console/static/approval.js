@@ -50,7 +50,7 @@ function renderVotes(next) {
     when.textContent = vote.at_text;
     const at = cell("");
     at.append(when);
-    row.append(cell(vote.sub), cell(vote.role), cell(vote.action, "strong"), at, cell(vote.comment, "prewrap"));
+    row.append(cell(vote.who || vote.sub), cell(vote.role), cell(vote.action, "strong"), at, cell(vote.comment, "prewrap"));
     return row;
   }));
   show("votes-card", next.votes.length > 0);
@@ -157,7 +157,8 @@ if (form) {
       // Show the decision as recorded at once; the status poll adds the business outcome.
       render({ ...state, status: record.status,
                decision: { status: record.status, label: LABELS[record.status] || record.status,
-                           headline: `${LABELS[record.status] || record.status} by ${record.decided_by}`,
+                           headline: `${LABELS[record.status] || record.status} by ${record.decided_by}`
+                             + (record.decided_on_behalf_of ? ` for ${record.decided_on_behalf_of}` : ""),
                            at: record.decided_at || "", at_text: record.decided_at || "",
                            comment: record.comment || "", superseded_by: record.superseded_by || "" },
                outcome: record.status === "approved"

@@ -7,12 +7,14 @@ import { isOmitted, resultDetails } from "./results.js";
 const sub = document.body.dataset.sub;
 const roles = JSON.parse(document.body.dataset.roles || "[]");
 const isRequester = roles.includes("requester");
-const isDecider = roles.some((r) => ["approver", "manager", "admin"].includes(r));
+// A deciding role, or a delegation in force (the server says which: data-inbox).
+const isDecider = document.body.dataset.inbox === "true" || roles.some((r) => ["approver", "manager", "admin"].includes(r));
 const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 
 const EVENT_TYPES = ["message", "run_started", "run_finished", "run_failed", "tool_started", "approval_pending",
-                     "approval_resolved", "approval_withdrawn", "tool_executing", "tool_finished", "approval_vote"];
+                     "approval_resolved", "approval_withdrawn", "tool_executing", "tool_finished", "approval_vote",
+                     "approval_escalated"];
 const APPROVAL_LABELS = { approved: "Approved", rejected: "Rejected", cancelled: "Cancelled", expired: "Expired",
                           superseded: "Superseded" };
 // The state a tool call is in, as its card's pill shows it. "approved" is not "done": only tool_finished
@@ -355,7 +357,7 @@ function applyToolEvent(session, event, at) {
     }
     case "approval_vote":
       stage(card, "approval_vote", at, { action: d.action },
-        h("strong", { text: `${d.action === "approve" ? "Approved" : d.action === "reject" ? "Rejected" : "Cancelled"} by ${d.sub}` }),
+        h("strong", { text: `${d.action === "approve" ? "Approved" : d.action === "reject" ? "Rejected" : "Cancelled"} by ${byWhom(d.sub, d.on_behalf_of)}` }),
         h("span", { class: "muted", text: ` (${d.role}) — ${d.approvals_received} of ${d.approvals_required} approvals` }),
         d.comment ? h("blockquote", { class: "comment", text: d.comment }) : null);
       break;
@@ -369,7 +371,7 @@ function applyToolEvent(session, event, at) {
     case "approval_resolved": {
       stopCountdowns(card);
       const status = d.status;
-      const who = d.decided_by ? ` by ${d.decided_by}` : "";
+      const who = d.decided_by ? ` by ${byWhom(d.decided_by, d.decided_on_behalf_of)}` : "";
       const text = status === "approved" ? `Approved${who}`
         : status === "expired" ? "Expired — nobody decided before the deadline"
           : status === "superseded" ? `Superseded by an edit${who}`
@@ -381,6 +383,11 @@ function applyToolEvent(session, event, at) {
       if (status === "approved") setCallState(card, "approved");
       break;
     }
+    case "approval_escalated":
+      stage(card, "approval_escalated", at, { escalatedTo: d.escalated_to },
+        h("strong", { text: `Escalated — ${roleName(d.escalated_to)} may now decide it too` }),
+        h("span", { class: "muted", text: " (nobody decided in time; the deadline is unchanged)" }));
+      break;
     case "tool_executing":
       stage(card, "tool_executing", at, {}, h("strong", { text: "Executing in the ERP" }));
       setCallState(card, "executing");
@@ -410,6 +417,16 @@ function applyToolEvent(session, event, at) {
     default:
       break;
   }
+}
+
+/** Who decided, as people read it: "ana", or "ana for bob" when ana decided as bob's delegate. */
+function byWhom(sub, onBehalfOf) {
+  return onBehalfOf ? `${sub} for ${onBehalfOf}` : sub;
+}
+
+/** "a manager", "an approver". */
+function roleName(role) {
+  return `${/^[aeiou]/.test(role || "") ? "an" : "a"} ${role || "another role"}`;
 }
 
 /** A model's call id is "<run_id>:<id>": its run can be cancelled while the call waits for a person. */
@@ -558,12 +575,32 @@ async function approveSelected() {
   pollInboxNow();
 }
 
+// What a row shows that may change while it is listed: a changed row is rebuilt.
+function rowSignature(item) {
+  return JSON.stringify([item.can_decide, item.cannot_decide_reason, item.can_decide_for, item.escalated_at,
+                         item.approvals_received, item.fingerprint]);
+}
+
+function inboxBadges(item) {
+  const badges = [];
+  if (item.escalated_at) {
+    badges.push(h("span", { class: "pill escalated", text: "escalated",
+                            attrs: { title: `Nobody decided in time: ${item.escalate_to || "another role"} may decide it too since ${timeOfDay(item.escalated_at)}` } }));
+  }
+  if (item.can_decide_for) {
+    badges.push(h("span", { class: "pill delegated", text: `for ${item.can_decide_for}`,
+                            attrs: { title: `You decide this as ${item.can_decide_for}'s delegate` } }));
+  }
+  return badges.length ? h("div", { class: "badges" }, ...badges) : null;
+}
+
 function inboxRow(item) {
   const p = item.preview || {};
-  return h("tr", { data: { pendingId: item.pending_id } },
+  return h("tr", { data: { pendingId: item.pending_id, sig: rowSignature(item) } },
     pickCell(item),
     h("td", { class: "nowrap", text: timeOfDay(item.created_at) }),
     h("td", {},
+      inboxBadges(item),
       h("div", { class: "strong", text: p.operation || item.tool }),
       h("div", { class: "small", text: p.object || "" }),
       h("div", { class: "mono muted small", text: item.tool }),
@@ -607,6 +644,20 @@ function renderInbox(items) {
   const tbody = $("inbox-rows");
   pending.forEach((item, index) => {
     let row = inboxRows.get(item.pending_id);
+    if (row && row.dataset.sig !== rowSignature(item)) {  // escalated, decided by others, … meanwhile
+      const fresh = inboxRow(item);
+      const box = row.querySelector(".bulk-pick");
+      const freshBox = fresh.querySelector(".bulk-pick");
+      if (box && box.checked && freshBox) {
+        freshBox.checked = true;
+        selected.set(item.pending_id, item);
+      } else {
+        selected.delete(item.pending_id);
+      }
+      row.replaceWith(fresh);
+      row = fresh;
+      inboxRows.set(item.pending_id, row);
+    }
     if (!row) { row = inboxRow(item); inboxRows.set(item.pending_id, row); }
     if (tbody.children[index] !== row) tbody.insertBefore(row, tbody.children[index] || null);
   });
