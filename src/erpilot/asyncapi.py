@@ -56,7 +56,7 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
          "An approving decision's commit, with the signed grant, in the decision's transaction "
          "(Nats-Msg-Id erp.commit.<operation_id>)."),
     ],
-    "agent": [(subjects.session_events_subject("*"), SessionEventV1,
+    "agent": [(subjects.SESSION_EVENTS_ALL, SessionEventV1,
                "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway."),
               (subjects.AGENT_EVT_RUN_CANCELLED, RunCancelledV1,
                "The owner cancelled a waiting run (in the cancel's transaction); the approval service withdraws.")],

@@ -89,7 +89,7 @@ TRAFFIC: dict[str, Traffic] = {
     "agent": Traffic(
         sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE),
         sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ),
-        publishes_events=(s.session_events_subject("*"), s.AGENT_EVT_RUN_CANCELLED),
+        publishes_events=(s.SESSION_EVENTS_ALL, s.AGENT_EVT_RUN_CANCELLED),
         consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                            s.AGENT_CMD_CANCEL_RUN),
         # The call's approval (requested, refused by the policy, voted, expiring, escalated, resolved) and its
@@ -239,7 +239,7 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) 
                           *traffic.publishes_events]
     subscribe: list[str] = [*traffic.answers_queries, f"{inboxes[service]}.>"]
     if traffic.watches_session_events:
-        subscribe.append(s.session_events_subject("*"))
+        subscribe.append(s.SESSION_EVENTS_ALL)
     publish += [f"{inboxes[caller]}.>" for caller in callers(service)]  # answers to JetStream requests
     if traffic.runs_service_app:
         publish.append(s.dead_letter_subject(service, ">"))
@@ -257,7 +257,7 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) 
     if service != "gateway":
         deny += DECISION_SUBJECTS
     if service != "agent":
-        deny.append(s.session_events_subject("*"))
+        deny.append(s.SESSION_EVENTS_ALL)
     deny += [subject for subject, owner in WRITE_PATH_STEPS.items() if owner != service]
     deny += DESTRUCTIVE_JS_API
     return Permissions(tuple(dict.fromkeys(publish)), tuple(deny), tuple(dict.fromkeys(subscribe)),

@@ -225,9 +225,19 @@ def run_cycle(cycle: Cycle, requester: Client, manager: Client, sku: str, finish
         return
     cycle.request_status, pending = 202, response.json()
     cycle.call_id = pending["call_id"]
-    decision = {"action": "approve", "fingerprint": pending["fingerprint"]}
     decided = False
     deadline = time.monotonic() + finish_timeout
+    while time.monotonic() < deadline and "pending_id" not in pending:
+        # A 202 while the write is still being prepared (its approval_pending did not reach the gateway in time,
+        # e.g. across an election): look at the call until it awaits its approval, as a client would.
+        time.sleep(0.2)
+        view = requester.send("GET", f"/v1/sessions/{sid}/tool-calls/{cycle.call_id}")
+        if view is not None and view.status_code == 200 and view.json().get("pending_id"):
+            pending = view.json()
+    if "pending_id" not in pending:
+        cycle.outcome, cycle.error = "failed", "its approval was never recorded in time"
+        return
+    decision = {"action": "approve", "fingerprint": pending["fingerprint"]}
     while time.monotonic() < deadline:
         if not decided:  # as a person would, until some gateway answers: a decision is never applied twice
             answer = manager.send("POST", f"/v1/approvals/{pending['pending_id']}/decision", decision)

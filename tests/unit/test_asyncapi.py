@@ -42,7 +42,7 @@ def test_every_subscription_and_outbox_event_is_documented(generated):
     channels = generated["channels"]
     for name in (f"erp:{subjects.ERP_CMD_COMMIT}", f"agent:{subjects.APPROVAL_EVT_RESOLVED}",
                  f"approval:{subjects.APPROVAL_QUERY_POLICY}", f"erp:{subjects.ERP_EVT_OPERATION_FINISHED}",
-                 f"agent:{subjects.session_events_subject('*')}"):
+                 f"agent:{subjects.SESSION_EVENTS_ALL}"):
         assert name in channels, name
     actions = {name: op["action"] for name, op in generated["operations"].items()}
     # The approval service publishes its events and also consumes them itself (webhooks).

@@ -8,6 +8,7 @@ service), ``erpilot.v1.evt.<service>.<past_tense>`` are events from a transactio
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 PREFIX = "erpilot.v1"
@@ -88,7 +89,21 @@ def ping_subject(service: str) -> str:
     return f"{PREFIX}.query.{service}.ping"
 
 
+_SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+def is_subject_token(value: str) -> bool:
+    """Whether ``value`` can stand as one token of a subject: no dot, wildcard, space or control character (a
+    session id like ``*`` would otherwise name every session's subject)."""
+    return _SUBJECT_TOKEN.fullmatch(value) is not None
+
+
+SESSION_EVENTS_ALL = f"{PREFIX}.sessions.*.events"  # every session's events (permissions, documentation)
+
+
 def session_events_subject(session_id: str) -> str:
+    if not is_subject_token(session_id):
+        raise ValueError(f"{session_id!r} is not a session id")
     return f"{PREFIX}.sessions.{session_id}.events"
 
 

@@ -79,3 +79,17 @@ def test_fingerprinted_arguments_hold_no_integer_beyond_2_53_and_no_nul(argument
 def test_the_tool_catalog_refuses_what_cannot_be_fingerprinted_or_stored(tool, arguments) -> None:
     with pytest.raises(InvalidArguments):
         normalise(tool, arguments)
+
+
+@pytest.mark.parametrize("session_id", ["*", ">", "a.b", "ses 1", "", "x" * 101])
+def test_a_session_id_is_one_token_of_its_events_subject(session_id):
+    from pydantic import ValidationError
+
+    from erpilot_contracts.agent.v1 import CreateSessionV1
+    from erpilot_contracts.subjects import session_events_subject
+
+    with pytest.raises(ValidationError):  # a session "a.b" would publish where no stream listens: a stuck relay
+        CreateSessionV1(session_id=session_id, owner="alice")
+    with pytest.raises(ValueError):
+        session_events_subject(session_id)
+    assert session_events_subject("ses_0a-b") == "erpilot.v1.sessions.ses_0a-b.events"

@@ -18,7 +18,9 @@ from typing import Any
 
 from erpilot_contracts import requests
 from erpilot_contracts.agent.v1 import GetToolCallV1, StartToolCallV1, ToolCallViewV1
+from erpilot_contracts.subjects import is_subject_token
 from erpilot_gateway.auth import User
+from erpilot_gateway.problems import Problem
 from erpilot_gateway.services import Services
 
 _AWAITING_KEYS = ("call_id", "status", "pending_id", "fingerprint", "expires_at", "approval_url", "preview")
@@ -30,6 +32,8 @@ _ANSWERING_EVENTS = ("approval_pending", "tool_finished")
 async def start_tool_call(services: Services, *, session_id: str, user: User, tool: str, arguments: Any,
                           call_id: str) -> ToolCallViewV1:
     """Run one call as far as it goes without a person; returns its view (raises Problem)."""
+    if not is_subject_token(session_id):  # no session has such an id; nor may it name other sessions' subjects
+        raise Problem(404, "not_found", f"session {session_id} not found")
     started = time.monotonic()
     cmd = StartToolCallV1(session_id=session_id, owner=user.sub, tool=tool, arguments=arguments, call_id=call_id,
                           assertion=services.vouch(user, session_id))

@@ -101,6 +101,13 @@ def test_every_command_to_the_agent_carries_an_assertion_for_the_caller_in_its_s
     assert verify_assertion(theirs.assertion, VERIFY_KEY, session_id=other.json()["session_id"]).sub == "bob"
 
 
+@pytest.mark.parametrize("session_id", ["*", ">", "a.b", "ses 1", "s%C3%A9s"])
+def test_a_session_id_that_cannot_be_a_subject_token_is_not_found_and_nothing_is_watched_or_sent(stack, session_id):
+    response, sent = stack.post(f"/v1/sessions/{session_id}/tool-calls", {**WRITE, "call_id": "c-0"})
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+    assert sent == [] and stack.services.log == []  # `*` would have watched every session's events
+
+
 def test_a_write_answered_running_is_answered_from_its_approval_pending(stack):
     stack.script = [
         {"type": "tool_started", "data": {"call_id": "c-1"}},

@@ -30,7 +30,8 @@ ToolOutcome = Literal["succeeded", "business_rejected", "not_executed", "failed"
 class CreateSessionV1(Message):
     """Create a session. The caller picks ``session_id`` so a redelivered command creates nothing new."""
 
-    session_id: str
+    session_id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,100}$",
+                            description="One token of the session's events subject: letters, digits, `_`, `-`.")
     owner: str
     title: str | None = None
     assertion: str | None = ASSERTION_FIELD
