@@ -1,15 +1,18 @@
 """Development key pairs, a file per service that needs a key, readable by its owner alone (SPEC §7, §10; issue 26).
 
-Two Ed25519 pairs exist: grants (the approval service signs, the ERP verifies) and requester assertions (the
-gateway signs, the ERP and the approval service verify). Outside dev mode each service is given its half as an
-environment variable (``erpilot keygen`` prints the four). In dev mode (``erpilot up``, the test stacks,
+Three Ed25519 pairs exist: grants (the approval service signs, the ERP verifies), requester assertions (the
+gateway signs, the ERP and the approval service verify) and the ledger's approval requests (the ERP signs, the
+approval service verifies). Outside dev mode each service is given its half as an environment variable
+(``erpilot keygen`` prints the six). In dev mode (``erpilot up``, the test stacks,
 ``erpilot serve`` with ``ERPILOT_DEV_MODE=1``), when the variables are unset, the keys live under
 ``$ERPILOT_DATA_DIR/keys/<service>/``, one file per key and service, never one pair in a shared place:
 
     keys/approval/grant_ed25519.key       0600  signs grants (and the audit log)
     keys/approval/assertion_ed25519.pub   0644  verifies the gateway's requester assertions
+    keys/approval/ledger_ed25519.pub      0644  verifies the ledger's approval requests
     keys/erp/grant_ed25519.pub            0644  verifies grants
     keys/erp/assertion_ed25519.pub        0644  verifies requester assertions
+    keys/erp/ledger_ed25519.key           0600  signs its approval requests
     keys/gateway/assertion_ed25519.key    0600  signs requester assertions
 
 ``keys/`` and each service's directory are 0700; the agent, which runs the model, has none. A pair is created
@@ -66,7 +69,8 @@ class KeyPair:
 
 GRANT = KeyPair("grant", "ERPILOT_GRANT", signer="approval", verifiers=("erp",))
 ASSERTION = KeyPair("assertion", "ERPILOT_ASSERTION", signer="gateway", verifiers=("erp", "approval"))
-PAIRS = {pair.name: pair for pair in (GRANT, ASSERTION)}
+LEDGER = KeyPair("ledger", "ERPILOT_LEDGER", signer="erp", verifiers=("approval",))
+PAIRS = {pair.name: pair for pair in (GRANT, ASSERTION, LEDGER)}
 
 
 def service_dir(data_dir: Path, service: str) -> Path:
