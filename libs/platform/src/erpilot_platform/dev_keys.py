@@ -49,6 +49,7 @@ class KeyPair:
     env_prefix: str  # <prefix>_SIGNING_KEY, <prefix>_VERIFY_KEY
     signer: str
     verifiers: tuple[str, ...]
+    signs: str  # what the signatures are on, for people (``erpilot keygen``)
 
     @property
     def signing_env(self) -> str:
@@ -67,9 +68,11 @@ class KeyPair:
         return f"{self.name}_ed25519.pub"
 
 
-GRANT = KeyPair("grant", "ERPILOT_GRANT", signer="approval", verifiers=("erp",))
-ASSERTION = KeyPair("assertion", "ERPILOT_ASSERTION", signer="gateway", verifiers=("erp", "approval"))
-LEDGER = KeyPair("ledger", "ERPILOT_LEDGER", signer="erp", verifiers=("approval",))
+GRANT = KeyPair("grant", "ERPILOT_GRANT", signer="approval", verifiers=("erp",), signs="grants")
+ASSERTION = KeyPair("assertion", "ERPILOT_ASSERTION", signer="gateway", verifiers=("erp", "approval"),
+                    signs="requester assertions")
+LEDGER = KeyPair("ledger", "ERPILOT_LEDGER", signer="erp", verifiers=("approval",),
+                 signs="the ledger's approval requests")
 PAIRS = {pair.name: pair for pair in (GRANT, ASSERTION, LEDGER)}
 
 
