@@ -113,23 +113,23 @@ async def test_a_request_sent_before_the_ledgers_cannot_decide_what_the_approver
 
         # Then the honest flow: Alice's call, under the call id the agent forged for; its prepare reaches the ERP.
         asked = requester.call(session_id, "submit_order", arguments, call_id=call_id)
-        assert asked.status_code == 202 and asked.json()["status"] == "awaiting_approval", asked.text
-        pending = asked.json()
-        assert pending["call_id"] == call_id
 
         # What people see is the ledger's: the amount, the roles it needs, the page an approver opens.
-        assert pending["preview"]["amount_minor"] == total
-        record = manager.get(f"/v1/approvals/{pending['pending_id']}").json()
-        assert (record["operation_id"], record["preview"]["amount_minor"]) == (operation_id, total)
+        in_session = wait_for(lambda: manager.get("/v1/approvals", session_id=session_id).json()["items"])
+        assert [(item["operation_id"], item["status"], item["preview"]["amount_minor"]) for item in in_session] == [
+            (operation_id, "pending", total)]
+        record = in_session[0]
         assert (record["required_roles"], record["risk"], record["requested_by"]) == (["manager"], "high",
                                                                                       requester.sub)
         assert decide(approver, record, "approve").json()["code"] == "forbidden"
-        page = manager.client.get(f"/resume/{pending['pending_id']}")
+        page = manager.client.get(f"/resume/{record['pending_id']}")
         assert page.status_code == 200 and money(total, "EUR") in page.text
         assert money(INVENTED_AMOUNT, "EUR") not in page.text
-        in_session = manager.get("/v1/approvals", session_id=session_id, status="pending").json()["items"]
-        assert [(item["operation_id"], item["preview"]["amount_minor"]) for item in in_session] == [
-            (operation_id, total)]
+        # And Alice's call is answered as an honest call is: awaiting that approval, with the ledger's preview.
+        assert asked.status_code == 202 and asked.json()["status"] == "awaiting_approval", asked.text
+        pending = asked.json()
+        assert (pending["call_id"], pending["pending_id"]) == (call_id, record["pending_id"])
+        assert pending["preview"]["amount_minor"] == total
 
         # Each forgery was refused as a message the ledger did not sign, and dead-lettered with that reason.
         for reason, reply in replies.items():
