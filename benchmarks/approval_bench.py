@@ -160,8 +160,9 @@ async def run(args: argparse.Namespace, nats_url: str, database_url: str, data_d
     await migrate_jetstream_on(broker.config.connection_state.stream)
     env = {"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url, "ERPILOT_DATA_DIR": str(data_dir),
            "ERPILOT_GRANT_SIGNING_KEY": encode_signing_key(Ed25519PrivateKey.generate()),
-           # Requests are not measured here (the rows are loaded directly): any assertion key will do.
+           # Requests are not measured here (the rows are loaded directly): any assertion and ledger key will do.
            "ERPILOT_ASSERTION_VERIFY_KEY": encode_public_key(Ed25519PrivateKey.generate().public_key()),
+           "ERPILOT_LEDGER_VERIFY_KEY": encode_public_key(Ed25519PrivateKey.generate().public_key()),
            "ERPILOT_LOG_LEVEL": "WARNING"}
     proc = await start_service(env, broker)
     try:

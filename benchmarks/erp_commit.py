@@ -43,7 +43,7 @@ from erpilot_erp.adapters.tables import customers, products
 from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import ServiceUnavailable, request
 from erpilot_platform.db import create_engine
-from erpilot_platform.grants import encode_public_key, sign_grant
+from erpilot_platform.grants import encode_public_key, encode_signing_key, sign_grant
 from erpilot_platform.runtime import PingV1
 from erpilot_platform.testing.backends import start_backend
 
@@ -164,7 +164,9 @@ async def main_async(opts: argparse.Namespace, nats_url: str, database_url: str,
     key, assertion_key = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     env = {"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url, "ERPILOT_DATA_DIR": str(work_dir),
            "ERPILOT_GRANT_VERIFY_KEY": encode_public_key(key.public_key()),
-           "ERPILOT_ASSERTION_VERIFY_KEY": encode_public_key(assertion_key.public_key()), "ERPILOT_LOG_LEVEL": "INFO"}
+           "ERPILOT_ASSERTION_VERIFY_KEY": encode_public_key(assertion_key.public_key()),
+           # The ERP signs the approval requests it outboxes (nothing consumes them here): any ledger key will do.
+           "ERPILOT_LEDGER_SIGNING_KEY": encode_signing_key(Ed25519PrivateKey.generate()), "ERPILOT_LOG_LEVEL": "INFO"}
     broker = NatsBroker(nats_url, max_reconnect_attempts=-1, log_level=40)
     await broker.connect()
     await migrate_jetstream_on(broker.config.connection_state.stream)

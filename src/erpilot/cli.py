@@ -85,14 +85,15 @@ KEY_HOLDERS = {"approval": "the approval service", "erp": "the ERP", "gateway": 
 
 
 def cmd_keygen(_: argparse.Namespace) -> None:
-    """Print two new key pairs as shell exports: grants (the approval service signs, the ERP verifies) and
-    requester assertions (the gateway signs, the ERP and the approval service verify)."""
+    """Print three new key pairs as shell exports: grants (the approval service signs, the ERP verifies), requester
+    assertions (the gateway signs, the ERP and the approval service verify) and the ledger's approval requests (the
+    ERP signs, the approval service verifies)."""
     from erpilot_platform import dev_keys
     from erpilot_platform.grants import new_keypair_env
 
     for pair in dev_keys.PAIRS.values():
         verifiers = " and ".join(KEY_HOLDERS[service] for service in pair.verifiers)
-        print(f"# {pair.name}s: {pair.signing_env} to {KEY_HOLDERS[pair.signer]} alone, "
+        print(f"# {pair.signs}: {pair.signing_env} to {KEY_HOLDERS[pair.signer]} alone, "
               f"{pair.verify_env} to {verifiers}")
         for name, value in new_keypair_env(pair.env_prefix).items():
             print(f"export {name}={value}")
@@ -215,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     nats_config = sub.add_parser("nats-config", help="the NATS users and permissions of a deployment")
     nats_config.add_argument("--out", help="write to this file (default: standard output)")
     nats_config.set_defaults(func=cmd_nats_config)
-    sub.add_parser("keygen", help="print new Ed25519 key pairs (grants, requester assertions) as shell exports"
+    sub.add_parser("keygen", help="print new Ed25519 key pairs (grants, requester assertions, "
+                   "the ledger's approval requests) as shell exports"
                    ).set_defaults(func=cmd_keygen)
     token = sub.add_parser("token", help="print a JWT")
     token.add_argument("--sub", required=True)

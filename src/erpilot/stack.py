@@ -26,10 +26,14 @@ PRIVATE_ENV: dict[str, tuple[str, ...]] = {
     # The gateway vouches for the person behind each command it sends the agent (requester assertions): with
     # this key the agent could name anyone as the requester of a write.
     "ERPILOT_ASSERTION_SIGNING_KEY": ("gateway",),
+    # The ERP signs the approval requests it builds from its own record: with this key the agent could show an
+    # approver a preview of its own.
+    "ERPILOT_LEDGER_SIGNING_KEY": ("erp",),
     # Public keys are no secret, but each goes only where it is used, as the development key files do
     # (erpilot_platform.dev_keys): a service's environment is its own keys and nothing more.
     "ERPILOT_GRANT_VERIFY_KEY": ("erp",),
     "ERPILOT_ASSERTION_VERIFY_KEY": ("erp", "approval"),
+    "ERPILOT_LEDGER_VERIFY_KEY": ("approval",),
     # Each service gets its own credentials as ERPILOT_NATS_PASSWORD / in its ERPILOT_DATABASE_URL.
     **{f"ERPILOT_NATS_{user.upper()}_PASSWORD": () for user in (*SERVICES, "admin")},
     **{f"ERPILOT_DB_{service.upper()}_PASSWORD": () for service in SERVICES},
@@ -99,9 +103,10 @@ class Stack:
     dev_key_pairs: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
-        # The key pairs (grants, requester assertions): as given, in ``env`` or this process's environment, else
-        # the data dir's development keys, a file per service, created here once and kept across restarts
-        # (erpilot_platform.dev_keys). Each service is handed only its own keys (``env_for``), never the directory.
+        # The key pairs (grants, requester assertions, the ledger's approval requests): as given, in ``env`` or this
+        # process's environment, else the data dir's development keys, a file per service, created here once and
+        # kept across restarts (erpilot_platform.dev_keys). Each service is handed only its own keys (``env_for``),
+        # never the directory.
         from erpilot_platform import dev_keys
 
         given = {**os.environ, **self.env}

@@ -8,12 +8,14 @@ It tries to make "victim" the requester of a write in Alice's session:
 1. `cmd.erp.prepare` for a real draft of Alice's session with `requested_by: "victim"`: with no assertion, with
    Alice's real assertion (taken from her own call), and with one signed by a key of its own;
 2. `cmd.approval.request` straight to the approval service, with a well-formed record (the ledger's own record of
-   an honest request of Alice's, the requester changed to "victim"), with the same three assertions.
+   an honest request of Alice's, the requester changed to "victim"), with the same three assertions. It holds no
+   ledger key either, so none of them carries the ledger's signature, which the approval service checks first.
 
-Each is refused `invalid_message` with `details.reason` naming the rule, dead-lettered with that reason, and stores
-nothing: no operation in the ledger, and no approval names "victim" (the approval service asked as an admin who
-holds every deciding role). An honest prepare with the same assertion, naming Alice, goes through: the forgeries
-fail for their requester, not for their shape.
+Each is refused `invalid_message` with `details.reason` naming the rule (the ERP: the assertion's; the approval
+service: `ledger_signature_missing`), dead-lettered with that reason, and stores nothing: no operation in the
+ledger, and no approval names "victim" (the approval service asked as an admin who holds every deciding role).
+An honest prepare with the same assertion, naming Alice, goes through: the forgeries fail for their requester (and,
+at the approval service, for not being the ledger's), not for their shape.
 """
 
 from __future__ import annotations
@@ -94,15 +96,16 @@ async def test_a_compromised_agent_cannot_make_anyone_else_the_requester(stack):
         assert (record["operation_id"], record["requested_by"]) == (honest.operation_id, alice.sub)
 
         # 2. Straight to the approval service: the ledger's own record, the requester changed to "victim".
-        for reason, assertion in assertions.items():
+        for assertion in assertions.values():
             cmd = RequestApprovalV1(
                 call_id=f"call_{uuid.uuid4().hex}", session_id=session_id, tool="submit_order",
                 arguments=record["arguments"], fingerprint=record["fingerprint"],
                 operation_id=f"op_{uuid.uuid4().hex}", preview=record["preview"], requested_by=VICTIM,
                 assertion=assertion, asserted_at=datetime.now(UTC), prepared_at=datetime.now(UTC))
             reply = await request(agent, subjects.APPROVAL_CMD_REQUEST, cmd, durable=True)
-            assert refusal(reply) == (False, "invalid_message", {"reason": reason}), reply
-            forged.append(("approval", cmd.operation_id, reason))
+            # Not the ledger's request, whatever the assertion: refused before the requester is even looked at.
+            assert refusal(reply) == (False, "invalid_message", {"reason": "ledger_signature_missing"}), reply
+            forged.append(("approval", cmd.operation_id, "ledger_signature_missing"))
 
         # Every forged message is in the dead letters, with the rule it broke.
         js = agent.config.connection_state.stream

@@ -97,12 +97,14 @@ async def gateway(spans, measured, infra):
 
     nats_url, database_url, data_dir = infra
     common = dict(nats_url=nats_url, database_url=database_url, data_dir=data_dir)
-    keys, vouching = new_keypair_env(), new_keypair_env("ERPILOT_ASSERTION")
+    keys, vouching, ledger = new_keypair_env(), new_keypair_env("ERPILOT_ASSERTION"), new_keypair_env("ERPILOT_LEDGER")
     verify = vouching["ERPILOT_ASSERTION_VERIFY_KEY"]
     services = [build_erp(ErpSettings(**common, grant_verify_key=keys["ERPILOT_GRANT_VERIFY_KEY"],
-                                      assertion_verify_key=verify)),
+                                      assertion_verify_key=verify,
+                                      ledger_signing_key=ledger["ERPILOT_LEDGER_SIGNING_KEY"])),
                 build_approval(ApprovalSettings(**common, grant_signing_key=keys["ERPILOT_GRANT_SIGNING_KEY"],
-                                                assertion_verify_key=verify)),
+                                                assertion_verify_key=verify,
+                                                ledger_verify_key=ledger["ERPILOT_LEDGER_VERIFY_KEY"])),
                 build_agent(AgentSettings(**common, model="rules"))]
     app = create_app(GatewaySettings(nats_url=nats_url, data_dir=data_dir, auth_secret=SECRET,
                                      assertion_signing_key=vouching["ERPILOT_ASSERTION_SIGNING_KEY"]))

@@ -5,7 +5,9 @@ keys, and the same keys after a restart of `up`, so what was signed before it st
 The last part is seen the way it matters: an approval requested before the restart is edited after it. The edit
 re-prepares through the ERP with the requester assertion the gateway signed before the restart, and the approval
 service accepts the new version only if that assertion still verifies (a new key would dead-letter it as
-`assertion_invalid`). Two `erpilot up` starts: about 1-2 minutes on a 2-core machine.
+`assertion_invalid`), and only if it carries the ERP's ledger signature under the same pair (a new ledger key on
+one side would dead-letter it as `ledger_signature_invalid`). Two `erpilot up` starts: about 1-2 minutes on a
+2-core machine.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ from tests.e2e.up_process import UpProcess
 
 pytestmark = pytest.mark.e2e
 KEY_VARIABLES = {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_SIGNING_KEY",
-                 "ERPILOT_ASSERTION_VERIFY_KEY"}
+                 "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_SIGNING_KEY", "ERPILOT_LEDGER_VERIFY_KEY"}
 OWN_KEYS = {"agent": set(),
-            "approval": {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_ASSERTION_VERIFY_KEY"},
-            "erp": {"ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_VERIFY_KEY"},
+            "approval": {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_VERIFY_KEY"},
+            "erp": {"ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_SIGNING_KEY"},
             "gateway": {"ERPILOT_ASSERTION_SIGNING_KEY"}}
-KEY_FILES = {"approval": {"grant_ed25519.key": 0o600, "assertion_ed25519.pub": 0o644},
-             "erp": {"grant_ed25519.pub": 0o644, "assertion_ed25519.pub": 0o644},
+KEY_FILES = {"approval": {"grant_ed25519.key": 0o600, "assertion_ed25519.pub": 0o644, "ledger_ed25519.pub": 0o644},
+             "erp": {"grant_ed25519.pub": 0o644, "assertion_ed25519.pub": 0o644, "ledger_ed25519.key": 0o600},
              "gateway": {"assertion_ed25519.key": 0o600}}
 
 

@@ -1,7 +1,8 @@
 """docker-compose.yml gives each service exactly its own keys (issue 25, 26): the approval service the grant signing
-key and the assertion verify key, the ERP both verify keys, the gateway the assertion signing key, the agent none;
-each is required (compose refuses to start without it, there is no default), and they are the four variables
-`erpilot keygen` prints, so its output is all a deployment needs."""
+key, the assertion verify key and the ledger verify key, the ERP the grant and assertion verify keys and the ledger
+signing key, the gateway the assertion signing key, the agent none; each is required (compose refuses to start
+without it, there is no default), and they are the six variables `erpilot keygen` prints, so its output is all a
+deployment needs."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from erpilot import cli
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_SIGNING_KEY",
-        "ERPILOT_ASSERTION_VERIFY_KEY"}
-OWN_KEYS = {"approval": {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_ASSERTION_VERIFY_KEY"},
-            "erp": {"ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_VERIFY_KEY"},
+        "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_SIGNING_KEY", "ERPILOT_LEDGER_VERIFY_KEY"}
+OWN_KEYS = {"approval": {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_VERIFY_KEY"},
+            "erp": {"ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_SIGNING_KEY"},
             "gateway": {"ERPILOT_ASSERTION_SIGNING_KEY"},
             "agent": set()}
 REQUIRED = re.compile(r"^\$\{(?P<name>\w+):\?[^}]*\}$")

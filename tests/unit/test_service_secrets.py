@@ -3,7 +3,8 @@
 Outside dev mode the approval service and the ERP do not start without their grant keys; under a
 stack (``erpilot up``, the e2e stack) the signing key and the JWT secret never reach the agent, neither
 in its environment nor in a directory it is given. Issue 26: each service gets only its own keys, the
-development keys are a file per service, kept across restarts, and ``erpilot keygen`` prints both pairs.
+development keys are a file per service, kept across restarts, and ``erpilot keygen`` prints every pair. Issue 25:
+the ledger key (the ERP signs its approval requests, the approval service verifies them) is a third pair, alike.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from erpilot_platform.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit
 DB = "postgresql://nobody@/nothing"
+KEY_VARIABLES = {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_SIGNING_KEY",
+                 "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_SIGNING_KEY", "ERPILOT_LEDGER_VERIFY_KEY"}
 
 
 @pytest.fixture(autouse=True)
 def _no_keys_in_the_environment(monkeypatch) -> None:
-    for name in ("ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_SIGNING_KEY",
-                 "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_DEV_MODE"):
+    for name in (*KEY_VARIABLES, "ERPILOT_DEV_MODE"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -65,6 +67,34 @@ def test_outside_dev_mode_the_gateway_and_the_erp_refuse_to_start_without_their_
         ErpSettings(database_url=DB, assertion_verify_key="bm90IGEga2V5").assertion_key()
 
 
+def test_outside_dev_mode_the_erp_and_the_approval_service_refuse_to_start_without_their_ledger_keys(
+        tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="ERPILOT_LEDGER_SIGNING_KEY is not set.*erpilot keygen"):
+        ErpSettings(database_url=DB, data_dir=tmp_path).ledger_key()
+    with pytest.raises(ConfigurationError, match="ERPILOT_LEDGER_VERIFY_KEY is not set.*erpilot keygen"):
+        ApprovalSettings(database_url=DB, data_dir=tmp_path).ledger_key()
+    assert list(tmp_path.iterdir()) == []  # nothing generated into the data directory
+
+    keys = new_keypair_env("ERPILOT_LEDGER")
+    signing = ErpSettings(database_url=DB, ledger_signing_key=keys["ERPILOT_LEDGER_SIGNING_KEY"]).ledger_key()
+    verify = ApprovalSettings(database_url=DB, ledger_verify_key=keys["ERPILOT_LEDGER_VERIFY_KEY"]).ledger_key()
+    assert encode_public_key(signing.public_key()) == encode_public_key(verify) == keys["ERPILOT_LEDGER_VERIFY_KEY"]
+    with pytest.raises(ConfigurationError, match="ERPILOT_LEDGER_SIGNING_KEY"):
+        ErpSettings(database_url=DB, ledger_signing_key="bm90IGEga2V5").ledger_key()
+    with pytest.raises(ConfigurationError, match="ERPILOT_LEDGER_VERIFY_KEY"):
+        ApprovalSettings(database_url=DB, ledger_verify_key="not base64!").ledger_key()
+
+
+def test_in_dev_mode_the_erp_and_the_approval_service_agree_on_one_ledger_pair_in_their_own_files(
+        tmp_path: Path) -> None:
+    signing = ErpSettings(database_url=DB, data_dir=tmp_path, dev_mode=True).ledger_key()
+    verify = ApprovalSettings(database_url=DB, data_dir=tmp_path, dev_mode=True).ledger_key()
+    assert encode_public_key(signing.public_key()) == encode_public_key(verify)
+    assert (dev_keys.service_dir(tmp_path, "erp") / "ledger_ed25519.key").exists()
+    assert not (dev_keys.service_dir(tmp_path, "approval") / "ledger_ed25519.key").exists()
+    assert (dev_keys.service_dir(tmp_path, "approval") / "ledger_ed25519.pub").exists()
+
+
 def test_in_dev_mode_the_gateway_and_the_erp_sharing_a_data_dir_agree_on_one_assertion_pair(tmp_path: Path) -> None:
     signing = GatewaySettings(auth_secret="s" * 40, data_dir=tmp_path, dev_mode=True).assertion_key()
     verify = ErpSettings(database_url=DB, data_dir=tmp_path, dev_mode=True).assertion_key()
@@ -81,11 +111,9 @@ def test_in_dev_mode_processes_sharing_a_data_dir_agree_on_one_pair(tmp_path: Pa
 
 # Which key variables each service may hold: its own half of each pair it signs or verifies with.
 OWN_KEYS = {"agent": set(),
-            "approval": {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_ASSERTION_VERIFY_KEY"},
-            "erp": {"ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_VERIFY_KEY"},
+            "approval": {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_VERIFY_KEY"},
+            "erp": {"ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_SIGNING_KEY"},
             "gateway": {"ERPILOT_ASSERTION_SIGNING_KEY"}}
-KEY_VARIABLES = {"ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_SIGNING_KEY",
-                 "ERPILOT_ASSERTION_VERIFY_KEY"}
 
 
 def keys_in(env: dict[str, str]) -> set[str]:
@@ -95,7 +123,8 @@ def keys_in(env: dict[str, str]) -> set[str]:
 def test_each_service_gets_only_its_own_keys_and_only_the_gateway_the_jwt_secret(tmp_path: Path,
                                                                                   monkeypatch) -> None:
     # As `erpilot up` composes it with your keys: the caller's shell holds every secret.
-    keys = {**new_keypair_env("ERPILOT_GRANT"), **new_keypair_env("ERPILOT_ASSERTION")}
+    keys = {**new_keypair_env("ERPILOT_GRANT"), **new_keypair_env("ERPILOT_ASSERTION"),
+            **new_keypair_env("ERPILOT_LEDGER")}
     for name, value in keys.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("ERPILOT_NATS_APPROVAL_PASSWORD", "approval-secret")
@@ -131,6 +160,8 @@ def test_a_stack_without_keys_hands_each_service_its_own_development_key_files_k
     signing = load_signing_key(envs["gateway"]["ERPILOT_ASSERTION_SIGNING_KEY"])
     assert encode_public_key(signing.public_key()) == envs["erp"]["ERPILOT_ASSERTION_VERIFY_KEY"] == \
         envs["approval"]["ERPILOT_ASSERTION_VERIFY_KEY"]
+    signing = load_signing_key(envs["erp"]["ERPILOT_LEDGER_SIGNING_KEY"])
+    assert encode_public_key(signing.public_key()) == envs["approval"]["ERPILOT_LEDGER_VERIFY_KEY"]
     # The files are in keys/<service>/; each service's own data dir (the only directory it is given) has none.
     assert sorted(path.name for path in (tmp_path / "keys").iterdir()) == ["approval", "erp", "gateway"]
     for service, env in envs.items():
@@ -142,24 +173,29 @@ def test_a_stack_without_keys_hands_each_service_its_own_development_key_files_k
     assert {service: again.env_for(service)[0] for service in envs} == envs
 
 
-def test_keygen_prints_both_pairs_as_the_four_variables(capsys) -> None:
+def test_keygen_prints_the_three_pairs_as_the_six_variables(capsys) -> None:
     cli.main(["keygen"])
     lines = capsys.readouterr().out.splitlines()
 
     exports = dict(line.removeprefix("export ").split("=", 1) for line in lines if line.startswith("export "))
     assert list(exports) == ["ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_ASSERTION_SIGNING_KEY",
-                             "ERPILOT_ASSERTION_VERIFY_KEY"]
-    assert all(line.startswith(("export ", "# ")) for line in lines)  # `eval "$(erpilot keygen)"` sets all four
-    for prefix in ("ERPILOT_GRANT", "ERPILOT_ASSERTION"):
+                             "ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_LEDGER_SIGNING_KEY", "ERPILOT_LEDGER_VERIFY_KEY"]
+    assert all(line.startswith(("export ", "# ")) for line in lines)  # `eval "$(erpilot keygen)"` sets all six
+    for prefix in ("ERPILOT_GRANT", "ERPILOT_ASSERTION", "ERPILOT_LEDGER"):
         signing = load_signing_key(exports[f"{prefix}_SIGNING_KEY"])
         assert encode_public_key(signing.public_key()) == exports[f"{prefix}_VERIFY_KEY"]
-    assert exports["ERPILOT_GRANT_SIGNING_KEY"] != exports["ERPILOT_ASSERTION_SIGNING_KEY"]  # two pairs, not one
+    signing_keys = [exports[f"{prefix}_SIGNING_KEY"] for prefix in ("ERPILOT_GRANT", "ERPILOT_ASSERTION",
+                                                                    "ERPILOT_LEDGER")]
+    assert len(set(signing_keys)) == 3  # three pairs, not one
     # What each service needs to start outside dev mode, from keygen's output alone.
     signing = ApprovalSettings(database_url=DB, grant_signing_key=exports["ERPILOT_GRANT_SIGNING_KEY"],
-                               assertion_verify_key=exports["ERPILOT_ASSERTION_VERIFY_KEY"])
+                               assertion_verify_key=exports["ERPILOT_ASSERTION_VERIFY_KEY"],
+                               ledger_verify_key=exports["ERPILOT_LEDGER_VERIFY_KEY"])
     erp = ErpSettings(database_url=DB, grant_verify_key=exports["ERPILOT_GRANT_VERIFY_KEY"],
-                      assertion_verify_key=exports["ERPILOT_ASSERTION_VERIFY_KEY"])
+                      assertion_verify_key=exports["ERPILOT_ASSERTION_VERIFY_KEY"],
+                      ledger_signing_key=exports["ERPILOT_LEDGER_SIGNING_KEY"])
     gateway = GatewaySettings(auth_secret="s" * 40, assertion_signing_key=exports["ERPILOT_ASSERTION_SIGNING_KEY"])
     assert encode_public_key(signing.signing_key().public_key()) == encode_public_key(erp.grant_key())
     assert encode_public_key(gateway.assertion_key().public_key()) == encode_public_key(erp.assertion_key()) == \
         encode_public_key(signing.assertion_key())
+    assert encode_public_key(erp.ledger_key().public_key()) == encode_public_key(signing.ledger_key())

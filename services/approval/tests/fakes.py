@@ -29,10 +29,12 @@ from erpilot_contracts.approval.v1 import GrantV1, RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1, PreviewV1
 from erpilot_platform.broker import ReplyError
+from erpilot_platform.ledger_signatures import sign_request
 from erpilot_platform.refusals import Refused
 from erpilot_platform.testing.memory_uow import MemoryTransaction, MemoryUnitOfWork
 
 NOW = datetime(2026, 10, 19, 12, 0, 0, tzinfo=UTC)
+LEDGER_KEY = Ed25519PrivateKey.generate()  # the ERP's: it signs every approval request it sends
 
 
 @dataclass(frozen=True)
@@ -391,7 +393,8 @@ class MemoryApprovals(MemoryUnitOfWork[ApprovalState, MemoryWork]):
 
 class FakeErp:
     """The ERP as the approval service sees it: it prepares edited operations and sends their requests back as
-    its outbox would (``deliver``), built from its own record of the operation they supersede (``record``).
+    its outbox would (``deliver``), built from its own record of the operation they supersede (``record``) and
+    signed with the ledger key (``LEDGER_KEY``).
 
     ``refusal``: the error every ``prepare`` answers with instead. ``hold``: keep the requests in ``outbox``
     until ``relay()`` (to act between the ERP's answer and the request's arrival).
@@ -424,6 +427,7 @@ class FakeErp:
                 operation_id=cmd.operation_id, preview=preview.model_dump(mode="json", exclude={"schema_version"}),
                 requested_by=superseded.requested_by, assertion=superseded.assertion,
                 asserted_at=superseded.asserted_at, supersedes=cmd.supersedes)
+            request = sign_request(request, LEDGER_KEY)
             self.records[cmd.operation_id] = request
             self.outbox.append(request)
         if not self.hold:

@@ -1,15 +1,18 @@
 """Development key pairs, a file per service that needs a key, readable by its owner alone (SPEC §7, §10; issue 26).
 
-Two Ed25519 pairs exist: grants (the approval service signs, the ERP verifies) and requester assertions (the
-gateway signs, the ERP and the approval service verify). Outside dev mode each service is given its half as an
-environment variable (``erpilot keygen`` prints the four). In dev mode (``erpilot up``, the test stacks,
+Three Ed25519 pairs exist: grants (the approval service signs, the ERP verifies), requester assertions (the
+gateway signs, the ERP and the approval service verify) and the ledger's approval requests (the ERP signs, the
+approval service verifies). Outside dev mode each service is given its half as an environment variable
+(``erpilot keygen`` prints the six). In dev mode (``erpilot up``, the test stacks,
 ``erpilot serve`` with ``ERPILOT_DEV_MODE=1``), when the variables are unset, the keys live under
 ``$ERPILOT_DATA_DIR/keys/<service>/``, one file per key and service, never one pair in a shared place:
 
     keys/approval/grant_ed25519.key       0600  signs grants (and the audit log)
     keys/approval/assertion_ed25519.pub   0644  verifies the gateway's requester assertions
+    keys/approval/ledger_ed25519.pub      0644  verifies the ledger's approval requests
     keys/erp/grant_ed25519.pub            0644  verifies grants
     keys/erp/assertion_ed25519.pub        0644  verifies requester assertions
+    keys/erp/ledger_ed25519.key           0600  signs its approval requests
     keys/gateway/assertion_ed25519.key    0600  signs requester assertions
 
 ``keys/`` and each service's directory are 0700; the agent, which runs the model, has none. A pair is created
@@ -46,6 +49,7 @@ class KeyPair:
     env_prefix: str  # <prefix>_SIGNING_KEY, <prefix>_VERIFY_KEY
     signer: str
     verifiers: tuple[str, ...]
+    signs: str  # what the signatures are on, for people (``erpilot keygen``)
 
     @property
     def signing_env(self) -> str:
@@ -64,9 +68,12 @@ class KeyPair:
         return f"{self.name}_ed25519.pub"
 
 
-GRANT = KeyPair("grant", "ERPILOT_GRANT", signer="approval", verifiers=("erp",))
-ASSERTION = KeyPair("assertion", "ERPILOT_ASSERTION", signer="gateway", verifiers=("erp", "approval"))
-PAIRS = {pair.name: pair for pair in (GRANT, ASSERTION)}
+GRANT = KeyPair("grant", "ERPILOT_GRANT", signer="approval", verifiers=("erp",), signs="grants")
+ASSERTION = KeyPair("assertion", "ERPILOT_ASSERTION", signer="gateway", verifiers=("erp", "approval"),
+                    signs="requester assertions")
+LEDGER = KeyPair("ledger", "ERPILOT_LEDGER", signer="erp", verifiers=("approval",),
+                 signs="the ledger's approval requests")
+PAIRS = {pair.name: pair for pair in (GRANT, ASSERTION, LEDGER)}
 
 
 def service_dir(data_dir: Path, service: str) -> Path:

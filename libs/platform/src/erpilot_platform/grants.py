@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import UTC, datetime
 
-import rfc8785
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_platform.signed_messages import signature, signature_verifies, signed_payload
 
 GRANT_KEYS_HINT = ("outside dev mode the approval service needs ERPILOT_GRANT_SIGNING_KEY and the ERP "
                    "ERPILOT_GRANT_VERIFY_KEY; `erpilot keygen` prints new pairs")
@@ -25,32 +23,19 @@ def grant_payload(grant: GrantV1) -> bytes:
     """The signed bytes: RFC 8785 JSON of every field but ``signature``, datetimes as UTC ISO-8601.
 
     Unset optional fields are left out, so a field added to GrantV1 later does not change (and so
-    does not invalidate) the signature of a grant that does not use it.
+    does not invalidate) the signature of a grant that does not use it (``signed_messages``).
     """
-    fields = grant.model_dump(mode="python", exclude={"signature"}, exclude_none=True)
-    for name, value in fields.items():
-        if isinstance(value, datetime):
-            if value.tzinfo is None:
-                raise ValueError(f"grant.{name} must be timezone-aware")
-            # One instant, one string, whatever offset the grant travelled with.
-            fields[name] = value.astimezone(UTC).isoformat()
-    return rfc8785.dumps(fields)
+    return signed_payload(grant, signature_field="signature")
 
 
 def sign_grant(grant: GrantV1, private_key: Ed25519PrivateKey) -> GrantV1:
     """A copy of the grant with its base64 Ed25519 ``signature``."""
-    signature = private_key.sign(grant_payload(grant))
-    return grant.model_copy(update={"signature": base64.b64encode(signature).decode("ascii")})
+    return grant.model_copy(update={"signature": signature(grant, private_key, signature_field="signature")})
 
 
 def verify_grant(grant: GrantV1, public_key: Ed25519PublicKey) -> bool:
     """True only when the signature is valid base64 and signs exactly these fields with this key."""
-    try:
-        signature = base64.b64decode(grant.signature, validate=True)
-        public_key.verify(signature, grant_payload(grant))
-    except (binascii.Error, ValueError, InvalidSignature):
-        return False
-    return True
+    return signature_verifies(grant, public_key, signature_field="signature")
 
 
 def load_signing_key(b64: str, *, kind: str = "grant signing") -> Ed25519PrivateKey:
@@ -85,7 +70,7 @@ def _decode_raw_key(b64: str, kind: str) -> bytes:
 
 def new_keypair_env(prefix: str = "ERPILOT_GRANT") -> dict[str, str]:
     """A fresh key pair as the two environment variables ``<prefix>_SIGNING_KEY`` and ``<prefix>_VERIFY_KEY``
-    (``ERPILOT_GRANT`` or ``ERPILOT_ASSERTION``; ``erpilot keygen``, test stacks)."""
+    (``ERPILOT_GRANT``, ``ERPILOT_ASSERTION`` or ``ERPILOT_LEDGER``; ``erpilot keygen``, test stacks)."""
     private_key = Ed25519PrivateKey.generate()
     return {f"{prefix}_SIGNING_KEY": encode_signing_key(private_key),
             f"{prefix}_VERIFY_KEY": encode_public_key(private_key.public_key())}

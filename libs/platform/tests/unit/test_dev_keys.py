@@ -16,21 +16,26 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_contracts.approval.v1 import GrantV1, RequestApprovalV1
 from erpilot_platform import dev_keys
 from erpilot_platform.assertions import sign_assertion, verify_assertion
 from erpilot_platform.grants import encode_public_key, encode_signing_key, sign_grant, verify_grant
+from erpilot_platform.ledger_signatures import sign_request, verify_request
 
 pytestmark = pytest.mark.unit
 
 # What each service's directory holds, and nothing else (the agent: no directory at all).
 EXPECTED = {
-    "approval": {"grant_ed25519.key": 0o600, "assertion_ed25519.pub": 0o644},
-    "erp": {"grant_ed25519.pub": 0o644, "assertion_ed25519.pub": 0o644},
+    "approval": {"grant_ed25519.key": 0o600, "assertion_ed25519.pub": 0o644, "ledger_ed25519.pub": 0o644},
+    "erp": {"grant_ed25519.pub": 0o644, "assertion_ed25519.pub": 0o644, "ledger_ed25519.key": 0o600},
     "gateway": {"assertion_ed25519.key": 0o600},
 }
 GRANT = GrantV1(pending_id="pa-1", operation_id="op-1", fingerprint="sha256:" + "ab" * 32, decided_by="bob",
                 decided_at=datetime(2026, 10, 19, 12, 0, tzinfo=UTC))
+REQUEST = RequestApprovalV1(call_id="call-1", session_id="ses_1", tool="adjust_stock", operation_id="op-1",
+                            arguments={"sku": "SKU-1", "delta": 1, "reason": "count"},
+                            fingerprint="sha256:" + "cd" * 32, requested_by="alice",
+                            preview={"operation": "Adjust stock", "object": "SKU-1", "target": "SKU-1"})
 
 
 def layout(data_dir: Path) -> dict[str, dict[str, int]]:
@@ -64,16 +69,21 @@ def test_the_halves_in_different_directories_are_one_pair_and_each_service_reads
     for verifier in ("erp", "approval"):
         assert verify_assertion(token, dev_keys.verify_key(tmp_path, "assertion", verifier), session_id="ses_1").sub \
             == "alice"
+    assert verify_request(sign_request(REQUEST, dev_keys.signing_key(tmp_path, "ledger")),
+                          dev_keys.verify_key(tmp_path, "ledger", "approval"))
     with pytest.raises(ValueError, match="does not verify"):
         dev_keys.verify_key(tmp_path, "grant", "gateway")
+    with pytest.raises(ValueError, match="does not verify"):
+        dev_keys.verify_key(tmp_path, "ledger", "agent")
 
     envs = {service: dev_keys.service_env(tmp_path, service) for service in ("approval", "erp", "gateway", "agent")}
     assert {service: sorted(env) for service, env in envs.items()} == {
-        "approval": ["ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_GRANT_SIGNING_KEY"],
-        "erp": ["ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_GRANT_VERIFY_KEY"],
+        "approval": ["ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_GRANT_SIGNING_KEY", "ERPILOT_LEDGER_VERIFY_KEY"],
+        "erp": ["ERPILOT_ASSERTION_VERIFY_KEY", "ERPILOT_GRANT_VERIFY_KEY", "ERPILOT_LEDGER_SIGNING_KEY"],
         "gateway": ["ERPILOT_ASSERTION_SIGNING_KEY"],
         "agent": []}
     assert envs["approval"]["ERPILOT_GRANT_SIGNING_KEY"] == encode_signing_key(signer)
+    assert envs["erp"]["ERPILOT_LEDGER_SIGNING_KEY"] == encode_signing_key(dev_keys.signing_key(tmp_path, "ledger"))
 
 
 def test_created_once_then_kept(tmp_path: Path) -> None:

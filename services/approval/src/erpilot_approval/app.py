@@ -44,6 +44,7 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     policy = settings.load_policy()
     signing_key = settings.signing_key()
     assertion_key = settings.assertion_key()
+    ledger_key = settings.ledger_key()
     engine = create_engine(settings.database_url, application_name="erpilot-approval")
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     service_bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
@@ -62,7 +63,7 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
         escalations.wake()
 
     ports = Ports(uow=units, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
-                  assertion_key=assertion_key, new_deadline=new_approval)
+                  assertion_key=assertion_key, ledger_key=ledger_key, new_deadline=new_approval)
     register_ping(service_bus, engine)
     nats_entry.register(service_bus, ports)
     signer = CheckpointSigner(units, settings.audit_checkpoint_seconds)

@@ -14,6 +14,8 @@ from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
 from erpilot_platform import dev_keys
 from erpilot_platform.assertions import VERIFY_KEY_ENV
 from erpilot_platform.grants import GRANT_KEYS_HINT, load_signing_key, load_verify_key
+from erpilot_platform.ledger_signatures import LEDGER_KEYS_HINT
+from erpilot_platform.ledger_signatures import VERIFY_KEY_ENV as LEDGER_VERIFY_KEY_ENV
 from erpilot_platform.settings import ConfigurationError, PlatformSettings
 
 
@@ -24,6 +26,9 @@ class ApprovalSettings(PlatformSettings):
     assertion_verify_key: str | None = Field(
         None, description="Base64 raw Ed25519 public key of the gateway's requester assertions; unset: only in dev "
                           "mode, the service's development key file (keys/approval).")
+    ledger_verify_key: str | None = Field(
+        None, description="Base64 raw Ed25519 public key of the ERP's ledger key (its approval requests are signed "
+                          "with it); unset: only in dev mode, the service's development key file (keys/approval).")
     expiry_poll_seconds: float = Field(1.0, gt=0, le=1.0, description="Longest sleep of the expiry sweeper.")
     webhooks: str | None = Field(None, description='JSON list of {"url", "events"?, "secret"} (added to [[webhooks]]).')
     webhook_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry delay; doubles each time.")
@@ -96,4 +101,22 @@ class ApprovalSettings(PlatformSettings):
         except (ValueError, OSError) as exc:
             source = (VERIFY_KEY_ENV if self.assertion_verify_key
                       else f"assertion key under {dev_keys.service_dir(self.data_dir, 'approval')}")
+            raise ConfigurationError(f"{source}: {exc}") from exc
+
+    def ledger_key(self) -> Ed25519PublicKey:
+        """ERPILOT_LEDGER_VERIFY_KEY; only in dev mode, else the approval service's development copy of the ledger
+        pair's public key (``$ERPILOT_DATA_DIR/keys/approval/``).
+
+        The key that tells whether a ``cmd.approval.request`` is the ledger's own (signed by the ERP) and not one
+        another publisher made up. Outside dev mode a missing key stops start-up.
+        """
+        if not self.ledger_verify_key and not self.dev_mode:
+            raise ConfigurationError(f"{LEDGER_VERIFY_KEY_ENV} is not set; {LEDGER_KEYS_HINT}")
+        try:
+            if self.ledger_verify_key:
+                return load_verify_key(self.ledger_verify_key, kind="ledger verify")
+            return dev_keys.verify_key(self.data_dir, "ledger", "approval")
+        except (ValueError, OSError) as exc:
+            source = (LEDGER_VERIFY_KEY_ENV if self.ledger_verify_key
+                      else f"ledger key under {dev_keys.service_dir(self.data_dir, 'approval')}")
             raise ConfigurationError(f"{source}: {exc}") from exc

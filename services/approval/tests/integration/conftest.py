@@ -3,7 +3,8 @@ PostgreSQL. Tests talk to it only over NATS with the contracts, and watch its ev
 
 ``cancel_order`` has a 2 s ttl here so expiry can be watched; the other tools keep the defaults.
 ``Approvals.create`` sends ``cmd.approval.request`` as the ERP's outbox would: the ledger's record, with the
-gateway's assertion for its requester (``ASSERTION_KEY``), and keeps it in the fake ledger. The fake ERP answers
+gateway's assertion for its requester (``ASSERTION_KEY``), signed with the ledger's key (``LEDGER_KEY``), and keeps
+it in the fake ledger. The fake ERP answers
 ``cmd.erp.prepare`` for edits (``draft_id`` "D-GONE" is a business rejection) and, as the real one does, sends
 the edited version's ``cmd.approval.request`` (with ``supersedes``) back through JetStream, built from its own
 record of the operation it supersedes.
@@ -37,10 +38,12 @@ from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import create_broker, request
 from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.grants import encode_public_key, encode_signing_key
+from erpilot_platform.ledger_signatures import sign_request
 
 SIGNING_KEY = Ed25519PrivateKey.generate()
 VERIFY_KEY = SIGNING_KEY.public_key()
 ASSERTION_KEY = Ed25519PrivateKey.generate()  # the gateway's
+LEDGER_KEY = Ed25519PrivateKey.generate()  # the ERP's: it signs the approval requests it sends
 POLICY = '[tools.cancel_order]\nttl = "2s"\n'
 
 
@@ -57,7 +60,8 @@ def settings_for(database_url, nats_url, tmp_path_factory) -> Callable[..., Appr
     def make(**changes: Any) -> ApprovalSettings:
         values = dict(database_url=database_url, nats_url=nats_url, data_dir=directory, policy=policy,
                       grant_signing_key=encode_signing_key(SIGNING_KEY),
-                      assertion_verify_key=encode_public_key(ASSERTION_KEY.public_key()))
+                      assertion_verify_key=encode_public_key(ASSERTION_KEY.public_key()),
+                      ledger_verify_key=encode_public_key(LEDGER_KEY.public_key()))
         return ApprovalSettings(**{**values, **changes})
 
     return make
@@ -188,11 +192,17 @@ class FakeLedger:
 
 def vouch(cmd: RequestApprovalV1, *, key: Ed25519PrivateKey = ASSERTION_KEY, sub: str | None = None,
           session_id: str | None = None, at: datetime | None = None) -> RequestApprovalV1:
-    """``cmd`` with the gateway's assertion for its requester in its session, accepted by the ledger ``at`` (now)."""
+    """``cmd`` with the gateway's assertion for its requester in its session, accepted by the ledger ``at`` (now),
+    and signed by the ledger."""
     moment = at or datetime.now(UTC)
     assertion = sign_assertion(key, sub=sub or cmd.requested_by, roles=["requester"],
                                session_id=session_id or cmd.session_id, now=moment)
-    return cmd.model_copy(update={"assertion": assertion, "asserted_at": moment, "prepared_at": moment})
+    return signed(cmd.model_copy(update={"assertion": assertion, "asserted_at": moment, "prepared_at": moment}))
+
+
+def signed(cmd: RequestApprovalV1, key: Ed25519PrivateKey = LEDGER_KEY) -> RequestApprovalV1:
+    """``cmd`` as the ledger's outbox sends it: signed with its key (``key``: another one, to forge)."""
+    return sign_request(cmd, key)
 
 
 class Approvals:
@@ -269,6 +279,7 @@ async def fake_erp(nats_url):
             preview=preview.model_dump(mode="json", exclude={"schema_version"}),
             requested_by=superseded.requested_by, assertion=superseded.assertion,
             asserted_at=superseded.asserted_at, prepared_at=datetime.now(UTC), supersedes=cmd.supersedes)
+        request_cmd = signed(request_cmd)
         ledger.record(request_cmd)
         await broker.publish(request_cmd.model_dump_json().encode(), subjects.APPROVAL_CMD_REQUEST,
                              headers={"Nats-Msg-Id": f"approval.request.{cmd.operation_id}"},

@@ -16,7 +16,7 @@ from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
 from erpilot_platform.grants import verify_grant
 
-from .conftest import VERIFY_KEY, actor, at, later_marker, uid, vouch
+from .conftest import VERIFY_KEY, actor, at, later_marker, signed, uid, vouch
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service")]
 
@@ -46,16 +46,26 @@ async def test_request_is_idempotent_by_operation_id_and_announced(approvals, ev
 FORGED = Ed25519PrivateKey.generate()
 
 
+def invented_preview(cmd):
+    """A compromised agent's version of the ledger's request: the same operation, a preview of its own."""
+    return cmd.model_copy(update={"preview": {**cmd.preview, "amount_minor": 1, "target": "A trusted customer"}})
+
+
 @pytest.mark.parametrize(("forge", "reason"), [
-    (lambda cmd: cmd.model_copy(update={"assertion": None}), "assertion_missing"),
+    # Not the ledger's: on a development stack anyone may publish the subject (issue 25).
+    (lambda cmd: invented_preview(cmd).model_copy(update={"ledger_signature": None}), "ledger_signature_missing"),
+    (invented_preview, "ledger_signature_invalid"),  # the ledger's signature, another preview
+    (lambda cmd: signed(invented_preview(cmd), key=FORGED), "ledger_signature_invalid"),
+    # Signed by the ledger, but without the gateway's word for the requester.
+    (lambda cmd: signed(cmd.model_copy(update={"assertion": None})), "assertion_missing"),
     (lambda cmd: vouch(cmd, key=FORGED), "assertion_invalid"),
     # Issue 25's forgery: a real operation of Alice's session, requested "by" someone the gateway never named.
-    (lambda cmd: vouch(cmd).model_copy(update={"requested_by": "victim"}), "assertion_subject_mismatch"),
+    (lambda cmd: signed(vouch(cmd).model_copy(update={"requested_by": "victim"})), "assertion_subject_mismatch"),
     (lambda cmd: vouch(cmd, session_id=uid("ses-")), "assertion_session_mismatch"),
-    (lambda cmd: vouch(cmd, at=datetime.now(UTC) - timedelta(hours=2)).model_copy(
-        update={"asserted_at": datetime.now(UTC)}), "assertion_expired"),
+    (lambda cmd: signed(vouch(cmd, at=datetime.now(UTC) - timedelta(hours=2)).model_copy(
+        update={"asserted_at": datetime.now(UTC)})), "assertion_expired"),
 ])
-async def test_a_request_without_the_gateways_word_for_its_requester_is_dead_lettered_and_stores_nothing(
+async def test_a_request_without_the_ledgers_signature_or_the_gateways_word_is_dead_lettered_and_stores_nothing(
         approvals, events, broker, forge, reason) -> None:
     cmd = forge(approvals.request_cmd("submit_order", requested_by="alice"))
     reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, cmd)
@@ -106,6 +116,7 @@ async def test_a_request_the_policy_refuses_stores_nothing_and_the_agent_is_told
     bad = cmd.model_copy(update=changes)
     if "fingerprint" not in changes:  # a correct fingerprint, so the check under test is the one that fails
         bad = bad.model_copy(update={"fingerprint": fingerprint(bad.tool, 1, bad.arguments)})
+    bad = signed(bad)  # as the ledger would send it
     reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, bad)
     assert (reply.ok, reply.error.code, reply.error.status) == (False, code, status)
     [told] = await events.wait(lambda: events.refused(cmd.operation_id))

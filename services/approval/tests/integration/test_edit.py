@@ -12,7 +12,7 @@ from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.fingerprint import fingerprint
 
-from .conftest import actor, at, later_marker, uid
+from .conftest import actor, at, later_marker, signed, uid
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("approval_service", "fake_erp")]
 BOB = actor("bob", "approver")
@@ -83,9 +83,9 @@ async def test_a_superseding_request_nobody_here_asked_for_is_dead_lettered(appr
     old = await approvals.create("submit_order", arguments={"draft_id": "D-1", "revision": 1})
     arguments = {"draft_id": "D-1", "revision": 5}
     original = approvals.ledger.operations[old["operation_id"]]
-    forged = original.model_copy(update={
+    forged = signed(original.model_copy(update={  # the ledger signs what it prepared, `supersedes` included
         "arguments": arguments, "fingerprint": fingerprint("submit_order", 1, arguments), "operation_id": uid("op-"),
-        "supersedes": old["operation_id"]})
+        "supersedes": old["operation_id"]}))
 
     reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, forged)
     assert (reply.error.code, reply.error.details) == ("invalid_message", {"reason": "edit_not_requested"})

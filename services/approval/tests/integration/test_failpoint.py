@@ -57,6 +57,7 @@ async def armed_replica(settings, broker, tmp_path, failpoint: str) -> AsyncIter
     env = {**os.environ, "ERPILOT_DATABASE_URL": settings.database_url, "ERPILOT_NATS_URL": settings.nats_url,
            "ERPILOT_POLICY": str(settings.policy), "ERPILOT_GRANT_SIGNING_KEY": settings.grant_signing_key,
            "ERPILOT_ASSERTION_VERIFY_KEY": settings.assertion_verify_key,
+           "ERPILOT_LEDGER_VERIFY_KEY": settings.ledger_verify_key,
            "ERPILOT_DATA_DIR": str(tmp_path), "ERPILOT_FAILPOINTS": f"{failpoint}=crash"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from erpilot_approval.app import main; main()", env=env,

@@ -19,9 +19,10 @@ from erpilot_approval.service_layer.requests import request_approval
 from erpilot_contracts.approval.v1 import Actor, ApprovalRecordV1, DecideV1, RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.assertions import sign_assertion
+from erpilot_platform.ledger_signatures import sign_request
 from erpilot_platform.refusals import Refused
 
-from ..fakes import NOW, ApprovalState, FakeErp, MemoryApprovals
+from ..fakes import LEDGER_KEY, NOW, ApprovalState, FakeErp, MemoryApprovals
 
 TOOL_ARGUMENTS: dict[str, dict[str, Any]] = {
     "submit_order": {"draft_id": "D-1", "revision": 2},
@@ -56,10 +57,16 @@ def build_request(
 def vouched(request: ApprovalRequest, *, key: Ed25519PrivateKey = ASSERTION_KEY, at: datetime = NOW,
             **claims: Any) -> RequestApprovalV1:
     """The ledger's ``cmd.approval.request`` for ``request``: with the gateway's assertion for its requester in
-    its session, accepted by the ledger at ``at`` (``claims``: other ``sub`` / ``session_id`` to sign)."""
+    its session, accepted by the ledger at ``at`` (``claims``: other ``sub`` / ``session_id`` to sign), and signed
+    by the ledger (``LEDGER_KEY``)."""
     assertion = sign_assertion(key, sub=claims.get("sub", request.requested_by), roles=["requester"],
                                session_id=claims.get("session_id", request.session_id), now=at)
-    return RequestApprovalV1(**asdict(request), assertion=assertion, asserted_at=at, prepared_at=at)
+    return signed(RequestApprovalV1(**asdict(request), assertion=assertion, asserted_at=at, prepared_at=at))
+
+
+def signed(cmd: RequestApprovalV1, key: Ed25519PrivateKey = LEDGER_KEY) -> RequestApprovalV1:
+    """``cmd`` as the ledger sends it: signed with its key (``key``: another one, to forge)."""
+    return sign_request(cmd, key)
 
 
 async def refusal_of(call: Awaitable[Any]) -> Refused:
@@ -106,7 +113,8 @@ class Desk:
         self.erp = FakeErp()
         self.deadlines = 0
         self.ports = Ports(uow=self.uow, erp=self.erp, policy=policy, signing_key=SIGNING_KEY,
-                           assertion_key=ASSERTION_KEY.public_key(), new_deadline=self._new_deadline)
+                           assertion_key=ASSERTION_KEY.public_key(), ledger_key=LEDGER_KEY.public_key(),
+                           new_deadline=self._new_deadline)
         self.erp.deliver = lambda cmd: request_approval(cmd, self.ports)
         self._ids = itertools.count(1)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from faststream.nats import TestNatsBroker
 
 from erpilot_approval.app import build
@@ -18,10 +19,11 @@ from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.subjects import COMMANDS_STREAM
 from erpilot_platform.grants import encode_public_key, encode_signing_key, verify_grant
 
-from ..fakes import NOW, FakeErp, MemoryApprovals
-from .conftest import ASSERTION_KEY, SIGNING_KEY, build_request, vouched
+from ..fakes import LEDGER_KEY, NOW, FakeErp, MemoryApprovals
+from .conftest import ASSERTION_KEY, SIGNING_KEY, build_request, signed, vouched
 
 pytestmark = pytest.mark.unit
+FORGER = Ed25519PrivateKey.generate()
 
 
 async def ask(broker, subject: str, message, *, durable: bool) -> ReplyV1:
@@ -33,7 +35,8 @@ async def ask(broker, subject: str, message, *, durable: bool) -> ReplyV1:
 def settings() -> ApprovalSettings:
     return ApprovalSettings(database_url="postgresql://unused/approval",
                             grant_signing_key=encode_signing_key(SIGNING_KEY),
-                            assertion_verify_key=encode_public_key(ASSERTION_KEY.public_key()))
+                            assertion_verify_key=encode_public_key(ASSERTION_KEY.public_key()),
+                            ledger_verify_key=encode_public_key(LEDGER_KEY.public_key()))
 
 
 async def test_a_request_and_its_decision_run_through_the_built_endpoints():
@@ -58,16 +61,23 @@ async def test_a_request_and_its_decision_run_through_the_built_endpoints():
     assert [e["operation_id"] for e in uow.events(subjects.ERP_CMD_COMMIT)] == [cmd.operation_id]
 
 
-async def test_a_request_the_gateway_did_not_vouch_for_is_answered_invalid_and_stores_nothing():
+@pytest.mark.parametrize(("forge", "reason"), [
+    (lambda request: RequestApprovalV1(**asdict(request)), "ledger_signature_missing"),  # what a forger can build
+    (lambda request: signed(vouched(request), key=FORGER),  # a valid assertion, signed with another key
+     "ledger_signature_invalid"),
+    (lambda request: signed(RequestApprovalV1(**asdict(request))), "assertion_missing"),  # no one vouched for it
+], ids=["unsigned", "not the ledger's key", "unvouched"])
+async def test_a_request_the_ledger_did_not_sign_or_the_gateway_did_not_vouch_for_is_invalid_and_stores_nothing(
+        forge, reason):
     uow = MemoryApprovals(now=NOW)
     app = build(settings(), uow=uow, erp=FakeErp())
-    unvouched = RequestApprovalV1(**asdict(build_request("submit_order")))  # what a forger can build
+    forged = forge(build_request("submit_order"))
 
     async with TestNatsBroker(app.broker) as broker:
-        reply = await ask(broker, subjects.APPROVAL_CMD_REQUEST, unvouched, durable=True)
+        reply = await ask(broker, subjects.APPROVAL_CMD_REQUEST, forged, durable=True)
 
     assert not reply.ok and (reply.error.code, reply.error.status) == ("invalid_message", 422)
-    assert reply.error.details == {"reason": "assertion_missing"}
+    assert reply.error.details == {"reason": reason}
     assert uow.commits == 0 and uow.state.approvals == {}
 
 

@@ -23,7 +23,7 @@ from erpilot_platform.broker import TransientError
 from erpilot_platform.refusals import InvalidMessage
 
 from ..fakes import NOW
-from .conftest import Desk, refusal_of
+from .conftest import Desk, refusal_of, signed
 
 pytestmark = pytest.mark.unit
 
@@ -115,12 +115,12 @@ async def test_an_approver_who_edits_a_cancellation_may_not_approve_it_alone(des
 
 async def test_a_request_superseding_an_operation_without_an_intent_is_an_invalid_message(desk):
     # What a compromised agent gets by sending cmd.erp.prepare with `supersedes` itself: the ERP's request
-    # comes back, and nothing here asked for it.
+    # (signed: the ledger did prepare it) comes back, and nothing here asked for it.
     record = await desk.request("submit_order")
     original = desk.erp.records[record["operation_id"]]
-    forged = original.model_copy(update={
+    forged = signed(original.model_copy(update={
         "arguments": NEW_ARGUMENTS, "fingerprint": NEW_FINGERPRINT, "supersedes": record["operation_id"],
-        "operation_id": edited_operation_id(record["pending_id"], NEW_FINGERPRINT)})
+        "operation_id": edited_operation_id(record["pending_id"], NEW_FINGERPRINT)}))
     sent = list(desk.uow.sent)
 
     refused = await refusal_of(request_approval(forged, desk.ports))
@@ -142,7 +142,8 @@ async def test_a_request_unlike_the_recorded_intent_is_an_invalid_message(desk, 
     await until_prepared(desk)
     [request] = desk.erp.outbox
 
-    refused = await refusal_of(request_approval(request.model_copy(update=change), desk.ports))
+    # The ledger's (signed) request for a prepare the agent sent with `supersedes`, unlike the intent.
+    refused = await refusal_of(request_approval(signed(request.model_copy(update=change)), desk.ports))
     assert refused.details == {"reason": "edit_not_requested"}
     assert desk.approval(record["pending_id"]).status == "pending"
     await desk.erp.relay()  # the ledger's own request still makes the version

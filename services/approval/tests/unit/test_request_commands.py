@@ -1,6 +1,7 @@
 """``cmd.approval.request`` (``requests.request_approval``) on the memory unit of work: the ledger's request is
-stored with its event and audit row under the database clock once the gateway's assertion for its requester
-verifies; a repeat answers the stored record; a request without a valid assertion is an invalid message and
+stored with its event and audit row under the database clock once its ledger signature and the gateway's assertion
+for its requester verify; a request the ledger did not sign (or one changed since) is refused before anything is
+read; a repeat answers the stored record; a request without a valid assertion is an invalid message and
 stores nothing; a policy refusal stores nothing and tells the agent (``evt.approval.request_refused``)."""
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.service_layer import requests
 from erpilot_approval.service_layer.requests import request_approval
 from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.refusals import InvalidMessage
 
 from ..fakes import NOW
-from .conftest import Desk, build_request, refusal_of, vouched
+from .conftest import Desk, build_request, refusal_of, signed, vouched
 
 pytestmark = pytest.mark.unit
 
@@ -89,12 +91,12 @@ FORGED_KEY = Ed25519PrivateKey.generate()
 
 
 @pytest.mark.parametrize(("vouch", "reason"), [
-    (lambda request: vouched(request).model_copy(update={"assertion": None}), "assertion_missing"),
+    (lambda request: signed(vouched(request).model_copy(update={"assertion": None})), "assertion_missing"),
     (lambda request: vouched(request, key=FORGED_KEY), "assertion_invalid"),  # not the gateway's key
     (lambda request: vouched(request, sub="mallory"), "assertion_subject_mismatch"),  # vouches for someone else
     (lambda request: vouched(request, session_id="sess-other"), "assertion_session_mismatch"),
     # Accepted by the ledger two hours after the gateway vouched: expired then (1 h lifetime).
-    (lambda request: vouched(request).model_copy(update={"asserted_at": NOW + timedelta(hours=2)}),
+    (lambda request: signed(vouched(request).model_copy(update={"asserted_at": NOW + timedelta(hours=2)})),
      "assertion_expired"),
 ])
 async def test_a_request_without_a_valid_assertion_for_its_requester_is_an_invalid_message(desk, vouch, reason):
@@ -105,6 +107,77 @@ async def test_a_request_without_a_valid_assertion_for_its_requester_is_an_inval
     assert isinstance(refused, InvalidMessage) and refused.code == "invalid_message"
     assert refused.details == {"reason": reason}
     assert nothing_stored(desk) and desk.uow.commits == 0
+
+
+class Untouchable:
+    """A unit of work that must not be reached: a request the ledger did not sign is refused before any read."""
+
+    async def run(self, work):
+        raise AssertionError("the unit of work was used")
+
+    read = run
+
+
+LEDGERS_AMOUNT, INVENTED_AMOUNT = 2_000_000, 1  # a manager's decision; anyone's
+
+
+def ledgers_request(desk: Desk) -> RequestApprovalV1:
+    """The ledger's own request for a large order of Alice's (signed, vouched for), as its outbox sends it."""
+    return desk.request_cmd("submit_order", LEDGERS_AMOUNT)
+
+
+def invented(cmd: RequestApprovalV1) -> RequestApprovalV1:
+    """The compromised agent's copy of ``cmd``: Alice's real assertion, the real operation id and fingerprint, and
+    an invented preview (amount 1, which also lowers the role it needs)."""
+    return cmd.model_copy(update={"preview": {**cmd.preview, "amount_minor": INVENTED_AMOUNT, "target": "trusted"}})
+
+
+@pytest.mark.parametrize(("forge", "reason"), [
+    (lambda cmd: invented(cmd).model_copy(update={"ledger_signature": None}), "ledger_signature_missing"),
+    (lambda cmd: invented(cmd).model_copy(update={"ledger_signature": ""}), "ledger_signature_missing"),
+    (invented, "ledger_signature_invalid"),  # the ledger's signature kept, the preview changed
+    (lambda cmd: signed(invented(cmd), key=FORGED_KEY), "ledger_signature_invalid"),  # a key of its own
+    (lambda cmd: invented(cmd).model_copy(update={"ledger_signature": "not base64!"}), "ledger_signature_invalid"),
+], ids=["unsigned", "empty", "tampered", "another key", "malformed"])
+async def test_a_request_the_ledger_did_not_sign_is_an_invalid_message_and_nothing_is_read_or_stored(
+        desk, forge, reason):
+    forged = forge(ledgers_request(desk))
+
+    refused = await refusal_of(request_approval(forged, replace(desk.ports, uow=Untouchable())))
+    assert isinstance(refused, InvalidMessage) and refused.details == {"reason": reason}
+    refused = await refusal_of(request_approval(forged, desk.ports))
+    assert refused.details == {"reason": reason}
+    assert nothing_stored(desk) and desk.uow.commits == 0
+
+
+async def test_a_forged_request_sent_before_the_ledgers_cannot_make_the_ledgers_a_repeat(desk):
+    # Issue 25's hole on a development stack (no NATS permissions): the agent sends its own request for the real
+    # operation before its prepare, then the ledger's request arrives and would only have repeated it.
+    ledgers = ledgers_request(desk)
+    refused = await refusal_of(request_approval(invented(ledgers).model_copy(update={"ledger_signature": None}),
+                                                desk.ports))
+    assert refused.details == {"reason": "ledger_signature_missing"} and nothing_stored(desk)
+
+    record = await request_approval(ledgers, desk.ports)
+    stored = desk.approval(record.pending_id)
+    assert stored.preview["amount_minor"] == record.preview["amount_minor"] == LEDGERS_AMOUNT
+    assert stored.preview == ledgers.preview and stored.required_roles == ["manager"]
+    assert [event["record"]["preview"]["amount_minor"]
+            for event in desk.events(subjects.APPROVAL_EVT_REQUESTED)] == [LEDGERS_AMOUNT]
+
+    # Sent again after it, the forgery is not even taken for a repeat of the stored request.
+    refused = await refusal_of(request_approval(signed(invented(ledgers), key=FORGED_KEY), desk.ports))
+    assert refused.details == {"reason": "ledger_signature_invalid"}
+    assert desk.approval(record.pending_id).preview["amount_minor"] == LEDGERS_AMOUNT
+
+
+async def test_the_ledgers_signature_is_checked_before_the_requester_and_the_edit(desk):
+    unsigned = vouched(build_request("submit_order")).model_copy(update={"assertion": None, "ledger_signature": None})
+    assert (await refusal_of(request_approval(unsigned, desk.ports))).details == {
+        "reason": "ledger_signature_missing"}
+    edit = ledgers_request(desk).model_copy(update={"supersedes": "op-elsewhere", "ledger_signature": None})
+    assert (await refusal_of(request_approval(edit, desk.ports))).details == {"reason": "ledger_signature_missing"}
+    assert nothing_stored(desk)
 
 
 @pytest.mark.parametrize(("changes", "code", "status"), [
@@ -144,8 +217,8 @@ async def test_a_tool_the_policy_denies_or_allows_as_is_gets_no_approval(policy,
 
 
 async def test_an_unknown_tool_is_refused_and_told(desk):
-    cmd = desk.request_cmd("submit_order").model_copy(update={"tool": "rm_rf", "arguments": {},
-                                                              "fingerprint": fingerprint("submit_order", 1, {})})
+    cmd = signed(desk.request_cmd("submit_order").model_copy(update={
+        "tool": "rm_rf", "arguments": {}, "fingerprint": fingerprint("submit_order", 1, {})}))
     refused = await refusal_of(request_approval(cmd, desk.ports))
     assert refused.code == "unknown_tool" and desk.state.approvals == {}
     assert len(desk.events(subjects.APPROVAL_EVT_REQUEST_REFUSED)) == 1

@@ -41,7 +41,8 @@ def build(settings: ErpSettings, *, ledger: Ledger | None = None) -> ServiceApp:
         bus, uow,
         reads=ReadTools(uow, requesters),
         drafts=DraftService(uow, requesters, quote_ttl=timedelta(seconds=settings.quote_ttl_seconds)),
-        operations=OperationService(uow, settings.grant_key(), requesters, default_stock_check=settings.stock_check),
+        operations=OperationService(uow, settings.grant_key(), requesters, settings.ledger_key(),
+                                    default_stock_check=settings.stock_check),
         products=ProductService(uow),
     )
 

@@ -39,11 +39,12 @@ from erpilot_erp.settings import ErpSettings
 from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import request
 from erpilot_platform.db import create_engine
-from erpilot_platform.grants import encode_public_key, sign_grant
+from erpilot_platform.grants import encode_public_key, encode_signing_key, sign_grant
 from erpilot_platform.testing.readiness import wait_answering
 
 SIGNING_KEY = Ed25519PrivateKey.generate()
 ASSERTION_KEY = Ed25519PrivateKey.generate()  # the gateway's, for the requester assertions the client sends
+LEDGER_KEY = Ed25519PrivateKey.generate()  # the ERP's own: it signs the approval requests it outboxes
 REQUESTER = "tester"
 
 
@@ -197,6 +198,12 @@ def assertion_verify_key() -> str:
     return encode_public_key(ASSERTION_KEY.public_key())
 
 
+@pytest.fixture(scope="session")
+def ledger_signing_key() -> str:
+    """ERPILOT_LEDGER_SIGNING_KEY: ``LEDGER_KEY``, whose public half verifies the requests the ERP sends."""
+    return encode_signing_key(LEDGER_KEY)
+
+
 @pytest.fixture(scope="module")
 async def erp_client(broker, database_url) -> ErpClient:
     """A client of whatever ERP is listening (no ERP started here)."""
@@ -206,10 +213,10 @@ async def erp_client(broker, database_url) -> ErpClient:
 
 
 @pytest.fixture(scope="module")
-async def erp_app(database_url, nats_url, tmp_path_factory, verify_key, assertion_verify_key):
+async def erp_app(database_url, nats_url, tmp_path_factory, verify_key, assertion_verify_key, ledger_signing_key):
     settings = ErpSettings(nats_url=nats_url, database_url=database_url,
                            data_dir=tmp_path_factory.mktemp("erp-data"), grant_verify_key=verify_key,
-                           assertion_verify_key=assertion_verify_key)
+                           assertion_verify_key=assertion_verify_key, ledger_signing_key=ledger_signing_key)
     app = build(settings)
     await app.start()
     yield app
@@ -246,9 +253,10 @@ class ErpProcess:
 
 
 @pytest.fixture
-def erp_process(database_url, nats_url, erp_client, verify_key, assertion_verify_key, tmp_path):
+def erp_process(database_url, nats_url, erp_client, verify_key, assertion_verify_key, ledger_signing_key, tmp_path):
     supervisor = Supervisor(tmp_path / "logs")
     env = {"ERPILOT_NATS_URL": nats_url, "ERPILOT_DATABASE_URL": database_url, "ERPILOT_DATA_DIR": str(tmp_path),
-           "ERPILOT_GRANT_VERIFY_KEY": verify_key, "ERPILOT_ASSERTION_VERIFY_KEY": assertion_verify_key}
+           "ERPILOT_GRANT_VERIFY_KEY": verify_key, "ERPILOT_ASSERTION_VERIFY_KEY": assertion_verify_key,
+           "ERPILOT_LEDGER_SIGNING_KEY": ledger_signing_key}
     yield ErpProcess(supervisor, erp_client, env)
     supervisor.stop_all()

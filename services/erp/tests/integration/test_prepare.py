@@ -13,6 +13,9 @@ from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
 from erpilot_contracts.tools.v1 import normalise
+from erpilot_platform.ledger_signatures import verify_request
+
+from .conftest import LEDGER_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +50,8 @@ async def test_prepare_stores_the_operation_and_answers_its_preview(erp, session
     assert (asked.asserted_at, asked.prepared_at) == (row.asserted_at, row.prepared_at)
     assert asked.preview == row.preview  # as a person will see it: no schema_version anywhere
     assert "schema_version" not in json.dumps(asked.preview)
+    # Signed with the ledger key, and still verifying after the outbox's JSONB and the stream.
+    assert asked.ledger_signature and verify_request(asked, LEDGER_KEY.public_key())
 
 
 async def test_the_same_operation_again_gets_the_stored_preview_and_another_fingerprint_conflicts(erp, session_id):
@@ -156,5 +161,6 @@ async def test_an_edit_is_prepared_for_the_requester_of_the_version_it_supersede
     assert edited["supersedes"] == first.operation_id and edited["fingerprint"] == edit.fingerprint
     assert (edited["requested_by"], edited["assertion"], edited["asserted_at"]) == (
         "tester", original["assertion"], original["asserted_at"])
+    assert verify_request(RequestApprovalV1.model_validate(edited), LEDGER_KEY.public_key())  # signed alike
     assert (stray.error.code, stray.error.details) == ("invalid_message", {"reason": "supersedes_unknown"})
     assert await erp.operation_row(first.operation_id + "-e2") is None

@@ -137,7 +137,8 @@ class Desk:
 
     Builds the commands as the agent sends them (normalised arguments, their fingerprint, the gateway's requester
     assertion for ``tester`` in ``S-1``) and signs grants with its own key, which the ``OperationService``
-    verifies. The services read the ledger's clock (``desk.ledger.advance`` moves time).
+    verifies; the ``OperationService`` signs its approval requests with ``ledger_key``. The services read the
+    ledger's clock (``desk.ledger.advance`` moves time).
     """
 
     requester = "tester"
@@ -147,10 +148,12 @@ class Desk:
                                     now=NOW)
         self.key = Ed25519PrivateKey.generate()
         self.assertion_key = Ed25519PrivateKey.generate()
+        self.ledger_key = Ed25519PrivateKey.generate()  # the ERP's own
         requesters = Requesters(self.assertion_key.public_key())
         clock = self.ledger.clock
         self.drafts = DraftService(self.ledger, requesters, quote_ttl=timedelta(minutes=30), clock=clock)
-        self.operations = OperationService(self.ledger, self.key.public_key(), requesters, clock=clock)
+        self.operations = OperationService(self.ledger, self.key.public_key(), requesters, self.ledger_key,
+                                           clock=clock)
         self.reads = ReadTools(self.ledger, requesters, clock=clock)
         self.products = ProductService(self.ledger)
         self._ids = itertools.count(1)

@@ -15,7 +15,7 @@ from erpilot_contracts.erp.v1 import ExecuteToolV1
 from erpilot_contracts.subjects import COMMANDS_STREAM
 from erpilot_erp.app import build
 from erpilot_erp.settings import ErpSettings
-from erpilot_platform.grants import encode_public_key
+from erpilot_platform.grants import encode_public_key, encode_signing_key
 
 pytestmark = pytest.mark.unit
 
@@ -34,7 +34,8 @@ def real_time_assertion(desk) -> str:
 def built(desk):
     settings = ErpSettings(database_url="postgresql://unused/erp",
                            grant_verify_key=encode_public_key(desk.key.public_key()),
-                           assertion_verify_key=encode_public_key(desk.assertion_key.public_key()))
+                           assertion_verify_key=encode_public_key(desk.assertion_key.public_key()),
+                           ledger_signing_key=encode_signing_key(desk.ledger_key))
     return build(settings, ledger=desk.ledger)
 
 

@@ -20,6 +20,7 @@ from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.service_layer import operations
 from erpilot_platform.assertions import verify_assertion
+from erpilot_platform.ledger_signatures import verify_request
 from erpilot_platform.refusals import InvalidMessage, Refused
 
 pytestmark = pytest.mark.unit
@@ -60,6 +61,9 @@ async def test_prepare_stores_the_operation_asks_for_approval_and_answers_its_pr
     assert request.preview == answer.preview.model_dump(mode="json", exclude={
         "schema_version": True, "effects": {"__all__": {"schema_version"}}})
     assert "schema_version" not in request.preview and "schema_version" not in request.preview["effects"][0]
+    # Signed with the ledger key, as it travels (the outbox's JSON): the approval service acts on nothing else.
+    assert verify_request(request, desk.ledger_key.public_key())
+    assert not verify_request(request, Ed25519PrivateKey.generate().public_key())
 
 
 async def test_the_request_comes_from_the_ledgers_record_not_from_a_second_look(desk):
@@ -155,6 +159,8 @@ async def test_an_edit_takes_requester_and_assertion_from_the_version_it_superse
     assert second["prepared_at"] != first["prepared_at"]
     assert verify_assertion(second["assertion"], desk.assertion_key.public_key(), session_id=cmd.session_id,
                             sub="tester", at=asked_at).sub == "tester"
+    assert all(verify_request(RequestApprovalV1.model_validate(sent), desk.ledger_key.public_key())
+               for sent in (first, second))  # the edited version's request is the ledger's, signed alike
     assert desk.state.operations[edit.operation_id].supersedes == cmd.operation_id
 
 

@@ -101,7 +101,8 @@ class RequestApprovalV1(Message):
     """Store a pending approval. Idempotent by ``operation_id``.
 
     Sent by the ERP only, from its outbox, in the transaction that stored the prepared operation: built from the
-    ledger's own record (preview, arguments, fingerprint, requester), never from the agent's words."""
+    ledger's own record (preview, arguments, fingerprint, requester), never from the agent's words, and signed
+    with the ledger's key (``ledger_signature``), which the approval service checks before anything else."""
 
     call_id: str
     session_id: str
@@ -119,6 +120,10 @@ class RequestApprovalV1(Message):
     prepared_at: datetime | None = Field(None, description="When the ledger prepared this operation.")
     supersedes: str | None = Field(None, description="Edits: the operation this version replaces (the approval "
                                                      "service accepts it only for an edit it recorded itself).")
+    ledger_signature: str | None = Field(
+        None, description="Base64 Ed25519 signature by the ERP's ledger key (`ERPILOT_LEDGER_SIGNING_KEY`) over the "
+                          "RFC 8785 JSON of every other field (unset ones left out, datetimes as UTC ISO-8601). "
+                          "A request without one that verifies is an invalid message: nothing is stored.")
 
 
 class Actor(Message):

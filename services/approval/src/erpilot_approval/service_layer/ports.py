@@ -258,11 +258,12 @@ class ErpPort(Protocol):
 @dataclass(frozen=True)
 class Ports:
     """What every approval use case works with: the unit of work and the ERP, the policy in force, the grant
-    signing key and the requester assertions' verify key."""
+    signing key, the requester assertions' verify key and the ledger's verify key (its approval requests)."""
 
     uow: ApprovalUnitOfWork
     erp: ErpPort
     policy: Policy
     signing_key: Ed25519PrivateKey
     assertion_key: Ed25519PublicKey
+    ledger_key: Ed25519PublicKey
     new_deadline: Callable[[], None] = lambda: None  # wakes the expiry and escalation sweepers after a new approval

@@ -1,16 +1,22 @@
 """``cmd.approval.request``: the ledger asks for a decision on an operation it prepared.
 
 Only the ERP sends it, from its outbox, in the transaction that stored the prepared operation, built from its
-own record (preview, arguments, fingerprint, requester, the requester's assertion). What is checked here:
+own record (preview, arguments, fingerprint, requester, the requester's assertion) and signed with its ledger key.
+What is checked here:
 
-1. the requester assertion (``verify_assertion`` at ``asserted_at``, the moment the ledger accepted it, so a
+1. before anything else, the ledger's signature (``ledger_signatures.verify_request``): a request the ERP did not
+   sign, or one changed since, is ``InvalidMessage`` (``ledger_signature_missing`` / ``ledger_signature_invalid``),
+   dead-lettered, and nothing is stored or read. Without it, whoever can publish the subject (any process on a
+   development stack's unauthenticated NATS) could send a request of its own, with a real operation id and
+   fingerprint and an invented preview, before the ledger's, which would then only repeat it (step 3);
+2. the requester assertion (``verify_assertion`` at ``asserted_at``, the moment the ledger accepted it, so a
    request relayed late is still honoured): a missing, forged or mismatched one is ``InvalidMessage``,
    dead-lettered, and nothing is stored;
-2. a repeat of a stored request answers the stored record, whatever its status (another request under the same
+3. a repeat of a stored request answers the stored record, whatever its status (another request under the same
    ``operation_id`` is 409 ``idempotency_conflict``);
-3. an edit (``supersedes``) is accepted only against the intent this service recorded for it
+4. an edit (``supersedes``) is accepted only against the intent this service recorded for it
    (``InvalidMessage("edit_not_requested")`` otherwise) and replaces the old version if it is still pending;
-4. the policy in force (tool known and requiring approval, schema version, normalised arguments, fingerprint):
+5. the policy in force (tool known and requiring approval, schema version, normalised arguments, fingerprint):
    a refusal stores nothing and emits ``evt.approval.request_refused``, so the agent can finish the call.
 """
 
@@ -31,6 +37,7 @@ from erpilot_contracts.tools.v1 import get_tool
 from erpilot_platform.assertions import AssertionRefused, verify_assertion
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.idempotency import Decision, decide, request_digest
+from erpilot_platform.ledger_signatures import verify_request
 from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.telemetry import step
 from erpilot_platform.tool_arguments import normalised_or_refusal
@@ -46,6 +53,16 @@ def check_arguments(tool: str, schema_version: int, arguments: dict) -> None:
         raise Refused("invalid_request", f"{tool} has schema_version {spec.schema_version}", 422)
     if normalised != arguments:
         raise Refused("invalid_arguments", "arguments are not in normalised form", 422, expected=normalised)
+
+
+def verify_ledger_signature(cmd: RequestApprovalV1, ports: Ports) -> None:
+    """The ledger built and signed exactly this request (nothing the agent sends decides what a person sees)."""
+    if not cmd.ledger_signature:
+        raise InvalidMessage("ledger_signature_missing", "the approval request carries no ledger signature: only "
+                                                         "the ERP's own requests are acted on")
+    if not verify_request(cmd, ports.ledger_key):
+        raise InvalidMessage("ledger_signature_invalid", "the approval request's ledger signature does not verify "
+                                                         "(another key, or a field changed since it was signed)")
 
 
 def verify_requester(cmd: RequestApprovalV1, ports: Ports) -> None:
@@ -153,7 +170,9 @@ async def _replace(unit: Work, intent: EditIntent, old: PendingApproval, new: Pe
 
 
 async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ApprovalRecordV1:
-    """Verify who asked, then store the pending approval (or refuse it: nothing stored)."""
+    """Verify that the ledger sent it and who asked, then store the pending approval (or refuse it: nothing
+    stored)."""
+    verify_ledger_signature(cmd, ports)
     verify_requester(cmd, ports)
     request = request_of(cmd)
 

@@ -3,9 +3,10 @@
 prepare: check the requester (the gateway's assertion for ``requested_by`` in the session, valid now; an edit
 takes requester and assertion from the ledger's record of the version it supersedes), run the domain's prepare,
 store the operation (arguments, fingerprint, facts, preview, requester, assertion) and, in the same transaction,
-put ``cmd.approval.request`` built from that record in the outbox; answer the preview. A business rejection
-stores no operation and asks for nothing; like every answer it is kept under the operation id and given again
-to a redelivery.
+put ``cmd.approval.request`` built from that record and signed with the ledger key in the outbox (the approval
+service acts on no request the ledger did not sign: ``erpilot_platform.ledger_signatures``); answer the preview.
+A business rejection stores no operation and asks for nothing; like every answer it is kept under the operation
+id and given again to a redelivery.
 
 commit (sent by the approval service's outbox with the decision): verify the grant (signature, operation,
 fingerprint, not consumed), lock the operation and then the rows the tool needs, re-check the facts, apply the
@@ -24,7 +25,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from erpilot_contracts import subjects
 from erpilot_contracts.erp.v1 import CommitOperationV1, OperationStatusV1, PreparedOperationV1, PrepareOperationV1
@@ -41,6 +42,7 @@ from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
 from erpilot_erp.service_layer.write_state import write_state
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import verify_grant
+from erpilot_platform.ledger_signatures import sign_request
 from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.telemetry import commit_outcomes, step
 
@@ -48,10 +50,11 @@ log = logging.getLogger(__name__)
 
 
 class OperationService:
-    def __init__(self, ledger: Ledger, verify_key: Ed25519PublicKey, requesters: Requesters, *,
-                 default_stock_check: StockCheck = "exact", clock: Clock = utc_now):
+    def __init__(self, ledger: Ledger, verify_key: Ed25519PublicKey, requesters: Requesters,
+                 ledger_key: Ed25519PrivateKey, *, default_stock_check: StockCheck = "exact", clock: Clock = utc_now):
         self.ledger = ledger
         self.verify_key = verify_key
+        self.ledger_key = ledger_key
         self.requesters = requesters
         self.default_stock_check = default_stock_check
         self.clock = clock
@@ -94,7 +97,7 @@ class OperationService:
             session_id=cmd.session_id, call_id=cmd.call_id, requested_by=requested_by, assertion=assertion,
             asserted_at=asserted_at, supersedes=cmd.supersedes, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
             facts=prepared.facts, preview=prepared.preview, prepared_at=now))
-        await w.emit(subjects.APPROVAL_CMD_REQUEST, approval_request(record),
+        await w.emit(subjects.APPROVAL_CMD_REQUEST, sign_request(approval_request(record), self.ledger_key),
                      msg_id=f"approval.request.{record.operation_id}")
         failpoint("erp.prepare.before_db_commit")  # operation and its outboxed request written, not committed
         return PreparedOperationV1.model_validate({"operation_id": record.operation_id, "tool": record.tool,
