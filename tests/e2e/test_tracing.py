@@ -9,8 +9,10 @@ exporter, metrics to an in-memory reader, on the process's providers.
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import time
+from unittest.mock import patch
 
 import httpx
 import pytest
@@ -99,13 +101,16 @@ async def gateway(spans, measured, infra):
     common = dict(nats_url=nats_url, database_url=database_url, data_dir=data_dir)
     keys, vouching, ledger = new_keypair_env(), new_keypair_env("ERPILOT_ASSERTION"), new_keypair_env("ERPILOT_LEDGER")
     verify = vouching["ERPILOT_ASSERTION_VERIFY_KEY"]
-    services = [build_erp(ErpSettings(**common, grant_verify_key=keys["ERPILOT_GRANT_VERIFY_KEY"],
-                                      assertion_verify_key=verify,
-                                      ledger_signing_key=ledger["ERPILOT_LEDGER_SIGNING_KEY"])),
-                build_approval(ApprovalSettings(**common, grant_signing_key=keys["ERPILOT_GRANT_SIGNING_KEY"],
-                                                assertion_verify_key=verify,
-                                                ledger_verify_key=ledger["ERPILOT_LEDGER_VERIFY_KEY"])),
-                build_agent(AgentSettings(**common, model="rules"))]
+    # The pending gauge's count runs only where metrics go somewhere (issue 13: idle cost); this process's
+    # meter provider is the test's in-memory reader, so say an exporter is configured while the service is built.
+    with patch.dict(os.environ, {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://127.0.0.1:9/v1/metrics"}):
+        services = [build_erp(ErpSettings(**common, grant_verify_key=keys["ERPILOT_GRANT_VERIFY_KEY"],
+                                          assertion_verify_key=verify,
+                                          ledger_signing_key=ledger["ERPILOT_LEDGER_SIGNING_KEY"])),
+                    build_approval(ApprovalSettings(**common, grant_signing_key=keys["ERPILOT_GRANT_SIGNING_KEY"],
+                                                    assertion_verify_key=verify,
+                                                    ledger_verify_key=ledger["ERPILOT_LEDGER_VERIFY_KEY"])),
+                    build_agent(AgentSettings(**common, model="rules"))]
     app = create_app(GatewaySettings(nats_url=nats_url, data_dir=data_dir, auth_secret=SECRET,
                                      assertion_signing_key=vouching["ERPILOT_ASSERTION_SIGNING_KEY"]))
     started = []
