@@ -32,9 +32,9 @@ class Services:
             raise Problem.from_error(exc.error) from None
 
     async def data(self, endpoint: Endpoint[Req, Any], payload: Req) -> dict[str, Any]:
-        """The reply's ``data`` exactly as the service sent it, for the routes that pass it on to the client
-        unchanged (parsing it into its model and back could add defaults or reorder it), and for the endpoints
-        whose reply has no model of its own yet (``requests.Data``)."""
+        """The reply's ``data`` exactly as the service sent it, unparsed: only for an answer that must reach the
+        client byte for byte whatever this gateway's contracts know (the signed audit rows, ``routes/audit.py``).
+        Everything else is read typed (``call``)."""
         _check_storable(payload)
         reply = await send(self.broker, endpoint, payload, timeout=self.timeout)
         if not reply.ok:

@@ -49,7 +49,7 @@ class GatewayTools:
         if session_id not in self._created:
             cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session",
                                   assertion=self.services.vouch(caller.user, session_id))
-            await self._unavailable_as_problem(self.services.data(requests.AGENT_CREATE_SESSION, cmd))
+            await self._unavailable_as_problem(self.services.call(requests.AGENT_CREATE_SESSION, cmd))
             if len(self._created) > 10_000:
                 self._created.clear()
             self._created.add(session_id)

@@ -87,7 +87,7 @@ async def list_approvals(request: Request, user: CurrentUser, status: Status | N
         raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id, tool=tool,
                             requested_by=requested_by, since=since, cursor=cursor, limit=limit)
-    return await request.app.state.services.data(requests.APPROVAL_LIST, query)
+    return (await request.app.state.services.call(requests.APPROVAL_LIST, query)).model_dump(mode="json")
 
 
 @router.post("/decisions", openapi_extra=_documented(BulkDecisionBody))
@@ -97,7 +97,7 @@ async def decide_many(request: Request, user: CurrentUser,
     first failing item (``pending_id``, ``index``) with its own code."""
     cmd = DecideManyV1(action=body.action, comment=body.comment, actor=actor(user),
                        items=[DecisionItemV1(pending_id=i.pending_id, fingerprint=i.fingerprint) for i in body.items])
-    return await request.app.state.services.data(requests.APPROVAL_DECIDE_MANY, cmd)
+    return (await request.app.state.services.call(requests.APPROVAL_DECIDE_MANY, cmd)).model_dump(mode="json")
 
 
 @router.get("/{pending_id}")

@@ -27,7 +27,9 @@ async def audit(request: Request, user: CurrentUser,
     if pending_id is None and operation_id is None and since is None:
         raise Problem(422, "invalid_query", "give pending_id, operation_id or since")
     query = audit_query(user, pending_id=pending_id, operation_id=operation_id, since=since, limit=limit)
-    # Passed on as the service sent it: parsing the rows into ``AuditPageV1`` and back could change them.
+    # Passed on as the service sent it, not read typed: each row is hashed and signed, and a row from an approval
+    # service newer than this gateway may carry a field its ``AuditRowV1`` does not know; parsing would drop it
+    # (unknown fields are ignored) and the row would no longer verify against its hash (`erpilot audit verify`).
     return await request.app.state.services.data(requests.APPROVAL_AUDIT, query)
 
 
