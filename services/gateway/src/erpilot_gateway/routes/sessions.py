@@ -20,7 +20,7 @@ from erpilot_contracts.agent.v1 import (
     PostMessageV1,
     ToolCallViewV1,
 )
-from erpilot_contracts.approval.v1 import Actor, GetApprovalV1
+from erpilot_contracts.approval.v1 import GetApprovalV1
 from erpilot_gateway import tool_calls
 from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
 from erpilot_gateway.bodies import CreateSessionBody, PostMessageBody, ToolCallBody
@@ -122,7 +122,7 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
 async def approval_outcomes(services: Services, user: User, pending_ids: list[str]) -> list[dict]:
     """``{pending_id, status}`` of each approval, read as its owner (``query.approval.get``), waiting up to
     ``WITHDRAWAL_WAIT_SECONDS`` (reading again with a growing pause) until none is still ``pending``."""
-    actor = Actor(sub=user.sub, roles=list(user.roles))
+    actor = user.actor()
     statuses: dict[str, str] = {}
     waiting = list(dict.fromkeys(pending_ids))
     deadline, pause = time.monotonic() + WITHDRAWAL_WAIT_SECONDS, 0.05
