@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from erpilot import db_roles
-from erpilot.stack import Stack, free_port, migrate_all, seed
-from erpilot.tokens import make_token
+from erpilot.stack import db_roles
+from erpilot.stack.stack import Stack, free_port, migrate_all, seed
+from erpilot.stack.tokens import make_token
 from erpilot_platform.embedded import EmbeddedNats, EmbeddedNatsCluster
 from erpilot_platform.testing.backends import execute_sql, with_database
 
@@ -48,7 +48,7 @@ def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
     ``policy``: the text of the approval policy it runs under (``ERPILOT_POLICY``), else the default.
 
     As deployed: migrated by the owner (database and JetStream), then every service connects as its own
-    role (src/erpilot/db_roles.py).
+    role (src/erpilot/stack/db_roles.py).
     """
     if policy is not None:
         (data_dir / "policy.toml").write_text(policy)

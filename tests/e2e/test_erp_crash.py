@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from erpilot.stack import Stack
+from erpilot.stack.stack import Stack
 from tests.e2e.conftest import Api, isolated_stack, wait_for
 from tests.e2e.test_write_flow import call_events, decide, draft
 

@@ -2,7 +2,7 @@
 permissions in the deployed configuration enforce it too)").
 
 A NATS server of this module alone runs the configuration `erpilot up --secure` and the deployment
-use (src/erpilot/nats_security.py); every service connects with its own user. The agent's
+use (src/erpilot/stack/nats_security.py); every service connects with its own user. The agent's
 credentials are refused when they try to send a decision, ask for an approval, send a commit, publish an
 approval event, change or delete a stream, or use another service's consumer; the whole approve flow still
 works, and no service hits a single permission violation on the way.
@@ -25,9 +25,9 @@ import nats.js.errors
 import pytest
 from nats.js.api import ConsumerConfig, StreamConfig
 
-from erpilot import db_roles, nats_credentials, nats_security
-from erpilot.nats_security import ADMIN, JS_DOMAIN, durable_name
-from erpilot.stack import Stack, free_port, merge_envs, migrate_all, seed
+from erpilot.stack import db_roles, nats_credentials, nats_security
+from erpilot.stack.nats_security import ADMIN, JS_DOMAIN, durable_name
+from erpilot.stack.stack import Stack, free_port, merge_envs, migrate_all, seed
 from erpilot_contracts import subjects
 from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
 from erpilot_platform.embedded import EmbeddedNats

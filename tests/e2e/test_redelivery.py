@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from erpilot.stack import Stack
+from erpilot.stack.stack import Stack
 from erpilot_contracts.subjects import ERP_CMD_COMMIT
 from tests.e2e.conftest import Api, isolated_stack, wait_for
 from tests.e2e.test_duplicate_delivery import sql

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from erpilot.torture_targets import targets
+from erpilot.torture.targets import targets
 from erpilot_platform.testing.backends import execute_sql, with_database
 
 pytestmark = pytest.mark.e2e

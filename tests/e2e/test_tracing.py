@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from erpilot.nats_credentials import migrate_jetstream
-from erpilot.stack import migrate_all, seed
-from erpilot.tokens import make_token
+from erpilot.stack.nats_credentials import migrate_jetstream
+from erpilot.stack.stack import migrate_all, seed
+from erpilot.stack.tokens import make_token
 from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.runtime import connect_with_retry
 from erpilot_platform.testing.backends import execute_sql, with_database

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erpilot import audit_cli
-from erpilot.torture_checks import Findings, check_audit
+from erpilot.ops import audit
+from erpilot.torture.checks import Findings, check_audit
 from erpilot_approval.app import MIGRATIONS
 from erpilot_approval.domain.audit import GENESIS, chain_hash, event_of, sign
 from erpilot_platform.migrations import upgrade
@@ -49,12 +49,12 @@ def test_an_intact_chain_passes_and_a_changed_row_fails_the_run(approval_databas
     append_rows(approval_database, key, 3)
 
     intact = Findings()
-    check_audit(asyncio.run(audit_cli.verify(approval_database, key.public_key())), intact)
+    check_audit(asyncio.run(audit.verify(approval_database, key.public_key())), intact)
     assert intact.ok, intact.all()
 
     execute_sql(approval_database, """update approval.audit_log set data = '{"status": "rejected", "n": 2}'
                                       where seq = 2""")
     tampered = Findings()
-    check_audit(asyncio.run(audit_cli.verify(approval_database, key.public_key())), tampered)
+    check_audit(asyncio.run(audit.verify(approval_database, key.public_key())), tampered)
     assert tampered.violations == ["erpilot audit verify: audit log BROKEN at row 2: its hash does not match its "
                                    "content (1 rows checked from the start)"]

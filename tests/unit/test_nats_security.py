@@ -1,4 +1,4 @@
-"""The least-privilege NATS configuration generator (src/erpilot/nats_security.py): the decision rules
+"""The least-privilege NATS configuration generator (src/erpilot/stack/nats_security.py): the decision rules
 of SPEC §8 hold in what it generates, it agrees with what the services really subscribe to, and the
 committed deployment file is what it generates."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from erpilot import nats_credentials as nc
-from erpilot import nats_security as ns
+from erpilot.stack import nats_credentials as nc
+from erpilot.stack import nats_security as ns
 from erpilot_contracts import subjects
 from erpilot_contracts.subjects import ALL_STREAMS, PREFIX, SESSIONS_STREAM
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from erpilot.stack import Stack
-from erpilot.up import dev_grant_keys
+from erpilot.stack.stack import Stack
+from erpilot.stack.up import dev_grant_keys
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_erp.settings import ErpSettings
 from erpilot_gateway.settings import GatewaySettings

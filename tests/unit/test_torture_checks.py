@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from erpilot.cli import build_parser
-from erpilot.torture import Campaign, Row, summary
-from erpilot.torture_checks import (
+from erpilot.torture.campaign import Campaign, Row, summary
+from erpilot.torture.checks import (
     ApprovalRecords,
     Expected,
     Findings,
@@ -23,8 +23,8 @@ from erpilot.torture_checks import (
     lifecycle_problems,
     run_findings,
 )
-from erpilot.torture_targets import Target
-from erpilot.torture_workload import Call
+from erpilot.torture.targets import Target
+from erpilot.torture.workload import Call
 
 pytestmark = pytest.mark.unit
 

@@ -14,9 +14,9 @@ import os
 import time
 from collections.abc import Mapping
 
-from erpilot.bench_db import SETTLE_SECONDS, DbCounters, read_counters
-from erpilot.bench_proc import TICKS, PssSampler, cpu_snapshot, system_cpu
-from erpilot.bench_stats import busy_fraction, cpu_ms_per_unit, per_unit
+from erpilot.bench.db import SETTLE_SECONDS, DbCounters, read_counters
+from erpilot.bench.proc import TICKS, PssSampler, cpu_snapshot, system_cpu
+from erpilot.bench.stats import busy_fraction, cpu_ms_per_unit, per_unit
 
 
 class Meter:

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "benchmarks" / "peer_langgraph.py"
 PEER_VENV = REPO / ".venv-peer"
 
@@ -37,7 +37,7 @@ def ensure_peer_env() -> Path:
 
 def peer_database_url(database_url: str, name: str = "peer") -> str:
     """The same server's URL with another database name (libpq URL, unix socket in ``?host=``)."""
-    from erpilot.bench_db import admin_url
+    from erpilot.bench.db import admin_url
 
     return admin_url(database_url, name)[0]
 

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from erpilot.bench_stats import tree_ticks
+from erpilot.bench.stats import tree_ticks
 
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

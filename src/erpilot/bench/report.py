@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from functools import partial
 
-from erpilot.bench_stats import ratio
+from erpilot.bench.stats import ratio
 
 ROLES = ("gateway", "agent", "approval", "erp", "nats", "postgres")
 

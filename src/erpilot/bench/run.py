@@ -2,8 +2,8 @@
 
 Per level: cycles/s (draft included), p50/p90/p99 of request → ``approval_pending`` and decision →
 ``tool_finished``, the read tool call (``get_product`` via ``POST …/tool-calls``), CPU per cycle of
-every process role (gateway, agent, approval, ERP, NATS, PostgreSQL backends included: bench_proc),
-database commits and write transactions per cycle (bench_db), peak RSS and PSS; an idle window first
+every process role (gateway, agent, approval, ERP, NATS, PostgreSQL backends included: ``proc``),
+database commits and write transactions per cycle (``db``), peak RSS and PSS; an idle window first
 (CPU and commits per second of the idle stack). ``--peer`` then runs the project's LangGraph peer
 (benchmarks/peer_langgraph.py) on the same PostgreSQL and prints both side by side with ratios.
 
@@ -24,11 +24,11 @@ from pathlib import Path
 import asyncpg
 import nats
 
-from erpilot import bench_load as load
-from erpilot import stack, tokens
-from erpilot.bench_db import admin_url
-from erpilot.bench_meter import Meter
-from erpilot.bench_stats import net_of_idle, summary_ms
+from erpilot.bench import load
+from erpilot.bench.db import admin_url
+from erpilot.bench.meter import Meter
+from erpilot.bench.stats import net_of_idle, summary_ms
+from erpilot.stack import stack, tokens
 
 IDLE_SECONDS = 5.0
 STOCK = 10_000_000
@@ -127,8 +127,8 @@ async def create_database(database_url: str, name: str) -> None:
 def run_bench(levels: list[int], cycles: int, data_dir: Path | None, *, cluster: int = 0, replicas: int = 1,
               reads: int = 64, peer: bool = False, peer_cycles: int = 300, env: dict[str, str] | None = None) -> dict:
     """Start a stack, measure every level, stop it; with ``peer`` the peer after it on the same PostgreSQL."""
-    from erpilot.bench_peer import ensure_peer_env, peer_database_url, run_peer
-    from erpilot.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
+    from erpilot.bench.peer import ensure_peer_env, peer_database_url, run_peer
+    from erpilot.stack.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
 
     peer_python = ensure_peer_env() if peer else None  # fail before the long part, not after it
     work = Path(data_dir or tempfile.mkdtemp(prefix="erpilot-bench-"))

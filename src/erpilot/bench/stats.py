@@ -73,7 +73,7 @@ def cpu_ms_per_unit(before: Mapping[str, int], after: Mapping[str, int], units: 
 
 def per_unit(before: float, after: float, units: int, *, idle: float = 0.0) -> float:
     """(after - before - idle) / units, rounded; ``idle`` is what the idle stack did in the window's
-    extra settle time (see bench_db: statistics are flushed up to a second late)."""
+    extra settle time (see ``db``: statistics are flushed up to a second late)."""
     if units <= 0:
         return math.nan
     return round(max(0.0, after - before - idle) / units, 2)

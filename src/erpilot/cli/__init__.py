@@ -8,7 +8,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from erpilot import running, stack, tokens
+from erpilot.stack import running, stack, tokens
 
 SERVE_TARGETS = {
     "erp": "erpilot_erp.app",
@@ -38,7 +38,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 def cmd_migrate(args: argparse.Namespace) -> None:
     """As the database owner: every schema, then one role per service with rights on its own schema."""
-    from erpilot import db_roles
+    from erpilot.stack import db_roles
 
     database_url = _require("ERPILOT_DATABASE_URL")
     stack.migrate_all(database_url)
@@ -53,7 +53,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
     if nats_url:  # streams and consumers belong to operations: declared here with the admin NATS user
         import asyncio
 
-        from erpilot.nats_credentials import migrate_jetstream
+        from erpilot.stack.nats_credentials import migrate_jetstream
         from erpilot_platform.jetstream import JETSTREAM_VERSION, replicas_from_env
 
         try:
@@ -122,7 +122,7 @@ def _dev_secret() -> str:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    from erpilot.up import run_up
+    from erpilot.stack.up import run_up
 
     sys.exit(run_up(_data_dir(), http_port=args.port, secure=args.secure, cluster=args.cluster,
                     replicas=args.replicas))
@@ -130,7 +130,7 @@ def cmd_up(args: argparse.Namespace) -> None:
 
 def cmd_nats_config(args: argparse.Namespace) -> None:
     """Print or write the least-privilege NATS users (passwords as $ERPILOT_NATS_<USER>_PASSWORD)."""
-    from erpilot.nats_security import render
+    from erpilot.stack.nats_security import render
 
     text = render()
     if args.out:
@@ -159,8 +159,8 @@ def cmd_docs(args: argparse.Namespace) -> None:
 def cmd_bench(args: argparse.Namespace) -> None:
     import json
 
-    from erpilot.bench import run_bench
-    from erpilot.bench_report import render
+    from erpilot.bench.report import render
+    from erpilot.bench.run import run_bench
 
     env = {"ERPILOT_LOG_LEVEL": args.log_level} if args.log_level else {}
     result = run_bench(args.concurrency or [1, 32], args.cycles, Path(args.data_dir) if args.data_dir else None,
@@ -172,7 +172,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 def cmd_context_eval(args: argparse.Namespace) -> None:
-    from erpilot.context_eval import main as context_eval
+    from erpilot.context_eval.run import main as context_eval
 
     sys.exit(context_eval(as_json=args.json, verbose=args.verbose))
 
@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("--out", help="write to this file (default: standard output)")
     docs.add_argument("--serve", type=int, metavar="PORT", help="serve it as a web page on this port")
     docs.set_defaults(func=cmd_docs)
-    from erpilot.cli_ops import add_parsers as add_ops_parsers
+    from erpilot.cli.ops import add_parsers as add_ops_parsers
 
     add_ops_parsers(sub)  # dlq, audit
     bench = sub.add_parser("bench", help="approval cycles end to end per concurrency level, and what they cost")
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     context_eval.add_argument("--json", action="store_true", help="machine-readable outcomes")
     context_eval.add_argument("--verbose", action="store_true", help="list every fact of every scenario")
     context_eval.set_defaults(func=cmd_context_eval)
-    from erpilot.torture import add_parser as add_torture_parser
+    from erpilot.torture.campaign import add_parser as add_torture_parser
 
     add_torture_parser(sub)
     return parser

@@ -6,18 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from erpilot.running import data_dir as _data_dir
-from erpilot.running import require_url as _require
+from erpilot.stack.running import data_dir as _data_dir
+from erpilot.stack.running import require_url as _require
 
 
 def cmd_dlq(args: argparse.Namespace) -> None:
     """List, show or replay dead letters (ERPILOT_NATS_URL, ERPILOT_NATS_USER / ERPILOT_NATS_PASSWORD)."""
     import asyncio
 
-    from erpilot import dlq, dlq_cli
+    from erpilot.ops import dlq, dlq_connections
 
     try:
-        print("\n".join(asyncio.run(dlq_cli.run(args, _require("ERPILOT_NATS_URL"), _data_dir()))))
+        print("\n".join(asyncio.run(dlq_connections.run(args, _require("ERPILOT_NATS_URL"), _data_dir()))))
     except dlq.DeadLetterError as exc:
         sys.exit(f"erpilot dlq: {exc}")
 
@@ -27,11 +27,11 @@ def cmd_audit(args: argparse.Namespace) -> None:
     import asyncio
     from datetime import datetime
 
-    from erpilot import audit_cli
+    from erpilot.ops import audit
 
     url = _require("ERPILOT_DATABASE_URL")
     if args.action == "verify":
-        intact, text = asyncio.run(audit_cli.verify(url, audit_cli.verify_key(_data_dir()),
+        intact, text = asyncio.run(audit.verify(url, audit.verify_key(_data_dir()),
                                                     from_checkpoint=args.from_checkpoint))
         print(text)
         if not intact:
@@ -47,10 +47,10 @@ def cmd_audit(args: argparse.Namespace) -> None:
             sys.exit("erpilot audit export: --since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:
-            count = asyncio.run(audit_cli.export(url, out, since=since))
+            count = asyncio.run(audit.export(url, out, since=since))
         print(f"wrote {count} audit rows to {args.out}", file=sys.stderr)
     else:
-        asyncio.run(audit_cli.export(url, sys.stdout, since=since))
+        asyncio.run(audit.export(url, sys.stdout, since=since))
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -1,4 +1,4 @@
-"""The building blocks of the `erpilot context-eval` scenarios (``context_scenarios``): the ERP's results in
+"""The building blocks of the `erpilot context-eval` scenarios (``scenarios``): the ERP's results in
 the shapes of SPEC §2 with values derived from fixed hashes, and ``Script``, which writes a stored history
 turn by turn.
 """
@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from erpilot.context_facts import Fact
+from erpilot.context_eval.facts import Fact
 from erpilot_agent.domain.history import Exchange
 from erpilot_agent.domain.rules_summary import summarise
 

@@ -1,6 +1,6 @@
 """Long sessions for `erpilot context-eval` (issue 27): many runs, each repeating reads the session already made.
 
-The scenarios of ``context_scenarios`` press the budget with a few large results; these press it with
+The scenarios of ``scenarios`` press the budget with a few large results; these press it with
 length: many user messages, many tool-call pairs and the rules model's answers, stored as the agent
 stores them (``<run_id>:rules-<n>`` call ids with the model's own id beside them). Before issue 27 the
 view could only shrink tool results, so the calls, markers and answers alone outgrew the budget and the
@@ -12,8 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from erpilot.context_builders import Scenario, Script, catalog, customer, customers, draft, line_of, ok, product, sku
-from erpilot.context_facts import DraftCustomer, DraftLine, EveryUserMessage, LatestResult, UserSays
+from erpilot.context_eval.builders import (
+    Scenario,
+    Script,
+    catalog,
+    customer,
+    customers,
+    draft,
+    line_of,
+    ok,
+    product,
+    sku,
+)
+from erpilot.context_eval.facts import DraftCustomer, DraftLine, EveryUserMessage, LatestResult, UserSays
 from erpilot_agent.domain.history import Exchange
 from erpilot_agent.domain.rules_summary import summarise
 

@@ -1,6 +1,6 @@
 """`erpilot context-eval`: the context view on frozen long sessions, offline (no model, no services).
 
-For every scenario of ``context_scenarios`` it builds the request the model would get next (the agent's
+For every scenario of ``scenarios`` it builds the request the model would get next (the agent's
 system prompt plus the session's history, through ``build_context`` with the scenario's budget and the
 default ``ERPILOT_CONTEXT_TOOL_BYTES``, then ``for_model``: the calls under the ids the model issued, as
 the agent sends them), and reports whether each needed fact is in that request, whether every tool-call
@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from erpilot.context_facts import pairs_intact
-from erpilot.context_scenarios import Scenario, all_scenarios
+from erpilot.context_eval.facts import pairs_intact
+from erpilot.context_eval.scenarios import Scenario, all_scenarios
 from erpilot_agent.domain.context_view import DEFAULT_TOOL_BYTES, ContextOverflow, build_context
 from erpilot_agent.domain.history import entry_bytes, estimate_tokens, system_message
 from erpilot_agent.domain.model_ids import for_model

@@ -4,14 +4,14 @@ Every scenario is a session as the agent stores it (user messages, the model's t
 results in the shapes of SPEC §2, the model's answers), ending with the user message the model must act
 on next. The values are derived from fixed hashes, not from line numbers, so a fact cannot be guessed
 from its neighbours. Each scenario names the failure class of seed 003 it covers; the long sessions of
-issue 27 (many runs rather than a few large results) are in ``context_long_sessions``.
+issue 27 (many runs rather than a few large results) are in ``long_sessions``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from erpilot.context_builders import (
+from erpilot.context_eval.builders import (
     CHECK_CODE,
     Scenario,
     Script,
@@ -25,8 +25,8 @@ from erpilot.context_builders import (
     rejected,
     sku,
 )
-from erpilot.context_facts import DraftCustomer, DraftLine, LatestResult, UserSays
-from erpilot.context_long_sessions import LONG_SESSIONS
+from erpilot.context_eval.facts import DraftCustomer, DraftLine, LatestResult, UserSays
+from erpilot.context_eval.long_sessions import LONG_SESSIONS
 
 __all__ = ["SCENARIOS", "Scenario", "all_scenarios", "line_of"]
 

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from erpilot.nats_security import SERVICES, consumers, covers
+from erpilot.stack.nats_security import SERVICES, consumers, covers
 from erpilot_contracts.subjects import ALL_STREAMS, DEAD_LETTER_STREAM, PREFIX, dead_letter_subject
 
 RECORD_TOKEN = "replayed"  # erpilot.v1.dlq.<service>.replayed.… (original subjects never start so)

@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from erpilot import dlq
-from erpilot.nats_credentials import PASSWORDS_FILE
-from erpilot.nats_security import DEFAULT_INBOX, SERVICES, build_users, password_variable, service_inboxes
+from erpilot.ops import dlq
+from erpilot.stack.nats_credentials import PASSWORDS_FILE
+from erpilot.stack.nats_security import DEFAULT_INBOX, SERVICES, build_users, password_variable, service_inboxes
 
 
 class Connections:

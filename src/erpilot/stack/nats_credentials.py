@@ -1,4 +1,4 @@
-"""Credentials of the least-privilege NATS users (nats_security.py defines the users and their rights):
+"""Credentials of the least-privilege NATS users (``nats_security`` defines the users and their rights):
 passwords for `erpilot up --secure` or from the environment, per-service settings, and the JetStream
 migration (streams and durable consumers) as the admin user."""
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
-from erpilot.nats_security import JS_DOMAIN, SERVICES, USERS, password_variable
+from erpilot.stack.nats_security import JS_DOMAIN, SERVICES, USERS, password_variable
 
 PASSWORDS_FILE = "nats-passwords.json"
 
@@ -47,7 +47,7 @@ def service_credentials(passwords: Mapping[str, str]) -> dict[str, dict[str, str
 
 def all_durables() -> list:
     """Every durable consumer of every service (``nats_security.TRAFFIC``), for the JetStream migration."""
-    from erpilot.nats_security import consumers
+    from erpilot.stack.nats_security import consumers
     from erpilot_platform.jetstream import Durable
 
     return [Durable(c.stream, c.subject, c.durable) for service in SERVICES for c in consumers(service)]

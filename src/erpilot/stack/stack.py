@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from erpilot.supervisor import Supervisor
+from erpilot.stack.supervisor import Supervisor
 
 SERVICES = ("erp", "approval", "agent", "gateway")
 # Secrets only their owner receives; every other service starts without them, even when they are set in
@@ -126,7 +126,7 @@ class Stack:
 
     def migrate_jetstream(self) -> list[str]:
         """Declare the streams and durable consumers (as `erpilot migrate` does): services only verify them."""
-        from erpilot.nats_credentials import migrate_jetstream
+        from erpilot.stack.nats_credentials import migrate_jetstream
 
         user, password = self.nats_admin or (None, None)
         return asyncio.run(migrate_jetstream(self.nats_url, user=user, password=password,

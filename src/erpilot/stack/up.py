@@ -6,10 +6,10 @@ import os
 import sys
 from pathlib import Path
 
-from erpilot import db_roles, nats_credentials, nats_security, stack, tokens
-from erpilot import running as stack_file
-from erpilot.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
-from erpilot.supervisor import StopRequested, Supervisor
+from erpilot.stack import db_roles, nats_credentials, nats_security, stack, tokens
+from erpilot.stack import running as stack_file
+from erpilot.stack.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
+from erpilot.stack.supervisor import StopRequested, Supervisor
 from erpilot_platform import jetstream
 
 
@@ -82,7 +82,7 @@ def _start_and_serve(supervisor: Supervisor, started: _Started, data_dir: Path, 
     service_envs: dict[str, dict[str, str]] = {}
     nats_note = ""
     passwords = None
-    if secure:  # one least-privilege NATS user per service (src/erpilot/nats_security.py)
+    if secure:  # one least-privilege NATS user per service (src/erpilot/stack/nats_security.py)
         if nats_url:  # a server configured with `erpilot nats-config`: passwords from the environment
             passwords = nats_credentials.passwords_from_env()
             nats_note = "  (one least-privilege user per service)"

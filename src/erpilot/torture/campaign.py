@@ -1,10 +1,10 @@
 """`erpilot torture`: a seeded crash campaign at every failpoint, checked from outside.
 
 Run after run, one failpoint of docs/FAILPOINTS.md is armed in one service that reaches it (every such
-pair in every round, `torture_targets`), a seeded mix of tool calls, approvals, rejections, edits and
+pair in every round, ``targets``), a seeded mix of tool calls, approvals, rejections, edits and
 expiries goes through the HTTP API, the service dies at the failpoint (exit 137) and is SIGKILLed and
 restarted disarmed; once nothing is in flight (outboxes empty, every JetStream message acknowledged, after
-real redeliveries), the invariants of `torture_checks` are checked: the calls, the session events, the
+real redeliveries), the invariants of ``checks`` are checked: the calls, the session events, the
 ledger, the approvals and their grants, and the audit chain (`erpilot audit verify`). A run whose failpoint
 was not reached fails: it crashed nothing and proves nothing. Run k of a campaign uses seed S+k, and a run's
 workload comes from its target and seed alone: `--failpoint F --seed S+k --runs 1` replays it.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from erpilot.torture_checks import (
+from erpilot.torture.checks import (
     Expected,
     check_approvals,
     check_audit,
@@ -34,9 +34,9 @@ from erpilot.torture_checks import (
     check_session,
     run_findings,
 )
-from erpilot.torture_stack import TortureStack, from_environment
-from erpilot.torture_targets import TableError, Target, select, targets
-from erpilot.torture_workload import Driver, Workload, make_tokens, plan
+from erpilot.torture.stack import TortureStack, from_environment
+from erpilot.torture.targets import TableError, Target, select, targets
+from erpilot.torture.workload import Driver, Workload, make_tokens, plan
 
 COUNTED = ("runs", "crashed", "lost", "doubled", "violations", "failed", "seconds")
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from erpilot.torture_stack import TortureStack
-from erpilot.torture_targets import Target
-from erpilot.torture_workload import Call, Driver
+from erpilot.torture.stack import TortureStack
+from erpilot.torture.targets import Target
+from erpilot.torture.workload import Call, Driver
 
 TERMINAL = ("approved", "rejected", "cancelled", "expired", "superseded")
 NOT_EXECUTED = ("rejected", "cancelled", "expired")
@@ -304,7 +304,7 @@ async def check_approvals(ts: TortureStack, sessions: list[str], findings: Findi
 
 
 def check_audit(verdict: tuple[bool, str], findings: Findings) -> None:
-    """The verdict of `erpilot audit verify` (audit_cli.verify): the whole chain, every row and signature."""
+    """The verdict of `erpilot audit verify` (``ops.audit.verify``): the whole chain, every row and signature."""
     intact, text = verdict
     if not intact:
         findings.violations.append(f"erpilot audit verify: {text}")

@@ -20,7 +20,7 @@ import nats.js.errors
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from erpilot import stack
+from erpilot.stack import stack
 from erpilot_platform.db import create_engine
 
 # adjust_stock approvals expire quickly, so a campaign sees expiries without waiting 15 minutes.
@@ -46,7 +46,7 @@ class TortureStack:
     engine: AsyncEngine | None = None
 
     def start(self) -> None:
-        from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
+        from erpilot.stack.embedded import EmbeddedNats, EmbeddedPostgres
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.nats_url:
@@ -190,11 +190,11 @@ class TortureStack:
 
     async def verify_audit(self) -> tuple[bool, str]:
         """What `erpilot audit verify` says of the approval service's audit chain: (intact, its report)."""
-        from erpilot import audit_cli
+        from erpilot.ops import audit
         from erpilot_platform.grants import load_verify_key
 
         key = self.running.env.get("ERPILOT_GRANT_VERIFY_KEY") or os.environ["ERPILOT_GRANT_VERIFY_KEY"]
-        return await audit_cli.verify(self.database_url, load_verify_key(key))
+        return await audit.verify(self.database_url, load_verify_key(key))
 
     async def wait_quiet(self, timeout: float) -> dict[str, int]:
         """Wait until nothing is in flight twice in a row; returns what was still in flight at the deadline."""

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from erpilot.stack import SERVICES
+from erpilot.stack.stack import SERVICES
 
 _ROW = re.compile(r"^\|\s*`(?P<name>[a-z_.]+)`\s*\|(?P<services>[^|]*)\|", re.M)
-_CHECKOUT_COPY = Path(__file__).resolve().parents[2] / "docs" / "FAILPOINTS.md"
+_CHECKOUT_COPY = Path(__file__).resolve().parents[3] / "docs" / "FAILPOINTS.md"
 
 
 class TableError(ValueError):

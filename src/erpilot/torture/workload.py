@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from erpilot import tokens
-from erpilot.torture_stack import TortureStack
+from erpilot.stack import tokens
+from erpilot.torture.stack import TortureStack
 
 CUSTOMERS = ("C-1001", "C-1002", "C-1004", "C-1005")
 SKUS = ("SKU-PAPER-A4", "SKU-STAPLES", "SKU-BINDER-A4", "SKU-CABLE-HDMI-2M", "SKU-MARKER-SET")

@@ -32,6 +32,11 @@ def test_relative_imports_are_named_by_the_module_they_resolve_to(package):
         "service_layer/orders.py": ["sqlalchemy.orm", "shop.adapters", "shop.ports", "natsort", "nats"]}
 
 
+def test_with_names_an_imported_name_counts_as_a_module_below_its_source(package):
+    assert imports_of(package, recursive=True, names=True)["service_layer/orders.py"] == [
+        "sqlalchemy.orm", "shop.adapters", "shop.adapters.sql", "shop.ports", "natsort", "natsort.natsorted", "nats"]
+
+
 def test_only_the_packages_own_files_unless_recursive(package):
     assert set(imports_of(package)) == {"__init__.py", "ports.py"}
 

@@ -12,8 +12,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 
-from erpilot.audit_cli import export, verify
-from erpilot.stack import migrate_all
+from erpilot.ops.audit import export, verify
+from erpilot.stack.stack import migrate_all
 from erpilot_approval.adapters import audit_log
 from erpilot_approval.app import build
 from erpilot_approval.domain.audit import sign

@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select, text
 
-from erpilot.stack import migrate_all
+from erpilot.stack.stack import migrate_all
 from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.store import unit_of_work
 from erpilot_platform import advisory_locks

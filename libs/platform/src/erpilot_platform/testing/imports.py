@@ -13,10 +13,11 @@ from pathlib import Path
 from types import ModuleType
 
 
-def imports_of(package: ModuleType, *, recursive: bool = False) -> dict[str, list[str]]:
+def imports_of(package: ModuleType, *, recursive: bool = False, names: bool = False) -> dict[str, list[str]]:
     """Every module each source file of ``package`` imports, by its path inside the package (``pages.py``,
     ``console/pages.py``): only its own files, or (``recursive``) those of its subpackages too. A relative
-    import is named by the module it resolves to."""
+    import is named by the module it resolves to. With ``names``, ``from a import b`` also counts ``a.b`` (which
+    is a module when ``b`` is a submodule of the package ``a``)."""
     root = Path(package.__file__).parent
     sources = sorted(root.rglob("*.py") if recursive else root.glob("*.py"))
     if not sources:
@@ -29,12 +30,13 @@ def imports_of(package: ModuleType, *, recursive: bool = False) -> dict[str, lis
         for node in ast.walk(ast.parse(source.read_text())):
             if isinstance(node, ast.Import):
                 modules.extend(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                modules.append(node.module or "")
             elif isinstance(node, ast.ImportFrom):
                 base = ".".join(home[:len(home) - node.level + 1])  # level 1: its own package
-                modules.extend([f"{base}.{node.module}"] if node.module
-                               else [f"{base}.{alias.name}" for alias in node.names])
+                source = node.module if node.level == 0 else f"{base}.{node.module}" if node.module else None
+                if source is not None:
+                    modules.append(source)
+                if names or source is None:  # ``from . import x``: x is the module
+                    modules.extend(f"{source or base}.{alias.name}" for alias in node.names if alias.name != "*")
     return found
 
 
