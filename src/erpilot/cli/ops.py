@@ -1,5 +1,5 @@
 """`erpilot dlq` and `erpilot audit`: the commands that look after a running deployment's dead letters and
-the approval service's audit log (the rest of the CLI is ``erpilot.cli``)."""
+the approval service's audit log (``erpilot.ops``)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,6 @@ workload comes from its target and seed alone: `--failpoint F --seed S+k --runs 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
@@ -35,7 +34,7 @@ from erpilot.torture.checks import (
     run_findings,
 )
 from erpilot.torture.stack import TortureStack, from_environment
-from erpilot.torture.targets import TableError, Target, select, targets
+from erpilot.torture.targets import Target, select, targets
 from erpilot.torture.workload import Driver, Workload, make_tokens, plan
 
 COUNTED = ("runs", "crashed", "lost", "doubled", "violations", "failed", "seconds")
@@ -187,55 +186,21 @@ def summary(campaign: Campaign, runs: int) -> str:
     return "\n".join(lines)
 
 
-def cmd_torture(args: argparse.Namespace) -> None:
-    try:
-        chosen = select(targets(), args.failpoint)
-    except TableError as exc:
-        print(f"erpilot torture: {exc}", file=sys.stderr)
-        sys.exit(2)
-    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="erpilot-torture-"))
-    ts = from_environment(data_dir, ack_wait=args.ack_wait)
+def run_campaign(failpoints: list[str] | None, runs: int, seed: int, *, data_dir: Path | None, ack_wait: float
+                 ) -> tuple[Campaign, bool]:
+    """Start the campaign's stack, run every chosen target ``runs`` times from ``seed``, stop the stack:
+    (the campaign, whether Ctrl-C or SIGTERM cut it short). An unknown failpoint is a ``TableError``."""
+    chosen = select(targets(), failpoints)
+    data_dir = data_dir or Path(tempfile.mkdtemp(prefix="erpilot-torture-"))
+    ts = from_environment(data_dir, ack_wait=ack_wait)
     campaign = Campaign(ts)
-    interrupted = False
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C: with the table so far
     try:
         print(f"starting the campaign's stack in {data_dir} ...", file=sys.stderr, flush=True)
         ts.start()
-        asyncio.run(campaign.run(chosen, args.runs, args.seed, Progress(args.runs * len(chosen))))
+        asyncio.run(campaign.run(chosen, runs, seed, Progress(runs * len(chosen))))
     except KeyboardInterrupt:
-        interrupted = True
+        return campaign, True
     finally:
         ts.stop()
-    if interrupted:
-        print("interrupted: the table shows the runs that completed", file=sys.stderr)
-    print(summary(campaign, args.runs))
-    if interrupted:
-        sys.exit(130)
-    sys.exit(1 if campaign.first_failure else 0)
-
-
-def _runs(text: str) -> int:
-    try:
-        runs = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if runs < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {runs}: a campaign without runs crashes "
-                                         "nothing and proves nothing")
-    return runs
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    torture = sub.add_parser("torture", help="seeded crash campaign at every failpoint, checked after each run",
-                             epilog="Exit status: 0 when every run crashed at its failpoint and passed every check; "
-                                    "1 when a run failed (a broken invariant, or a failpoint it never reached); "
-                                    "2 for a bad command line (--runs below 1, an unknown failpoint); "
-                                    "130 when interrupted.")
-    torture.add_argument("--runs", type=_runs, default=10, help="runs per failpoint, at least 1 (default 10)")
-    torture.add_argument("--seed", type=int, default=1, help="seed of the first run; run k uses seed+k")
-    torture.add_argument("--failpoint", action="append",
-                         help="only this failpoint (every service it is armed in) or NAME@SERVICE (repeatable)")
-    torture.add_argument("--ack-wait", type=float, default=2.0,
-                         help="JetStream ack wait of the campaign's services, in seconds (default 2)")
-    torture.add_argument("--data-dir", help="where the campaign's NATS, PostgreSQL and logs live (default: a temp dir)")
-    torture.set_defaults(func=cmd_torture)
+    return campaign, False
