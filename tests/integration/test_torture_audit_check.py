@@ -12,7 +12,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot.ops import audit
-from erpilot.torture.checks import Findings, check_audit
+from erpilot.torture.approval_checks import check_audit
+from erpilot.torture.checks import Findings
 from erpilot_approval.app import MIGRATIONS
 from erpilot_approval.domain.audit import GENESIS, chain_hash, event_of, sign
 from erpilot_platform.migrations import upgrade

@@ -9,13 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from erpilot.cli import build_parser
+from erpilot.torture.approval_checks import ApprovalRecords, approval_problems, check_audit
 from erpilot.torture.campaign import Campaign, Row, summary
 from erpilot.torture.checks import (
-    ApprovalRecords,
     Expected,
     Findings,
-    approval_problems,
-    check_audit,
     check_call,
     check_ledger,
     check_messages,

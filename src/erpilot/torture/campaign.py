@@ -23,19 +23,19 @@ from pathlib import Path
 
 import httpx
 
+from erpilot.torture.approval_checks import check_approvals, check_audit
 from erpilot.torture.checks import (
     Expected,
-    check_approvals,
-    check_audit,
     check_call,
     check_ledger,
     check_messages,
     check_session,
     run_findings,
 )
+from erpilot.torture.plan import plan
 from erpilot.torture.stack import TortureStack, from_environment
 from erpilot.torture.targets import Target, select, targets
-from erpilot.torture.workload import Driver, Workload, make_tokens, plan
+from erpilot.torture.workload import Driver, Workload, make_tokens
 
 COUNTED = ("runs", "crashed", "lost", "doubled", "violations", "failed", "seconds")
 

@@ -1,9 +1,7 @@
-"""What one `erpilot torture` run does through the HTTP API: a seeded mix of tool calls and decisions.
-
-A run's choices (which tools, which arguments, which decisions, when) are drawn up front by `plan` from the
-run's target and seed alone, so `--failpoint F --seed S --runs 1` on a fresh stack does what run S did in
-any campaign: nothing carries over from earlier runs. What the plan needs from the ledger it makes itself
-before the failpoint is armed (`Workload.prepare`): stock topped up, and the orders it will cancel or refund.
+"""One `erpilot torture` run carried out through the HTTP API: its plan (``plan``: a seeded mix of tool calls and
+decisions, drawn up front) made into calls, decisions and waits. What the plan needs from the ledger it makes
+itself before the failpoint is armed (`Workload.prepare`): stock topped up, and the orders it will cancel or
+refund.
 
 Every request is watched: when the armed service dies at its failpoint, the process group is SIGKILLed
 and the service restarted (disarmed) while the request is still waiting; a request the crash broke
@@ -13,8 +11,6 @@ is repeated as a person would (same `call_id`, same decision), which the API mus
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,14 +18,12 @@ from dataclasses import dataclass, field
 import httpx
 
 from erpilot.stack import tokens
+from erpilot.torture.plan import REFUND_CAP, SKUS, Action, Plan
 from erpilot.torture.stack import TortureStack
 
-CUSTOMERS = ("C-1001", "C-1002", "C-1004", "C-1005")
-SKUS = ("SKU-PAPER-A4", "SKU-STAPLES", "SKU-BINDER-A4", "SKU-CABLE-HDMI-2M", "SKU-MARKER-SET")
-KINDS = ("order", "order", "adjust", "cancel", "refund")
-INTENTS = {"order": ("approve", "approve", "reject"), "adjust": ("approve", "reject", "edit", "expire"),
-           "cancel": ("approve", "reject"), "refund": ("approve", "reject", "edit")}
 ATTEMPTS = 6
+LOW_STOCK = 60  # below this, prepare() tops a product up first (so earlier runs cannot starve this one)
+RESTOCK = 200
 
 
 @dataclass
@@ -130,64 +124,6 @@ class Driver:
             waiting = [c for c in waiting if ((await self.view(c)) or {}).get("status") != "finished"]
             if waiting:
                 await asyncio.sleep(0.3)
-
-
-@dataclass(frozen=True)
-class Action:
-    """One planned step of a run, with every choice already drawn."""
-
-    kind: str  # order | adjust | cancel | refund
-    intent: str  # approve | reject | edit | expire
-    delay: float  # seconds after the run starts (the steps run concurrently)
-    customer: str = ""
-    lines: tuple[tuple[str, int], ...] = ()  # an order's (sku, qty)
-    sku: str = ""  # adjust_stock
-    delta: int = 0
-    order: int = -1  # cancel/refund: the index of the prepared order it acts on
-    share: float = 0.0  # refund: the fraction of the order's refundable amount (up to REFUND_CAP)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A run's workload: the orders it places before arming (to cancel or refund), then its actions."""
-
-    people: str  # the run's part of every person's name
-    orders: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # (customer, lines) placed and approved first
-    actions: tuple[Action, ...]
-
-
-REFUND_CAP = 400
-LOW_STOCK = 60  # below this, prepare() tops a product up first (so earlier runs cannot starve this one)
-RESTOCK = 200
-
-
-def plan(target: str, seed: int) -> Plan:
-    """The run of `target` with `seed`: 3-5 actions, always an approved order (it passes every failpoint of a
-    write: prepare, request, decide, commit, the outboxes) and an edited stock adjustment (the edit's points),
-    drawn from the target and the seed alone."""
-    rng = random.Random(f"{target}:{seed}")
-    kinds = [("order", "approve"), ("adjust", "edit")]
-    for _ in range(rng.randint(1, 3)):
-        kind = rng.choice(KINDS)
-        kinds.append((kind, rng.choice(INTENTS[kind])))
-    rng.shuffle(kinds)
-    orders: list[tuple[str, tuple[tuple[str, int], ...]]] = []
-    actions = []
-    for kind, intent in kinds:
-        delay = round(rng.random() * 0.3, 3)
-        if kind == "order":
-            actions.append(Action(kind, intent, delay, customer=rng.choice(CUSTOMERS), lines=_lines(rng)))
-        elif kind == "adjust":
-            actions.append(Action(kind, intent, delay, sku=rng.choice(SKUS), delta=rng.randint(1, 9)))
-        else:  # cancel or refund an order of its own, placed before the failpoint is armed
-            orders.append((rng.choice(CUSTOMERS), _lines(rng)))
-            actions.append(Action(kind, intent, delay, order=len(orders) - 1, share=rng.random()))
-    people = hashlib.sha256(f"{target}:{seed}".encode()).hexdigest()[:12]
-    return Plan(people, tuple(orders), tuple(actions))
-
-
-def _lines(rng: random.Random) -> tuple[tuple[str, int], ...]:
-    return tuple((sku, rng.randint(1, 3)) for sku in rng.sample(SKUS, rng.randint(1, 2)))
 
 
 class Workload:
