@@ -25,7 +25,7 @@ import nats.js.errors
 import pytest
 from nats.js.api import ConsumerConfig, StreamConfig
 
-from erpilot.stack import db_roles, nats_credentials, nats_security
+from erpilot.stack import db_roles, nats_config, nats_credentials, nats_security
 from erpilot.stack.nats_security import ADMIN, JS_DOMAIN, durable_name
 from erpilot.stack.stack import Stack, free_port, merge_envs, migrate_all, seed
 from erpilot_contracts import subjects
@@ -59,7 +59,7 @@ def secure(database_url, tmp_path_factory) -> Iterator[Secure]:
     data_dir = tmp_path_factory.mktemp("secure-stack")
     passwords = nats_credentials.load_or_create_passwords(data_dir)
     server = EmbeddedNats(data_dir / "nats-home", jetstream_domain=JS_DOMAIN,
-                          extra_config=nats_security.render(passwords=passwords))
+                          extra_config=nats_config.render(passwords=passwords))
     name = f"erpilot_sec_{secrets.token_hex(4)}"
     execute_sql(database_url, f'create database "{name}"')
     url = with_database(database_url, name)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from erpilot.stack import nats_config
 from erpilot.stack import nats_credentials as nc
 from erpilot.stack import nats_security as ns
 from erpilot_contracts import subjects
@@ -155,14 +156,14 @@ def test_the_permissions_follow_what_each_service_really_subscribes_to(service, 
 
 def test_the_committed_deployment_configuration_is_current():
     committed = (ROOT / "deploy" / "nats-auth.conf").read_text()
-    assert committed == ns.render(), "run `erpilot nats-config --out deploy/nats-auth.conf`"
+    assert committed == nats_config.render(), "run `erpilot nats-config --out deploy/nats-auth.conf`"
 
 
 def test_nats_server_accepts_the_configuration(tmp_path):
     from erpilot_platform.embedded import _nats_server_binary
 
     conf = tmp_path / "nats.conf"
-    conf.write_text(f"jetstream {{ domain: {ns.JS_DOMAIN} }}\n" + ns.render())
+    conf.write_text(f"jetstream {{ domain: {ns.JS_DOMAIN} }}\n" + nats_config.render())
     env = {**os.environ, **{ns.password_variable(user): f"pw-{user}" for user in ns.USERS}}
     result = subprocess.run([_nats_server_binary(), "-t", "-c", str(conf)], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr + result.stdout

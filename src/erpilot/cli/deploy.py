@@ -77,7 +77,7 @@ def cmd_seed(_: argparse.Namespace) -> None:
 
 def cmd_nats_config(args: argparse.Namespace) -> None:
     """Print or write the least-privilege NATS users (passwords as $ERPILOT_NATS_<USER>_PASSWORD)."""
-    from erpilot.stack.nats_security import render
+    from erpilot.stack.nats_config import render
 
     text = render()
     if args.out:

@@ -4,6 +4,6 @@
 ``supervisor``, which starts, watches, restarts and stops processes; ``up`` is `erpilot up` (embedded NATS and
 PostgreSQL from ``embedded``, healing, the stack file ``running`` that other commands find it by). Its
 security travels with it: the least-privilege NATS users (``nats_security``, their passwords and the JetStream
-migration as admin in ``nats_credentials``), one database role per service (``db_roles``), the dev secrets and
-tokens (``tokens``).
+migration as admin in ``nats_credentials``, the server configuration in ``nats_config``), one database role per
+service (``db_roles``), the dev secrets and tokens (``tokens``).
 """

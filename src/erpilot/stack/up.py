@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from erpilot.stack import db_roles, nats_credentials, nats_security, stack, tokens
+from erpilot.stack import db_roles, nats_config, nats_credentials, nats_security, stack, tokens
 from erpilot.stack import running as stack_file
 from erpilot.stack.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
 from erpilot.stack.supervisor import StopRequested, Supervisor
@@ -147,4 +147,4 @@ Press Ctrl-C to stop.""", flush=True)
 def _secure_nats_options(passwords: dict[str, str] | None) -> dict:
     if passwords is None:
         return {}
-    return {"jetstream_domain": nats_security.JS_DOMAIN, "extra_config": nats_security.render(passwords=passwords)}
+    return {"jetstream_domain": nats_security.JS_DOMAIN, "extra_config": nats_config.render(passwords=passwords)}
