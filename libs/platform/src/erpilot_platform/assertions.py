@@ -29,6 +29,8 @@ DEFAULT_TTL = timedelta(hours=1)
 LEEWAY = timedelta(seconds=30)
 SIGNING_KEY_ENV = "ERPILOT_ASSERTION_SIGNING_KEY"
 VERIFY_KEY_ENV = "ERPILOT_ASSERTION_VERIFY_KEY"
+ASSERTION_KEYS_HINT = ("outside dev mode the gateway needs ERPILOT_ASSERTION_SIGNING_KEY and the ERP and the approval "
+                       "service ERPILOT_ASSERTION_VERIFY_KEY; `erpilot keygen` prints a new pair")
 PRIVATE_KEY_FILE = "assertion_ed25519.key"
 PUBLIC_KEY_FILE = "assertion_ed25519.pub"
 

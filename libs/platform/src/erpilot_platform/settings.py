@@ -7,9 +7,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import ClassVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from erpilot_platform.grants import ensure_keypair, load_signing_key, load_verify_key
 from erpilot_platform.retries import RetryPolicy
 
 DEV_SECRET_PLACEHOLDERS = {"", "changeme", "change-me", "secret", "dev"}
@@ -19,6 +21,41 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 class ConfigurationError(RuntimeError):
     """A setting is missing or malformed; start-up stops with this message."""
+
+
+def signing_key_setting(value: str | None, *, variable: str, hint: str, stem: str, dev_mode: bool,
+                        data_dir: Path) -> Ed25519PrivateKey:
+    """The private key ``variable`` holds, else in dev mode the data dir's ``stem`` pair (``_key_setting``)."""
+    return _key_setting(value, variable=variable, hint=hint, stem=stem, private=True, dev_mode=dev_mode,
+                        data_dir=data_dir)
+
+
+def verify_key_setting(value: str | None, *, variable: str, hint: str, stem: str, dev_mode: bool,
+                       data_dir: Path) -> Ed25519PublicKey:
+    """The public key ``variable`` holds, else in dev mode the data dir's ``stem`` pair (``_key_setting``)."""
+    return _key_setting(value, variable=variable, hint=hint, stem=stem, private=False, dev_mode=dev_mode,
+                        data_dir=data_dir)
+
+
+def _key_setting(value: str | None, *, variable: str, hint: str, stem: str, private: bool, dev_mode: bool,
+                 data_dir: Path):
+    """One rule for every Ed25519 key a service holds (grants, requester assertions): the base64 raw key in
+    ``variable``; unset, only in dev mode, its half of the ``stem`` pair under ``data_dir`` (created once).
+
+    Outside dev mode a missing key stops start-up (``hint`` says how to make one): a key generated into a data
+    directory is a key whoever reads that directory holds, and a replica with another directory would have
+    another. A value or key file that does not load stops it too, naming where the key came from.
+    """
+    if not value and not dev_mode:
+        raise ConfigurationError(f"{variable} is not set; {hint}")
+    kind = f"{stem} {'signing' if private else 'verify'}"
+    try:
+        if value:
+            return load_signing_key(value, kind=kind) if private else load_verify_key(value, kind=kind)
+        return ensure_keypair(Path(data_dir), stem=stem)[0 if private else 1]
+    except (ValueError, OSError) as exc:
+        source = variable if value else f"{stem} key under {data_dir}"
+        raise ConfigurationError(f"{source}: {exc}") from None
 
 
 class PlatformSettings(BaseSettings):

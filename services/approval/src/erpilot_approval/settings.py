@@ -11,9 +11,9 @@ from pydantic import Field
 
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy, parse_duration
 from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
-from erpilot_platform.assertions import VERIFY_KEY_ENV
-from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_signing_key, load_verify_key
-from erpilot_platform.settings import ConfigurationError, PlatformSettings
+from erpilot_platform.assertions import ASSERTION_KEYS_HINT, VERIFY_KEY_ENV
+from erpilot_platform.grants import GRANT_KEYS_HINT
+from erpilot_platform.settings import ConfigurationError, PlatformSettings, signing_key_setting, verify_key_setting
 
 
 class ApprovalSettings(PlatformSettings):
@@ -65,15 +65,8 @@ class ApprovalSettings(PlatformSettings):
         Outside dev mode a missing key stops start-up: a key generated into a data directory is a key
         whoever can read that directory holds, and a replica with another directory would sign with another.
         """
-        if not self.grant_signing_key and not self.dev_mode:
-            raise ConfigurationError(f"ERPILOT_GRANT_SIGNING_KEY is not set; {GRANT_KEYS_HINT}")
-        try:
-            if self.grant_signing_key:
-                return load_signing_key(self.grant_signing_key)
-            return ensure_keypair(self.data_dir)[0]
-        except (ValueError, OSError) as exc:
-            source = "ERPILOT_GRANT_SIGNING_KEY" if self.grant_signing_key else f"grant key under {self.data_dir}"
-            raise ConfigurationError(f"{source}: {exc}") from exc
+        return signing_key_setting(self.grant_signing_key, variable="ERPILOT_GRANT_SIGNING_KEY", hint=GRANT_KEYS_HINT,
+                                   stem="grant", dev_mode=self.dev_mode, data_dir=self.data_dir)
 
     def assertion_key(self) -> Ed25519PublicKey:
         """ERPILOT_ASSERTION_VERIFY_KEY; only in dev mode, else the assertion key pair under ERPILOT_DATA_DIR.
@@ -81,13 +74,5 @@ class ApprovalSettings(PlatformSettings):
         The key that tells whether the gateway vouched for a requester (``cmd.approval.request``) or for the
         owner of a cancel (``evt.agent.run_cancelled``). Outside dev mode a missing key stops start-up.
         """
-        if not self.assertion_verify_key and not self.dev_mode:
-            raise ConfigurationError(f"{VERIFY_KEY_ENV} is not set; outside dev mode the approval service needs the "
-                                     "public key of the gateway's assertion pair (`erpilot keygen` prints it)")
-        try:
-            if self.assertion_verify_key:
-                return load_verify_key(self.assertion_verify_key, kind="assertion verify")
-            return ensure_keypair(self.data_dir, stem="assertion")[1]
-        except (ValueError, OSError) as exc:
-            source = VERIFY_KEY_ENV if self.assertion_verify_key else f"assertion key under {self.data_dir}"
-            raise ConfigurationError(f"{source}: {exc}") from exc
+        return verify_key_setting(self.assertion_verify_key, variable=VERIFY_KEY_ENV, hint=ASSERTION_KEYS_HINT,
+                                  stem="assertion", dev_mode=self.dev_mode, data_dir=self.data_dir)

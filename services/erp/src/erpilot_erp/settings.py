@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from erpilot_platform.assertions import VERIFY_KEY_ENV
-from erpilot_platform.grants import GRANT_KEYS_HINT, ensure_keypair, load_verify_key
-from erpilot_platform.settings import ConfigurationError, PlatformSettings
-
-ASSERTION_KEYS_HINT = ("outside dev mode the gateway needs ERPILOT_ASSERTION_SIGNING_KEY and the ERP and the approval "
-                       "service ERPILOT_ASSERTION_VERIFY_KEY; `erpilot keygen` prints a new pair")
+from erpilot_platform.assertions import ASSERTION_KEYS_HINT, VERIFY_KEY_ENV
+from erpilot_platform.grants import GRANT_KEYS_HINT
+from erpilot_platform.settings import PlatformSettings, verify_key_setting
 
 
 class ErpSettings(PlatformSettings):
@@ -23,26 +19,11 @@ class ErpSettings(PlatformSettings):
 
     def grant_key(self) -> Ed25519PublicKey:
         """ERPILOT_GRANT_VERIFY_KEY; only in dev mode, else the public half of the key pair under ERPILOT_DATA_DIR."""
-        return _verify_key(self.grant_verify_key, "ERPILOT_GRANT_VERIFY_KEY", GRANT_KEYS_HINT, "grant",
-                           dev_mode=self.dev_mode, data_dir=self.data_dir)
+        return verify_key_setting(self.grant_verify_key, variable="ERPILOT_GRANT_VERIFY_KEY", hint=GRANT_KEYS_HINT,
+                                  stem="grant", dev_mode=self.dev_mode, data_dir=self.data_dir)
 
     def assertion_key(self) -> Ed25519PublicKey:
         """ERPILOT_ASSERTION_VERIFY_KEY (the gateway's requester assertions); only in dev mode, else the public half
         of the assertion key pair under ERPILOT_DATA_DIR."""
-        return _verify_key(self.assertion_verify_key, VERIFY_KEY_ENV, ASSERTION_KEYS_HINT, "assertion",
-                           dev_mode=self.dev_mode, data_dir=self.data_dir)
-
-
-def _verify_key(value: str | None, name: str, hint: str, stem: str, *, dev_mode: bool,
-                data_dir: Path) -> Ed25519PublicKey:
-    if value:
-        try:
-            return load_verify_key(value, kind=f"{stem} verify")
-        except ValueError as exc:
-            raise ConfigurationError(f"{name}: {exc}") from None
-    if not dev_mode:
-        raise ConfigurationError(f"{name} is not set; {hint}")
-    try:
-        return ensure_keypair(Path(data_dir), stem=stem)[1]
-    except (ValueError, OSError) as exc:
-        raise ConfigurationError(f"{stem} key under {data_dir}: {exc}") from None
+        return verify_key_setting(self.assertion_verify_key, variable=VERIFY_KEY_ENV, hint=ASSERTION_KEYS_HINT,
+                                  stem="assertion", dev_mode=self.dev_mode, data_dir=self.data_dir)
