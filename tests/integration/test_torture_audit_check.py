@@ -5,7 +5,6 @@ PostgreSQL server with the approval schema; rows signed as the approval service 
 from __future__ import annotations
 
 import asyncio
-import secrets
 from datetime import UTC, datetime
 
 import pytest
@@ -17,19 +16,16 @@ from erpilot.torture.checks import Findings
 from erpilot_approval.app import MIGRATIONS
 from erpilot_approval.domain.audit import GENESIS, chain_hash, event_of, sign
 from erpilot_platform.migrations import upgrade
-from erpilot_platform.testing.backends import execute_sql, with_database
+from erpilot_platform.testing.backends import execute_sql, scratch_database
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def approval_database(database_url):
-    name = f"erpilot_audit_check_{secrets.token_hex(4)}"
-    execute_sql(database_url, f'create database "{name}"')
-    url = with_database(database_url, name)
-    upgrade(MIGRATIONS, url, "approval")
-    yield url
-    execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+    with scratch_database(database_url, "erpilot_audit_check") as url:
+        upgrade(MIGRATIONS, url, "approval")
+        yield url
 
 
 def append_rows(url: str, key: Ed25519PrivateKey, count: int) -> None:
