@@ -24,7 +24,7 @@ def backend(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def database_url(backend) -> str:
-    from erpilot.stack import migrate_all, seed
+    from erpilot.stack.stack import migrate_all, seed
 
     migrate_all(backend.database_url)
     seed(backend.database_url)
@@ -40,7 +40,7 @@ def nats_url(backend) -> str:
 async def broker(nats_url):
     from faststream.nats import NatsBroker
 
-    from erpilot.nats_credentials import migrate_jetstream_on
+    from erpilot.stack.nats_credentials import migrate_jetstream_on
 
     client = NatsBroker(nats_url, max_reconnect_attempts=-1)
     await client.connect()

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from faststream.nats import NatsBroker
 from sqlalchemy import text
 
-from erpilot.nats_credentials import migrate_jetstream_on
+from erpilot.stack.nats_credentials import migrate_jetstream_on
 from erpilot_approval.adapters import repository
 from erpilot_approval.app import MIGRATIONS
 from erpilot_contracts import subjects

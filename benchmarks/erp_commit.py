@@ -30,9 +30,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from faststream.nats import NatsBroker
 from sqlalchemy import func, select
 
-from erpilot.nats_credentials import migrate_jetstream_on
-from erpilot.stack import migrate_all
-from erpilot.supervisor import Supervisor
+from erpilot.stack.nats_credentials import migrate_jetstream_on
+from erpilot.stack.stack import migrate_all
+from erpilot.stack.supervisor import Supervisor
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.base import Message, ReplyV1

@@ -66,8 +66,8 @@ def serve(nats_url: str) -> None:
 
 def process_cpu_ticks(pid: int) -> int:
     """CPU ticks of the process and its descendants, reaped ones included (PostgreSQL's backends)."""
-    from erpilot.bench_proc import read_all_stats
-    from erpilot.bench_stats import tree_ticks
+    from erpilot.bench.proc import read_all_stats
+    from erpilot.bench.stats import tree_ticks
     return tree_ticks(read_all_stats(), pid)
 
 
@@ -77,7 +77,7 @@ async def measure(count: int, nats_url: str, database_url: str, pids: dict[str, 
     from sqlalchemy.dialects.postgresql import JSONB
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from erpilot.bench_proc import TICKS
+    from erpilot.bench.proc import TICKS
 
     broker = NatsBroker(nats_url, log_level=logging.DEBUG)
     await broker.connect()
@@ -150,7 +150,7 @@ def main() -> None:
     if args.serve:
         return serve(args.serve)
 
-    from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
+    from erpilot.stack.embedded import EmbeddedNats, EmbeddedPostgres
     from erpilot_platform.runtime import run_service
     work = Path(tempfile.mkdtemp(prefix="erpilot-floor-"))
     nats_server, postgres = EmbeddedNats(work), EmbeddedPostgres(work)

@@ -8,7 +8,7 @@ Graph ``prepare -> approve (interrupt) -> execute -> END``; ``execute`` is an id
 default durability. This is what the reference script (``../shared/bench/peer_langgraph.py``) measures,
 written here so the project does not depend on it: cycles/s with N workers over distinct threads,
 start -> interrupt and resume -> committed percentiles, a racing double resume, and exactly one row per
-operation; plus, measured exactly as for the product (erpilot.bench_meter): CPU per cycle of this
+operation; plus, measured exactly as for the product (erpilot.bench.meter): CPU per cycle of this
 process and of PostgreSQL, commits and write transactions per cycle, peak RSS/PSS.
 
 It runs in a virtual environment of its own (``erpilot bench --peer`` makes ``.venv-peer`` from the
@@ -33,10 +33,10 @@ from typing import Any, TypedDict
 
 # The bench's measuring modules (stdlib and asyncpg only) come from this repository's source tree.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from erpilot.bench_db import admin_url  # noqa: E402
-from erpilot.bench_meter import Meter  # noqa: E402
-from erpilot.bench_proc import read_all_stats  # noqa: E402
-from erpilot.bench_stats import summary_ms  # noqa: E402
+from erpilot.bench.db import admin_url  # noqa: E402
+from erpilot.bench.meter import Meter  # noqa: E402
+from erpilot.bench.proc import read_all_stats  # noqa: E402
+from erpilot.bench.stats import summary_ms  # noqa: E402
 
 EXEC_SQL = ("INSERT INTO tool_executions (operation_id, tool, args) VALUES ($1, $2, $3) "
             "ON CONFLICT (operation_id) DO NOTHING")

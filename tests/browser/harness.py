@@ -23,8 +23,8 @@ from typing import Any
 
 import uvicorn
 
-from erpilot.stack import free_port
-from erpilot.tokens import make_token
+from erpilot.stack.stack import free_port
+from erpilot.stack.tokens import make_token
 from erpilot_contracts import subjects
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_gateway.app import create_app
@@ -362,7 +362,7 @@ def run_async(coro) -> Any:
 async def _ensure_streams(nats_url: str) -> None:
     from faststream.nats import NatsBroker
 
-    from erpilot.nats_credentials import migrate_jetstream_on
+    from erpilot.stack.nats_credentials import migrate_jetstream_on
 
     broker = NatsBroker(nats_url)
     await broker.connect()

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from erpilot.tokens import make_token
+from erpilot.stack.tokens import make_token
 from tests.browser.harness import SECRET, now, submit_order_approval, tok
 
 pytestmark = pytest.mark.browser

@@ -4,7 +4,6 @@ tests talk to them only through HTTP and NATS."""
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from erpilot import db_roles
-from erpilot.stack import Stack, free_port, migrate_all, seed
-from erpilot.tokens import make_token
+from erpilot.stack import db_roles
+from erpilot.stack.stack import Stack, free_port, migrate_all, seed
+from erpilot.stack.tokens import make_token
 from erpilot_platform.embedded import EmbeddedNats, EmbeddedNatsCluster
-from erpilot_platform.testing.backends import execute_sql, with_database
+from erpilot_platform.testing.backends import scratch_database
 
 SECRET = "e2e-secret-" + "x" * 32
 # Roles are global to the PostgreSQL server: every stack of this run sets the same passwords.
@@ -48,33 +47,49 @@ def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
     ``policy``: the text of the approval policy it runs under (``ERPILOT_POLICY``), else the default.
 
     As deployed: migrated by the owner (database and JetStream), then every service connects as its own
-    role (src/erpilot/db_roles.py).
+    role (src/erpilot/stack/db_roles.py).
     """
     if policy is not None:
         (data_dir / "policy.toml").write_text(policy)
         env = {**env, "ERPILOT_POLICY": str(data_dir / "policy.toml")}
     # Always embedded: only this stack may consume from it.
     nats = EmbeddedNatsCluster(data_dir / "nats-cluster", cluster) if cluster else EmbeddedNats(data_dir / "nats-home")
-    name = f"erpilot_iso_{secrets.token_hex(4)}"
-    execute_sql(database_url, f'create database "{name}"')
-    url = with_database(database_url, name)
     stack = None
-    try:
-        migrate_all(url)
-        db_roles.provision(url, DB_PASSWORDS)
-        seed(url)
-        stack = Stack(nats.start(), url, data_dir, http_port=free_port(),
-                      env={"ERPILOT_AUTH_SECRET": SECRET, **env}, replicas=replicas or {},
-                      service_envs=db_roles.role_envs(url, DB_PASSWORDS), nats_replicas=cluster or 1)
-        stack.nats = nats
-        stack.start()
-        stack.wait_ready()
-        yield stack
-    finally:
-        if stack is not None:
-            stack.stop()
-        nats.stop()
-        execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+    with scratch_database(database_url, "erpilot_iso") as url:
+        try:
+            migrate_all(url)
+            db_roles.provision(url, DB_PASSWORDS)
+            seed(url)
+            stack = Stack(nats.start(), url, data_dir, http_port=free_port(),
+                          env={"ERPILOT_AUTH_SECRET": SECRET, **env}, replicas=replicas or {},
+                          service_envs=db_roles.role_envs(url, DB_PASSWORDS), nats_replicas=cluster or 1)
+            stack.nats = nats
+            stack.start()
+            stack.wait_ready()
+            yield stack
+        finally:
+            if stack is not None:
+                stack.stop()
+            nats.stop()
+
+
+def restart_armed(stack: Stack, service: str, failpoints: str | None) -> None:
+    """(Re)start ``service`` with these failpoints armed (``ERPILOT_FAILPOINTS``, e.g. ``"erp.x=crash"``; None:
+    disarmed) and wait until the stack answers."""
+    child = stack.supervisor.children[service]
+    if failpoints:
+        child.env["ERPILOT_FAILPOINTS"] = failpoints
+    else:
+        child.env.pop("ERPILOT_FAILPOINTS", None)
+    stack.supervisor.restart(service)
+    stack.wait_ready()
+
+
+def died_at_its_failpoint(stack: Stack, service: str, *, timeout: float) -> None:
+    """Wait until the armed ``service`` died at its failpoint: exit 137 (SIGKILL), not of something else."""
+    child = stack.supervisor.children[service]
+    assert wait_for(lambda: child.process.poll() is not None, timeout=timeout)
+    assert child.process.returncode == 137
 
 
 def token(sub: str, *roles: str) -> str:

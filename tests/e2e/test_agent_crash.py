@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from erpilot.stack import Stack
-from tests.e2e.conftest import Api, isolated_stack, wait_for
+from erpilot.stack.stack import Stack
+from tests.e2e.conftest import Api, died_at_its_failpoint, isolated_stack, restart_armed
 from tests.e2e.test_model_runs import assistant_texts, run_events, start_run
 
 pytestmark = pytest.mark.e2e
@@ -29,17 +29,6 @@ def crash_stack(database_url, tmp_path_factory) -> Iterator[Stack]:
         yield stack
 
 
-def restart_agent(stack: Stack, failpoints: str | None) -> None:
-    """(Re)start the agent with these failpoints armed (None: disarmed) and wait until it answers."""
-    child = stack.supervisor.children["agent"]
-    if failpoints:
-        child.env["ERPILOT_FAILPOINTS"] = failpoints
-    else:
-        child.env.pop("ERPILOT_FAILPOINTS", None)
-    stack.supervisor.restart("agent")
-    stack.wait_ready()
-
-
 def on_hand(api: Api, session_id: str) -> int:
     response = api.call(session_id, "get_product", {"sku": SKU})
     assert response.status_code == 200, response.text
@@ -48,17 +37,15 @@ def on_hand(api: Api, session_id: str) -> int:
 
 def crashed_and_restarted(stack: Stack) -> None:
     """Wait until the armed agent died at its failpoint (137, not of something else); start it disarmed."""
-    agent = stack.supervisor.children["agent"]
-    assert wait_for(lambda: agent.process.poll() is not None, timeout=30)
-    assert agent.process.returncode == 137
-    restart_agent(stack, None)
+    died_at_its_failpoint(stack, "agent", timeout=30)
+    restart_armed(stack, "agent", None)
 
 
 @pytest.mark.parametrize("failpoint", ["agent.call.after_record", "agent.commit.after_send"])
 def test_a_crash_on_the_write_path_ends_in_exactly_one_effect(crash_stack: Stack, failpoint: str):
     requester = Api(crash_stack.base_url, f"req-{time.monotonic_ns()}", "requester")
     approver = Api(crash_stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
-    restart_agent(crash_stack, f"{failpoint}=crash")
+    restart_armed(crash_stack, "agent", f"{failpoint}=crash")
     session_id = requester.new_session()
     before = on_hand(requester, session_id)
 
@@ -101,7 +88,7 @@ def test_a_crash_mid_run_is_resumed_after_restart(crash_stack: Stack):
     """The agent is killed while a run waits for its approval; the new process finishes the run."""
     requester = Api(crash_stack.base_url, f"req-{time.monotonic_ns()}", "requester")
     approver = Api(crash_stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
-    restart_agent(crash_stack, None)
+    restart_armed(crash_stack, "agent", None)
     session_id = requester.new_session()
     before = on_hand(requester, session_id)
     draft_run = start_run(requester, session_id, f"draft for C-1005: {SKU} x2")
@@ -114,7 +101,7 @@ def test_a_crash_mid_run_is_resumed_after_restart(crash_stack: Stack):
     decision = approver.post(f"/v1/approvals/{pending['pending_id']}/decision",
                              {"action": "approve", "fingerprint": pending["fingerprint"]})
     assert decision.status_code == 200, decision.text
-    restart_agent(crash_stack, None)
+    restart_armed(crash_stack, "agent", None)
 
     events = run_events(requester, session_id, submit_run, timeout=45)
     assert events[-1]["type"] == "run_finished"

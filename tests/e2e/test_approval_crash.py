@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from erpilot.stack import Stack
-from tests.e2e.conftest import Api, isolated_stack, wait_for
+from erpilot.stack.stack import Stack
+from tests.e2e.conftest import Api, died_at_its_failpoint, isolated_stack, restart_armed, wait_for
 from tests.e2e.test_write_flow import decide, draft, finished, request_write, stock
 
 pytestmark = pytest.mark.e2e
@@ -29,23 +29,6 @@ REDELIVERED = 60.0  # ack wait (15 s) + restart + the rest of the write
 def crash_stack(database_url, tmp_path_factory) -> Iterator[Stack]:
     with isolated_stack(database_url, tmp_path_factory.mktemp("approval-crash-stack"), {}) as stack:
         yield stack
-
-
-def restart_approval(stack: Stack, failpoint: str | None) -> None:
-    """(Re)start the approval service with ``failpoint`` armed (None: disarmed) and wait until it answers."""
-    child = stack.supervisor.children["approval"]
-    if failpoint:
-        child.env["ERPILOT_FAILPOINTS"] = f"{failpoint}=crash"
-    else:
-        child.env.pop("ERPILOT_FAILPOINTS", None)
-    stack.supervisor.restart("approval")
-    stack.wait_ready()
-
-
-def died_at_the_failpoint(stack: Stack) -> None:
-    approval = stack.supervisor.children["approval"]
-    assert wait_for(lambda: approval.process.poll() is not None, timeout=30)
-    assert approval.process.returncode == 137  # it died at the failpoint, not of something else
 
 
 def people(stack: Stack) -> tuple[Api, Api, Api]:
@@ -66,14 +49,14 @@ def test_a_crash_around_storing_the_ledgers_request_still_asks_once(crash_stack:
     session_id = requester.new_session()
     revision = draft(requester, session_id, [(SKU, 1)])
     before = stock(requester, SKU)
-    restart_approval(crash_stack, failpoint)
+    restart_armed(crash_stack, "approval", f"{failpoint}=crash")
 
     asked = requester.call(session_id, "submit_order", {"draft_id": revision["draft_id"],
                                                         "revision": revision["revision"]})
     assert asked.status_code == 202, asked.text
     call_id = asked.json()["call_id"]
-    died_at_the_failpoint(crash_stack)
-    restart_approval(crash_stack, None)
+    died_at_its_failpoint(crash_stack, "approval", timeout=30)
+    restart_armed(crash_stack, "approval", None)
 
     events = call_events(requester, session_id, call_id, "approval_pending")
     [pending] = [e["data"] for e in events if e["type"] == "approval_pending"]
@@ -93,11 +76,11 @@ def test_a_crash_around_the_decision_commits_once(crash_stack: Stack, failpoint:
     before = stock(requester, SKU)
     pending = request_write(requester, session_id, "submit_order",
                             {"draft_id": revision["draft_id"], "revision": revision["revision"]})
-    restart_approval(crash_stack, failpoint)
+    restart_armed(crash_stack, "approval", f"{failpoint}=crash")
 
     assert decide(approver, pending, "approve").status_code != 200  # the replica died before answering
-    died_at_the_failpoint(crash_stack)
-    restart_approval(crash_stack, None)
+    died_at_its_failpoint(crash_stack, "approval", timeout=30)
+    restart_armed(crash_stack, "approval", None)
 
     view = finished(requester, session_id, pending["call_id"], timeout=REDELIVERED)
     assert view["outcome"] == "succeeded", view
@@ -114,13 +97,13 @@ def test_a_crash_after_the_edit_intent_makes_one_new_version(crash_stack: Stack)
     session_id = requester.new_session()
     before = stock(requester, SKU)
     pending = request_write(requester, session_id, "adjust_stock", {"sku": SKU, "delta": -1, "reason": "count"})
-    restart_approval(crash_stack, "approval.edit.after_intent")
+    restart_armed(crash_stack, "approval", "approval.edit.after_intent=crash")
 
     edited = {"sku": SKU, "delta": -3, "reason": "count"}
     body = {"fingerprint": pending["fingerprint"], "arguments": edited}
     assert manager.post(f"/v1/approvals/{pending['pending_id']}/edit", body).status_code != 201
-    died_at_the_failpoint(crash_stack)
-    restart_approval(crash_stack, None)
+    died_at_its_failpoint(crash_stack, "approval", timeout=30)
+    restart_armed(crash_stack, "approval", None)
 
     def new_version() -> dict | None:
         old = manager.get(f"/v1/approvals/{pending['pending_id']}").json()

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from erpilot.running import STACK_FILE
-from erpilot.stack import free_port
+from erpilot.stack.running import STACK_FILE
+from erpilot.stack.stack import free_port
 from erpilot_platform.testing.backends import postgres_scratch_dir
 
 pytestmark = pytest.mark.e2e

@@ -22,7 +22,7 @@ from collections import Counter
 
 import pytest
 
-from erpilot.stack import SERVICES
+from erpilot.stack.stack import SERVICES
 from tests.e2e.cluster_load import SKUS, EventWatcher, Load, percentile, reelection_seconds, stored_events, until_true
 from tests.e2e.conftest import Api, isolated_stack, token, wait_for
 from tests.e2e.test_duplicate_delivery import sql

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from erpilot.stack import Stack
+from erpilot.stack.stack import Stack
 from tests.e2e.conftest import Api, isolated_stack
 from tests.e2e.test_model_runs import assistant_texts, run_events, start_run
 

@@ -17,8 +17,8 @@ import nats
 import nats.js.errors
 import pytest
 
-from erpilot.dlq import record_subject
-from erpilot.nats_security import ADMIN, password_variable
+from erpilot.ops.dlq import record_subject
+from erpilot.stack.nats_security import ADMIN, password_variable
 from erpilot_contracts.subjects import (
     AGENT_CMD_TOOL_CALL,
     APPROVAL_CMD_DECIDE,

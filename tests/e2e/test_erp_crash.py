@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from erpilot.stack import Stack
-from tests.e2e.conftest import Api, isolated_stack, wait_for
+from erpilot.stack.stack import Stack
+from tests.e2e.conftest import Api, died_at_its_failpoint, isolated_stack, restart_armed, wait_for
 from tests.e2e.test_write_flow import call_events, decide, draft
 
 pytestmark = pytest.mark.e2e
@@ -28,23 +28,6 @@ ORDER = ["tool_started", "approval_pending", "approval_resolved", "tool_executin
 def crash_stack(database_url, tmp_path_factory) -> Iterator[Stack]:
     with isolated_stack(database_url, tmp_path_factory.mktemp("erp-crash-stack"), {}) as stack:
         yield stack
-
-
-def restart_erp(stack: Stack, failpoints: str | None) -> None:
-    """(Re)start the ERP with these failpoints armed (None: disarmed) and wait until the stack answers."""
-    child = stack.supervisor.children["erp"]
-    if failpoints:
-        child.env["ERPILOT_FAILPOINTS"] = failpoints
-    else:
-        child.env.pop("ERPILOT_FAILPOINTS", None)
-    stack.supervisor.restart("erp")
-    stack.wait_ready()
-
-
-def died_at_its_failpoint(stack: Stack) -> None:
-    erp = stack.supervisor.children["erp"]
-    assert wait_for(lambda: erp.process.poll() is not None, timeout=45)
-    assert erp.process.returncode == 137  # it died at the failpoint, not of something else
 
 
 def in_background(api: Api, path: str, body: dict) -> threading.Thread:
@@ -72,14 +55,14 @@ def on_hand(api: Api) -> int:
 def test_a_crash_after_a_draft_committed_leaves_one_draft(crash_stack: Stack):
     requester = Api(crash_stack.base_url, f"req-{time.monotonic_ns()}", "requester")
     session_id = requester.new_session()
-    restart_erp(crash_stack, "erp.draft.after_db_commit=crash")
+    restart_armed(crash_stack, "erp", "erp.draft.after_db_commit=crash")
     call_id = f"call-draft-{time.monotonic_ns()}"
 
     in_background(requester, f"/v1/sessions/{session_id}/tool-calls", {
         "tool": "create_order_draft", "call_id": call_id,
         "arguments": {"customer_id": "C-1001", "lines": [{"sku": SKU, "qty": 1}]}})
-    died_at_its_failpoint(crash_stack)
-    restart_erp(crash_stack, None)
+    died_at_its_failpoint(crash_stack, "erp", timeout=45)
+    restart_armed(crash_stack, "erp", None)
 
     done = wait_for(lambda: (v := view(requester, session_id, call_id)).get("status") == "finished" and v, timeout=60)
     assert done["outcome"] == "succeeded"
@@ -94,14 +77,14 @@ def test_a_crash_in_prepare_ends_in_one_approval_and_one_effect(crash_stack: Sta
     session_id = requester.new_session()
     revision = draft(requester, session_id, [(SKU, 1)], customer="C-1004")
     before = on_hand(requester)
-    restart_erp(crash_stack, f"{failpoint}=crash")
+    restart_armed(crash_stack, "erp", f"{failpoint}=crash")
     call_id = f"call-prepare-{time.monotonic_ns()}"
 
     in_background(requester, f"/v1/sessions/{session_id}/tool-calls", {
         "tool": "submit_order", "call_id": call_id,
         "arguments": {"draft_id": revision["draft_id"], "revision": revision["revision"]}})
-    died_at_its_failpoint(crash_stack)
-    restart_erp(crash_stack, None)
+    died_at_its_failpoint(crash_stack, "erp", timeout=45)
+    restart_armed(crash_stack, "erp", None)
 
     waiting = wait_for(lambda: (v := view(requester, session_id, call_id)).get("status") == "awaiting_approval"
                        and v, timeout=60)
@@ -118,7 +101,7 @@ def test_a_crash_in_prepare_ends_in_one_approval_and_one_effect(crash_stack: Sta
 def test_a_crash_in_the_commit_ends_in_exactly_one_effect(crash_stack: Stack, failpoint: str):
     requester = Api(crash_stack.base_url, f"req-{time.monotonic_ns()}", "requester")
     approver = Api(crash_stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
-    restart_erp(crash_stack, f"{failpoint}=crash")
+    restart_armed(crash_stack, "erp", f"{failpoint}=crash")
     session_id = requester.new_session()
     revision = draft(requester, session_id, [(SKU, 2)], customer="C-1005")
     before = on_hand(requester)
@@ -128,8 +111,8 @@ def test_a_crash_in_the_commit_ends_in_exactly_one_effect(crash_stack: Stack, fa
     pending = response.json()
 
     assert decide(approver, pending, "approve").status_code == 200  # the commit leaves the approval's outbox
-    died_at_its_failpoint(crash_stack)
-    restart_erp(crash_stack, None)
+    died_at_its_failpoint(crash_stack, "erp", timeout=45)
+    restart_armed(crash_stack, "erp", None)
 
     events = call_events(requester, session_id, pending["call_id"])
     assert [e["type"] for e in events] == ORDER

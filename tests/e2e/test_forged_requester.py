@@ -28,7 +28,7 @@ import asyncpg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erpilot.dlq import list_dead_letters
+from erpilot.ops.dlq import list_dead_letters
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.erp.v1 import PrepareOperationV1

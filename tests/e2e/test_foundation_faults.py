@@ -14,7 +14,7 @@ import uuid
 import httpx
 import pytest
 
-from erpilot.stack import Stack, free_port
+from erpilot.stack.stack import Stack, free_port
 from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.testing.backends import postgres_scratch_dir
 from tests.e2e.conftest import SECRET, Api, wait_for

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from erpilot.stack import Stack
+from erpilot.stack.stack import Stack
 from tests.e2e.conftest import Api, isolated_stack, wait_for
 from tests.e2e.test_model_runs import of_run, run_events, start_run
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from erpilot.stack import Stack
+from erpilot.stack.stack import Stack
 from tests.e2e.conftest import Api, isolated_stack, wait_for
 
 pytestmark = pytest.mark.e2e

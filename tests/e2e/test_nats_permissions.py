@@ -2,7 +2,7 @@
 permissions in the deployed configuration enforce it too)").
 
 A NATS server of this module alone runs the configuration `erpilot up --secure` and the deployment
-use (src/erpilot/nats_security.py); every service connects with its own user. The agent's
+use (src/erpilot/stack/nats_security.py); every service connects with its own user. The agent's
 credentials are refused when they try to send a decision, ask for an approval, send a commit, publish an
 approval event, change or delete a stream, or use another service's consumer; the whole approve flow still
 works, and no service hits a single permission violation on the way.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import secrets
 import stat
 import time
 import uuid
@@ -25,14 +24,14 @@ import nats.js.errors
 import pytest
 from nats.js.api import ConsumerConfig, StreamConfig
 
-from erpilot import db_roles, nats_credentials, nats_security
-from erpilot.nats_security import ADMIN, JS_DOMAIN, durable_name
-from erpilot.stack import Stack, free_port, merge_envs, migrate_all, seed
+from erpilot.stack import db_roles, nats_config, nats_credentials, nats_security
+from erpilot.stack.nats_security import ADMIN, JS_DOMAIN, durable_name
+from erpilot.stack.stack import Stack, free_port, merge_envs, migrate_all, seed
 from erpilot_contracts import subjects
 from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
 from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.jetstream import ACK_WAIT_SECONDS
-from erpilot_platform.testing.backends import execute_sql, with_database
+from erpilot_platform.testing.backends import scratch_database
 from tests.e2e.conftest import DB_PASSWORDS, SECRET, Api
 from tests.e2e.test_write_flow import call_events, decide, draft, finished, request_write
 
@@ -59,31 +58,29 @@ def secure(database_url, tmp_path_factory) -> Iterator[Secure]:
     data_dir = tmp_path_factory.mktemp("secure-stack")
     passwords = nats_credentials.load_or_create_passwords(data_dir)
     server = EmbeddedNats(data_dir / "nats-home", jetstream_domain=JS_DOMAIN,
-                          extra_config=nats_security.render(passwords=passwords))
-    name = f"erpilot_sec_{secrets.token_hex(4)}"
-    execute_sql(database_url, f'create database "{name}"')
-    url = with_database(database_url, name)
+                          extra_config=nats_config.render(passwords=passwords))
     stack = None
-    try:
-        server.start()
-        # Operations declare streams and consumers (as `erpilot migrate` does); the services only read them.
-        how, _ = asyncio.run(nats_credentials.migrate_jetstream(server.url, user=ADMIN, password=passwords[ADMIN]))
-        assert how == f"domain {JS_DOMAIN}"
-        migrate_all(url)
-        db_roles.provision(url, DB_PASSWORDS)
-        seed(url)
-        stack = Stack(server.url, url, data_dir, http_port=free_port(), env={"ERPILOT_AUTH_SECRET": SECRET},
-                      service_envs=merge_envs(nats_credentials.service_credentials(passwords),
-                                              db_roles.role_envs(url, DB_PASSWORDS)),
-                      nats_admin=(ADMIN, passwords[ADMIN]))
-        stack.start()
-        stack.wait_ready()
-        yield Secure(server, passwords, stack)
-    finally:
-        if stack is not None:
-            stack.stop()
-        server.stop()
-        execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+    with scratch_database(database_url, "erpilot_sec") as url:
+        try:
+            server.start()
+            # Operations declare streams and consumers (as `erpilot migrate` does); the services only read them.
+            how, _ = asyncio.run(nats_credentials.migrate_jetstream(server.url, user=ADMIN,
+                                                                    password=passwords[ADMIN]))
+            assert how == f"domain {JS_DOMAIN}"
+            migrate_all(url)
+            db_roles.provision(url, DB_PASSWORDS)
+            seed(url)
+            stack = Stack(server.url, url, data_dir, http_port=free_port(), env={"ERPILOT_AUTH_SECRET": SECRET},
+                          service_envs=merge_envs(nats_credentials.service_credentials(passwords),
+                                                  db_roles.role_envs(url, DB_PASSWORDS)),
+                          nats_admin=(ADMIN, passwords[ADMIN]))
+            stack.start()
+            stack.wait_ready()
+            yield Secure(server, passwords, stack)
+        finally:
+            if stack is not None:
+                stack.stop()
+            server.stop()
 
 
 async def connect(server: EmbeddedNats, user: str, password: str, errors: list[str]) -> nats.NATS:

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from erpilot.stack import free_port
+from erpilot.stack.stack import free_port
 from tests.e2e.conftest import Api, isolated_stack, wait_for
 
 pytestmark = pytest.mark.e2e

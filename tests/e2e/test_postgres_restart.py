@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from erpilot.stack import Stack, free_port, migrate_all, seed
+from erpilot.stack.stack import Stack, free_port, migrate_all, seed
 from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.embedded_pg import EmbeddedPostgres
 from erpilot_platform.testing.backends import postgres_scratch_dir

@@ -23,9 +23,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from erpilot.stack import Stack
+from erpilot.stack.stack import Stack
 from erpilot_contracts.subjects import ERP_CMD_COMMIT
-from tests.e2e.conftest import Api, isolated_stack, wait_for
+from tests.e2e.conftest import Api, died_at_its_failpoint, isolated_stack, restart_armed, wait_for
 from tests.e2e.test_duplicate_delivery import sql
 from tests.e2e.test_write_flow import decide, draft, finished, request_write, stock
 
@@ -91,21 +91,11 @@ def redelivery_stack(database_url, tmp_path_factory, collector) -> Iterator[Stac
         yield stack
 
 
-def restart_erp(stack: Stack, failpoints: str | None) -> None:
-    child = stack.supervisor.children["erp"]
-    if failpoints:
-        child.env["ERPILOT_FAILPOINTS"] = failpoints
-    else:
-        child.env.pop("ERPILOT_FAILPOINTS", None)
-    stack.supervisor.restart("erp")
-    stack.wait_ready()
-
-
 def test_a_commit_handler_killed_before_its_ack_sees_the_message_again_and_commits_once(redelivery_stack, collector):
     stack = redelivery_stack
     requester = Api(stack.base_url, f"redeliver-req-{secrets.token_hex(3)}", "requester")
     approver = Api(stack.base_url, f"redeliver-appr-{secrets.token_hex(3)}", "approver", "manager")
-    restart_erp(stack, "erp.commit.after_db_commit=crash")
+    restart_armed(stack, "erp", "erp.commit.after_db_commit=crash")
     session_id = requester.new_session()
     before = stock(requester, SKU)
     revision = draft(requester, session_id, [(SKU, 2)])
@@ -114,13 +104,11 @@ def test_a_commit_handler_killed_before_its_ack_sees_the_message_again_and_commi
     assert collector.redeliveries.get(("erpilot-erp", ERP_CMD_COMMIT), 0) == 0
     assert decide(approver, pending, "approve").status_code == 200
 
-    erp = stack.supervisor.children["erp"]
-    assert wait_for(lambda: erp.process.poll() is not None, timeout=60)
-    assert erp.process.returncode == 137  # it died at the failpoint: effect committed, message not acked
+    died_at_its_failpoint(stack, "erp", timeout=60)  # effect committed, message not acked
     [operation] = sql(stack.database_url, "select operation_id, status from erp.operations where call_id = $1",
                       pending["call_id"])
     assert operation["status"] == "committed"  # the effect is in before anything was acknowledged
-    restart_erp(stack, None)
+    restart_armed(stack, "erp", None)
 
     view = finished(requester, session_id, pending["call_id"], timeout=90)
     assert view["outcome"] == "succeeded", view

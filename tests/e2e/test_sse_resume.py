@@ -11,7 +11,7 @@ import httpx
 import jwt
 import pytest
 
-from erpilot.tokens import make_token
+from erpilot.stack.tokens import make_token
 from tests.e2e.conftest import SECRET, Api
 from tests.e2e.test_model_runs import start_run
 

@@ -6,14 +6,13 @@ raises N. About 6 s per run on a loaded 2-core machine: 15 targets x 2 runs, 3-4
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 
 import pytest
 
-from erpilot.torture_targets import targets
-from erpilot_platform.testing.backends import execute_sql, with_database
+from erpilot.torture.targets import targets
+from erpilot_platform.testing.backends import scratch_database
 
 pytestmark = pytest.mark.e2e
 RUNS = int(os.environ.get("ERPILOT_TORTURE_RUNS", "2"))
@@ -21,10 +20,8 @@ RUNS = int(os.environ.get("ERPILOT_TORTURE_RUNS", "2"))
 
 @pytest.fixture
 def fresh_database(database_url):
-    name = f"erpilot_torture_{secrets.token_hex(4)}"
-    execute_sql(database_url, f'create database "{name}"')
-    yield with_database(database_url, name)
-    execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+    with scratch_database(database_url, "erpilot_torture") as url:
+        yield url
 
 
 @pytest.mark.timeout(60 * 60)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import time
 from unittest.mock import patch
 
@@ -24,12 +23,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from erpilot.nats_credentials import migrate_jetstream
-from erpilot.stack import migrate_all, seed
-from erpilot.tokens import make_token
+from erpilot.stack.nats_credentials import migrate_jetstream
+from erpilot.stack.stack import migrate_all, seed
+from erpilot.stack.tokens import make_token
 from erpilot_platform.embedded import EmbeddedNats
 from erpilot_platform.runtime import connect_with_retry
-from erpilot_platform.testing.backends import execute_sql, with_database
+from erpilot_platform.testing.backends import scratch_database
 
 pytestmark = pytest.mark.integration
 SECRET = "tracing-secret-" + "x" * 32
@@ -70,18 +69,15 @@ def infra(database_url, tmp_path_factory):
     """(nats_url, database_url, data_dir): a NATS server and a migrated, seeded database of our own."""
     data_dir = tmp_path_factory.mktemp("tracing")
     nats = EmbeddedNats(data_dir / "nats-home")
-    name = f"erpilot_trace_{secrets.token_hex(4)}"
-    execute_sql(database_url, f'create database "{name}"')
-    url = with_database(database_url, name)
-    try:
-        migrate_all(url)
-        seed(url)
-        nats_url = nats.start()
-        asyncio.run(migrate_jetstream(nats_url))  # streams and consumers, as `erpilot migrate` declares them
-        yield nats_url, url, data_dir
-    finally:
-        nats.stop()
-        execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+    with scratch_database(database_url, "erpilot_trace") as url:
+        try:
+            migrate_all(url)
+            seed(url)
+            nats_url = nats.start()
+            asyncio.run(migrate_jetstream(nats_url))  # streams and consumers, as `erpilot migrate` declares them
+            yield nats_url, url, data_dir
+        finally:
+            nats.stop()
 
 
 @pytest.fixture(scope="module")

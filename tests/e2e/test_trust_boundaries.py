@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from faststream.nats import NatsBroker
 
-from erpilot.dlq import list_dead_letters
+from erpilot.ops.dlq import list_dead_letters
 from erpilot_agent.domain.call_identity import call_key, operation_id_for
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import RequestApprovalV1
@@ -26,6 +26,7 @@ from erpilot_platform.broker import create_broker, request
 from erpilot_platform.ledger_signatures import sign_request
 from tests.e2e.conftest import Api, wait_for
 from tests.e2e.test_forged_requester import assertion_of_alices_call
+from tests.e2e.test_up_roles import session_roles
 from tests.e2e.test_write_flow import call_events, decide, draft, finished, place_order, request_write
 
 pytestmark = pytest.mark.e2e
@@ -197,23 +198,9 @@ def test_each_service_connects_to_postgresql_as_its_own_role(stack):
     users = {urlsplit(process_env(stack, service)["ERPILOT_DATABASE_URL"]).username
              for service in ("agent", "approval", "erp")}
     assert users == {"erpilot_agent", "erpilot_approval", "erpilot_erp"}
-    owner = stack.database_url
-
-    async def sessions() -> dict[str, set[str]]:
-        """service -> the roles of its connections, by application name ("erpilot-<service>[-<purpose>]",
-        e.g. the approval service's dedicated LISTEN connection "erpilot-approval-deadlines")."""
-        conn = await asyncpg.connect(owner)
-        try:
-            rows = await conn.fetch("SELECT DISTINCT application_name, usename FROM pg_stat_activity "
-                                    "WHERE datname = current_database() AND application_name LIKE 'erpilot-%'")
-        finally:
-            await conn.close()
-        roles: dict[str, set[str]] = {}
-        for row in rows:
-            roles.setdefault(row["application_name"].split("-")[1], set()).add(row["usename"])
-        return roles
-
-    found = wait_for(lambda: (lambda s: s if len(s) >= 3 else None)(asyncio.run(sessions())), timeout=30)
+    # Every connection, the approval service's dedicated LISTEN connection "erpilot-approval-deadlines" included.
+    found = wait_for(lambda: (lambda s: s if len(s) >= 3 else None)(asyncio.run(session_roles(stack.database_url))),
+                     timeout=30)
     assert found == {"agent": {"erpilot_agent"}, "approval": {"erpilot_approval"}, "erp": {"erpilot_erp"}}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from erpilot.stack import SERVICES
+from erpilot.stack.stack import SERVICES
 from erpilot_platform.testing.backends import postgres_scratch_dir
 from tests.e2e.conftest import wait_for
 from tests.e2e.up_process import UpProcess, alive, answered_within

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from erpilot.tokens import make_token
+from erpilot.stack.tokens import make_token
 from erpilot_platform.testing.backends import postgres_scratch_dir
 from tests.e2e.conftest import wait_for
 from tests.e2e.up_process import UpProcess

@@ -1,5 +1,5 @@
 """Plain `erpilot up` (no --secure) runs every service as its own PostgreSQL role, as production does
-(src/erpilot/db_roles.py), seen from outside: the services' environments and the server's sessions."""
+(src/erpilot/stack/db_roles.py), seen from outside: the services' environments and the server's sessions."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import asyncpg
 import psutil
 import pytest
 
-from erpilot.stack import free_port
+from erpilot.stack.stack import free_port
 from erpilot_platform.testing.backends import postgres_scratch_dir
 from tests.e2e.conftest import wait_for
 

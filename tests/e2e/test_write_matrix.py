@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from erpilot.stack import Stack
+from erpilot.stack.stack import Stack
 from erpilot_platform.testing.backends import fetch_sql
 from tests.e2e.conftest import Api, isolated_stack
 from tests.e2e.test_write_flow import decide, draft, finished, place_order, request_write

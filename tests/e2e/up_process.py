@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from erpilot.stack import free_port
+from erpilot.stack.stack import free_port
 
 
 class UpProcess:

@@ -15,7 +15,7 @@ import asyncpg
 import nats
 import pytest
 
-from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
+from erpilot.stack.embedded import EmbeddedNats, EmbeddedPostgres
 from erpilot_platform.embedded_pg import _pg_bin_dir, _pg_system_user
 from erpilot_platform.testing import postgres_scratch_dir
 
@@ -170,7 +170,7 @@ async def test_postgres_replaces_a_leftover_postmaster(pg_dir: Path) -> None:
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from erpilot.embedded import EmbeddedNats, EmbeddedPostgres
+    from erpilot.stack.embedded import EmbeddedNats, EmbeddedPostgres
     nats_url = EmbeddedNats(Path(sys.argv[1])).start()
     pg_url = EmbeddedPostgres(Path(sys.argv[2])).start()
     print("READY", flush=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from erpilot.supervisor import RestartPolicy, StopRequested, Supervisor, wait_http_ready
+from erpilot.stack.supervisor import RestartPolicy, StopRequested, Supervisor, wait_http_ready
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +116,7 @@ def test_wait_http_ready(tmp_path: Path) -> None:
 SUPERVISOR_SCRIPT = textwrap.dedent(f"""
     import sys
     from pathlib import Path
-    from erpilot.supervisor import Supervisor
+    from erpilot.stack.supervisor import Supervisor
     sup = Supervisor(Path(sys.argv[1]), stop_timeout=1.0)
     ignore = {IGNORE_TERM!r}
     a = sup.start("a", [sys.executable, "-c", "import time; time.sleep(600)"])

@@ -23,7 +23,7 @@ import nats.js.errors
 import pytest
 from faststream.nats import NatsBroker
 
-from erpilot.dlq import record_subject
+from erpilot.ops.dlq import record_subject
 from erpilot_contracts.base import Message
 from erpilot_contracts.subjects import (
     AGENT_CMD_TOOL_CALL,

@@ -8,8 +8,8 @@ import nats
 import pytest
 from faststream.nats import NatsBroker
 
-from erpilot import nats_credentials
-from erpilot.nats_security import SERVICES, consumers
+from erpilot.stack import nats_credentials
+from erpilot.stack.nats_security import SERVICES, consumers
 from erpilot_contracts import subjects
 from erpilot_contracts.base import Message
 from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM

@@ -5,30 +5,27 @@ PostgreSQL server with the approval schema; rows signed as the approval service 
 from __future__ import annotations
 
 import asyncio
-import secrets
 from datetime import UTC, datetime
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erpilot import audit_cli
-from erpilot.torture_checks import Findings, check_audit
+from erpilot.ops import audit
+from erpilot.torture.approval_checks import check_audit
+from erpilot.torture.checks import Findings
 from erpilot_approval.app import MIGRATIONS
 from erpilot_approval.domain.audit import GENESIS, chain_hash, event_of, sign
 from erpilot_platform.migrations import upgrade
-from erpilot_platform.testing.backends import execute_sql, with_database
+from erpilot_platform.testing.backends import execute_sql, scratch_database
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def approval_database(database_url):
-    name = f"erpilot_audit_check_{secrets.token_hex(4)}"
-    execute_sql(database_url, f'create database "{name}"')
-    url = with_database(database_url, name)
-    upgrade(MIGRATIONS, url, "approval")
-    yield url
-    execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+    with scratch_database(database_url, "erpilot_audit_check") as url:
+        upgrade(MIGRATIONS, url, "approval")
+        yield url
 
 
 def append_rows(url: str, key: Ed25519PrivateKey, count: int) -> None:
@@ -49,12 +46,12 @@ def test_an_intact_chain_passes_and_a_changed_row_fails_the_run(approval_databas
     append_rows(approval_database, key, 3)
 
     intact = Findings()
-    check_audit(asyncio.run(audit_cli.verify(approval_database, key.public_key())), intact)
+    check_audit(asyncio.run(audit.verify(approval_database, key.public_key())), intact)
     assert intact.ok, intact.all()
 
     execute_sql(approval_database, """update approval.audit_log set data = '{"status": "rejected", "n": 2}'
                                       where seq = 2""")
     tampered = Findings()
-    check_audit(asyncio.run(audit_cli.verify(approval_database, key.public_key())), tampered)
+    check_audit(asyncio.run(audit.verify(approval_database, key.public_key())), tampered)
     assert tampered.violations == ["erpilot audit verify: audit log BROKEN at row 2: its hash does not match its "
                                    "content (1 rows checked from the start)"]

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from erpilot.bench_db import admin_url
-from erpilot.bench_proc import parse_stat
-from erpilot.bench_report import fmt, level_table, peer_table, render
-from erpilot.bench_stats import (
+from erpilot.bench.db import admin_url
+from erpilot.bench.proc import parse_stat
+from erpilot.bench.report import fmt, level_table, peer_table, render
+from erpilot.bench.stats import (
     busy_fraction,
     cpu_ms_per_unit,
     net_of_idle,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from erpilot.tokens import make_token
+from erpilot.stack.tokens import make_token
 from erpilot_gateway.auth import decode_token
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.settings import GatewaySettings

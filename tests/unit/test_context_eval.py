@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from erpilot import context_eval
 from erpilot.cli import main as cli_main
-from erpilot.context_facts import DraftLine, EveryUserMessage, LatestResult, UserSays, pairs_intact
-from erpilot.context_long_sessions import issue_27
-from erpilot.context_scenarios import all_scenarios, issue_19, line_of
+from erpilot.context_eval import run as context_eval
+from erpilot.context_eval.facts import DraftLine, EveryUserMessage, LatestResult, UserSays, pairs_intact
+from erpilot.context_eval.long_sessions import issue_27
+from erpilot.context_eval.scenarios import all_scenarios, issue_19, line_of
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The least-privilege NATS configuration generator (src/erpilot/nats_security.py): the decision rules
+"""The least-privilege NATS configuration generator (src/erpilot/stack/nats_security.py): the decision rules
 of SPEC §8 hold in what it generates, it agrees with what the services really subscribe to, and the
 committed deployment file is what it generates."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from erpilot import nats_credentials as nc
-from erpilot import nats_security as ns
+from erpilot.stack import nats_config
+from erpilot.stack import nats_credentials as nc
+from erpilot.stack import nats_security as ns
 from erpilot_contracts import subjects
 from erpilot_contracts.subjects import ALL_STREAMS, PREFIX, SESSIONS_STREAM
 
@@ -155,14 +156,14 @@ def test_the_permissions_follow_what_each_service_really_subscribes_to(service, 
 
 def test_the_committed_deployment_configuration_is_current():
     committed = (ROOT / "deploy" / "nats-auth.conf").read_text()
-    assert committed == ns.render(), "run `erpilot nats-config --out deploy/nats-auth.conf`"
+    assert committed == nats_config.render(), "run `erpilot nats-config --out deploy/nats-auth.conf`"
 
 
 def test_nats_server_accepts_the_configuration(tmp_path):
     from erpilot_platform.embedded import _nats_server_binary
 
     conf = tmp_path / "nats.conf"
-    conf.write_text(f"jetstream {{ domain: {ns.JS_DOMAIN} }}\n" + ns.render())
+    conf.write_text(f"jetstream {{ domain: {ns.JS_DOMAIN} }}\n" + nats_config.render())
     env = {**os.environ, **{ns.password_variable(user): f"pw-{user}" for user in ns.USERS}}
     result = subprocess.run([_nats_server_binary(), "-t", "-c", str(conf)], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr + result.stdout

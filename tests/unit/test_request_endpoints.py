@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import typing
 from collections import Counter
+from typing import Any
 
 import pytest
+from pydantic import ConfigDict, RootModel
 
 from erpilot import asyncapi
 from erpilot_contracts import requests
+from erpilot_contracts.agent.v1 import GetSessionV1, SessionRefV1
+from erpilot_contracts.base import Message
+from erpilot_contracts.erp.v1 import ErpViewResultV1
 from erpilot_contracts.subjects import ping_subject
 
 pytestmark = pytest.mark.unit
@@ -52,6 +57,33 @@ def test_a_declarations_durability_is_its_subjects_kind():
     assert all((".cmd." in e.subject) == e.durable for e in requests.ALL)
 
 
-def test_every_agent_endpoint_answers_a_reply_model_of_its_own():
-    agent = [e for e in requests.ALL if ".agent." in e.subject]
-    assert len(agent) == 7 and [e.subject for e in agent if e.reply is requests.Data] == []
+def test_every_endpoint_answers_a_reply_model_of_its_own():
+    assert len(requests.ALL) >= 22 and [e.subject for e in requests.ALL if not requests.typed_reply(e.reply)] == []
+
+
+class _Bag(RootModel[dict[str, Any]]):
+    """A reply's ``data`` as a bare JSON object: what an untyped endpoint used to declare."""
+
+
+class _Nothing(Message):
+    """A message with no field of its own."""
+
+
+class _Open(Message):
+    model_config = ConfigDict(extra="allow")
+    run_id: str
+
+
+class _Either(RootModel[SessionRefV1 | _Bag]):
+    """A root that is a typed model or a bare object."""
+
+
+@pytest.mark.parametrize("untyped", [_Bag, _Nothing, _Open, _Either, dict])
+def test_an_endpoint_with_an_untyped_reply_cannot_be_declared(untyped):
+    assert not requests.typed_reply(untyped)
+    with pytest.raises(TypeError, match="not a model of its own"):
+        requests.query("erpilot.v1.query.test.untyped", GetSessionV1, untyped)
+
+
+def test_a_root_over_typed_models_is_typed():
+    assert requests.typed_reply(ErpViewResultV1) and requests.typed_reply(SessionRefV1)

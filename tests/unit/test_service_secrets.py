@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from erpilot import cli
-from erpilot.stack import Stack
+from erpilot.stack.stack import Stack
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_erp.settings import ErpSettings
 from erpilot_gateway.settings import GatewaySettings

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from erpilot.torture import run_seed
-from erpilot.torture_targets import TableError, Target, parse, select, table_text, targets
-from erpilot.torture_workload import plan
+from erpilot.torture.campaign import run_seed
+from erpilot.torture.plan import plan
+from erpilot.torture.targets import TableError, Target, parse, select, table_text, targets
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ def test_a_runs_workload_is_drawn_from_its_target_and_seed_alone():
 
 def test_a_plan_is_the_same_in_another_process():
     """Nothing in it hangs on the process: not on hash randomization, not on the order coroutines run in."""
-    code = "from erpilot.torture_workload import plan; print(repr(plan('agent.commit.after_send', 77)))"
+    code = "from erpilot.torture.plan import plan; print(repr(plan('agent.commit.after_send', 77)))"
     others = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert others == {repr(plan("agent.commit.after_send", 77)) + "\n"}

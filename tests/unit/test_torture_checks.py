@@ -9,13 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from erpilot.cli import build_parser
-from erpilot.torture import Campaign, Row, summary
-from erpilot.torture_checks import (
-    ApprovalRecords,
+from erpilot.torture.approval_checks import ApprovalRecords, approval_problems, check_audit
+from erpilot.torture.campaign import Campaign, Row, summary
+from erpilot.torture.checks import (
     Expected,
     Findings,
-    approval_problems,
-    check_audit,
     check_call,
     check_ledger,
     check_messages,
@@ -23,8 +21,8 @@ from erpilot.torture_checks import (
     lifecycle_problems,
     run_findings,
 )
-from erpilot.torture_targets import Target
-from erpilot.torture_workload import Call
+from erpilot.torture.targets import Target
+from erpilot.torture.workload import Call
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,7 @@
-"""The same cases for every implementation of the agent's ``Work`` (``service_layer.ports``): the memory one
-(``memory_agent.py``, tests/unit/test_repositories.py) and the SQL one (``adapters.sql_work``,
-tests/integration/test_repositories.py). Each test module imports these and gives a ``repos`` fixture.
+"""The same cases for every implementation of the agent's ``Work`` and ``DriverLocks`` (``service_layer.ports``):
+the memory ones (``memory_agent.py``, tests/unit/test_repositories.py) and the SQL ones (``adapters.sql_work``,
+``adapters.driver_locks``, tests/integration/test_repositories.py). Each test module imports these and gives a
+``repos`` fixture.
 
 Ids are fresh per test, so the SQL cases share one database with everything else.
 """
@@ -18,7 +19,7 @@ import pytest
 from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.run_state import Run
 from erpilot_agent.domain.tool_calls import PendingApproval, SessionEvent, ToolCall
-from erpilot_agent.service_layer.ports import AgentUnitOfWork, Work
+from erpilot_agent.service_layer.ports import AgentUnitOfWork, DriverLocks, Work
 from erpilot_platform.uow import ReadOnly
 
 EXPIRES = datetime(2026, 3, 2, 9, 15, tzinfo=UTC)
@@ -29,6 +30,7 @@ class Backend:
     uow: AgentUnitOfWork
     outbox: Callable[[str], Awaitable[list[tuple[str, dict[str, Any]]]]]  # a session's rows: (msg_id, payload)
     tick: Callable[[], None]  # let the clock move on before the next unit of work
+    locks: DriverLocks
 
 
 def fresh(prefix: str) -> str:
@@ -311,3 +313,16 @@ async def test_the_active_run_is_named_and_cleared_only_by_its_own_run(repos: Ba
     assert (await look(repos, lambda w: w.sessions.get(session_id))).active_run_id == "run_a"
     await repos.uow.run(lambda w: w.sessions.set_active_run(session_id, None, if_active="run_a"))
     assert (await look(repos, lambda w: w.sessions.get(session_id))).active_run_id is None
+
+
+async def test_only_one_driver_holds_a_session_until_it_lets_go_even_by_raising(repos: Backend):
+    session_id, other_session = fresh("ses"), fresh("ses")
+    async with repos.locks.hold(session_id) as first:
+        async with repos.locks.hold(session_id) as second, repos.locks.hold(other_session) as other:
+            assert (first, second, other) == (True, False, True)
+    with pytest.raises(RuntimeError):
+        async with repos.locks.hold(session_id) as again:
+            assert again
+            raise RuntimeError("the driver crashed")
+    async with repos.locks.hold(session_id) as after_the_crash:
+        assert after_the_crash

@@ -5,12 +5,14 @@ its ok reply's ``data`` and whether it is a durable command (through the JetStre
 ``cmd.*``) or a core NATS query (``query.*``). Callers send with ``erpilot_platform.broker.call(broker,
 endpoint, request)``, so no call site names a reply model or a durability of its own.
 
-Replies that are a plain JSON object the gateway passes on unchanged (``{session_id}``, ``{items}``,
-views) are declared as ``Data``.
+Every reply is a model of its own (``typed_reply``): an endpoint whose answer would be a bare JSON object is
+refused when it is declared, so every caller reads its replies typed.
 """
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -73,8 +75,17 @@ Req = TypeVar("Req", bound=Message)
 Rep = TypeVar("Rep", bound=BaseModel)
 
 
-class Data(RootModel[dict[str, Any]]):
-    """A reply's ``data`` as the service sent it (a JSON object without a contract model of its own)."""
+def typed_reply(model: Any) -> bool:
+    """Whether ``model`` says what a reply holds: a pydantic model with fields of its own (beyond
+    ``schema_version``, extra fields not welcome), or a root that is such a model or a union of them; not a bare
+    JSON object (a root over ``dict[str, Any]``) that callers would have to pick apart by key."""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return False
+    if issubclass(model, RootModel):
+        root = model.model_fields["root"].annotation
+        union = typing.get_origin(root) in (typing.Union, types.UnionType)
+        return all(typed_reply(option) for option in (typing.get_args(root) if union else (root,)))
+    return bool(set(model.model_fields) - {"schema_version"}) and model.model_config.get("extra") != "allow"
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,8 @@ class Endpoint(Generic[Req, Rep]):
         kind = ".cmd." if self.durable else ".query."
         if kind not in self.subject:  # the subject's naming says how it travels: the two must agree
             raise ValueError(f"{self.subject} is not a {'command' if self.durable else 'query'} subject")
+        if not typed_reply(self.reply):
+            raise TypeError(f"{self.subject}: the reply {self.reply!r} is not a model of its own")
 
 
 def command(subject: str, request: type[Req], reply: type[Rep]) -> Endpoint[Req, Rep]:

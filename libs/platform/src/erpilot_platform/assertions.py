@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from erpilot_platform.refusals import InvalidMessage
+
 ALGORITHM = "EdDSA"
 # How long an assertion vouches for its person. A chat run keeps the assertion of the message that started it,
 # so this is also how long a run may keep preparing writes and drafts after that message (ARCHITECTURE,
@@ -29,6 +31,8 @@ DEFAULT_TTL = timedelta(hours=1)
 LEEWAY = timedelta(seconds=30)
 SIGNING_KEY_ENV = "ERPILOT_ASSERTION_SIGNING_KEY"
 VERIFY_KEY_ENV = "ERPILOT_ASSERTION_VERIFY_KEY"
+ASSERTION_KEYS_HINT = ("outside dev mode the gateway needs ERPILOT_ASSERTION_SIGNING_KEY and the ERP and the approval "
+                       "service ERPILOT_ASSERTION_VERIFY_KEY; `erpilot keygen` prints new pairs")
 
 
 class AssertionRefused(Exception):
@@ -95,3 +99,13 @@ def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: st
         raise AssertionRefused("assertion_subject_mismatch", "the requester assertion names another person")
     return Requester(sub=claims["sub"], roles=tuple(roles), session_id=claims["session_id"], issued_at=issued,
                      expires_at=expires)
+
+
+def require_vouched(token: str | None, key: Ed25519PublicKey, *, session_id: str, sub: str,
+                    at: datetime | None = None) -> Requester:
+    """``verify_assertion``, refused as every service answers a message whose requester nobody vouched for:
+    ``InvalidMessage`` (``invalid_message``, dead-lettered, nothing stored) whose ``reason`` names the rule."""
+    try:
+        return verify_assertion(token, key, session_id=session_id, sub=sub, at=at)
+    except AssertionRefused as refusal:
+        raise InvalidMessage(refusal.reason, refusal.message) from None

@@ -7,9 +7,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import ClassVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from erpilot_platform import dev_keys
+from erpilot_platform.grants import load_signing_key, load_verify_key
 from erpilot_platform.retries import RetryPolicy
 
 DEV_SECRET_PLACEHOLDERS = {"", "changeme", "change-me", "secret", "dev"}
@@ -19,6 +22,49 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 class ConfigurationError(RuntimeError):
     """A setting is missing or malformed; start-up stops with this message."""
+
+
+def signing_key_setting(value: str | None, *, variable: str, hint: str, stem: str, dev_mode: bool,
+                        data_dir: Path) -> Ed25519PrivateKey:
+    """The private key ``variable`` holds, else in dev mode the signer's file of the ``stem`` pair
+    (``_key_setting``)."""
+    return _key_setting(value, variable=variable, hint=hint, stem=stem, service=None, dev_mode=dev_mode,
+                        data_dir=data_dir)
+
+
+def verify_key_setting(value: str | None, *, variable: str, hint: str, stem: str, service: str, dev_mode: bool,
+                       data_dir: Path) -> Ed25519PublicKey:
+    """The public key ``variable`` holds, else in dev mode ``service``'s copy of the ``stem`` pair's public key
+    (``_key_setting``)."""
+    return _key_setting(value, variable=variable, hint=hint, stem=stem, service=service, dev_mode=dev_mode,
+                        data_dir=data_dir)
+
+
+def _key_setting(value: str | None, *, variable: str, hint: str, stem: str, service: str | None, dev_mode: bool,
+                 data_dir: Path):
+    """One rule for every Ed25519 key a service holds (grants, requester assertions, the ledger's requests): the
+    base64 raw key in ``variable``; unset, only in dev mode, the service's own file of the ``stem`` pair
+    (``erpilot_platform.dev_keys``: ``$ERPILOT_DATA_DIR/keys/<service>/``, created once; ``service`` None: the
+    signer's private key).
+
+    Outside dev mode a missing key stops start-up (``hint`` says how to make one): a key generated into a data
+    directory is a key whoever reads that directory holds, and a replica with another directory would have
+    another. A value or key file that does not load stops it too, naming where the key came from.
+    """
+    if not value and not dev_mode:
+        raise ConfigurationError(f"{variable} is not set; {hint}")
+    private = service is None
+    kind = f"{stem} {'signing' if private else 'verify'}"
+    try:
+        if value:
+            return load_signing_key(value, kind=kind) if private else load_verify_key(value, kind=kind)
+        if private:
+            return dev_keys.signing_key(Path(data_dir), stem)
+        return dev_keys.verify_key(Path(data_dir), stem, service)
+    except (ValueError, OSError) as exc:
+        owner = service or dev_keys.PAIRS[stem].signer
+        source = variable if value else f"{stem} key under {dev_keys.service_dir(Path(data_dir), owner)}"
+        raise ConfigurationError(f"{source}: {exc}") from None
 
 
 class PlatformSettings(BaseSettings):

@@ -8,7 +8,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erpilot_platform.assertions import AssertionRefused, sign_assertion, verify_assertion
+from erpilot_platform.assertions import AssertionRefused, require_vouched, sign_assertion, verify_assertion
+from erpilot_platform.refusals import InvalidMessage
 
 pytestmark = pytest.mark.unit
 KEY = Ed25519PrivateKey.generate()
@@ -70,3 +71,12 @@ def test_a_token_signed_with_another_algorithm_is_refused():
     with pytest.raises(AssertionRefused) as refused:
         verify_assertion(hs256, KEY.public_key(), session_id="ses_1", at=NOW)
     assert refused.value.reason == "assertion_invalid"
+
+
+def test_a_service_refuses_what_nobody_vouched_for_as_an_invalid_message_naming_the_rule():
+    assert require_vouched(_signed(), KEY.public_key(), session_id="ses_1", sub="alice", at=NOW).sub == "alice"
+    with pytest.raises(InvalidMessage) as refused:
+        require_vouched(_signed(), KEY.public_key(), session_id="ses_1", sub="mallory", at=NOW)
+    reply = refused.value.reply()
+    assert (reply.error.code, reply.error.status, reply.error.details) == (
+        "invalid_message", 422, {"reason": "assertion_subject_mismatch"})

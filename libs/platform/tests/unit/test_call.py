@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.requests import Endpoint
@@ -19,7 +19,7 @@ class Ping(Message):
     text: str
 
 
-class Pong(BaseModel):
+class Pong(Message):
     echoed: str
     count: int = 0
 

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from erpilot_agent.adapters import tables
+from erpilot_agent.adapters.driver_locks import SqlDriverLocks
 from erpilot_agent.adapters.sql_work import SqlWork
 from erpilot_platform import advisory_locks
 from erpilot_platform.db import create_engine
@@ -38,4 +39,4 @@ def repos(engine) -> Backend:
                                        .order_by(tables.outbox.c.id))).all()
         return [(row.msg_id, row.payload) for row in rows]
 
-    return Backend(uow, outbox, lambda: None)  # each transaction has a later clock of its own
+    return Backend(uow, outbox, lambda: None, SqlDriverLocks(engine))  # each transaction: a later clock of its own

@@ -1,6 +1,6 @@
 """What a run stores (``service_layer.run_records``) on PostgreSQL: starting runs (ownership, one working run,
 idempotency), replies and results written with their events under the session's lock, a cancel that records
-the withdrawal in its own transaction, and the drivers' advisory lock (``adapters.driver_locks``)."""
+the withdrawal in its own transaction (the drivers' advisory lock is a repository case: ``repository_cases``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import select
 
-from erpilot_agent.adapters.driver_locks import SqlDriverLocks
 from erpilot_agent.adapters.tables import outbox
 from erpilot_agent.domain.call_identity import call_key
 from erpilot_agent.domain.history import assistant_message
@@ -62,15 +61,6 @@ async def test_a_run_starts_once_per_message_and_one_at_a_time(engine, uow, reco
     assert created and second != run_id
     assert await event_types(engine, session_id) == ["message", "run_started", "run_failed", "message",
                                                      "run_started"]
-
-
-async def test_only_one_driver_holds_a_session(engine):
-    locks = SqlDriverLocks(engine)
-    async with locks.hold("ses_x") as first:
-        async with locks.hold("ses_x") as second, locks.hold("ses_y") as other:
-            assert (first, second, other) == (True, False, True)
-    async with locks.hold("ses_x") as again:
-        assert again
 
 
 async def add_waiting_call(uow, session_id: str, run_id: str) -> str:

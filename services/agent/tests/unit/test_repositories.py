@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..memory_agent import MemoryAgent
+from ..memory_agent import MemoryAgent, MemoryDriverLocks
 from ..repository_cases import *  # noqa: F403 (the shared cases)
 from ..repository_cases import Backend
 
@@ -20,4 +20,4 @@ def repos() -> Backend:
         prefix = f"session:{session_id}:"
         return [(m.msg_id, m.payload) for m in uow.sent if (m.msg_id or "").startswith(prefix)]
 
-    return Backend(uow, outbox, lambda: uow.advance(1))
+    return Backend(uow, outbox, lambda: uow.advance(1), MemoryDriverLocks())

@@ -11,12 +11,11 @@ from pydantic import Field
 
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy, parse_duration
 from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
-from erpilot_platform import dev_keys
-from erpilot_platform.assertions import VERIFY_KEY_ENV
-from erpilot_platform.grants import GRANT_KEYS_HINT, load_signing_key, load_verify_key
+from erpilot_platform.assertions import ASSERTION_KEYS_HINT, VERIFY_KEY_ENV
+from erpilot_platform.grants import GRANT_KEYS_HINT
 from erpilot_platform.ledger_signatures import LEDGER_KEYS_HINT
 from erpilot_platform.ledger_signatures import VERIFY_KEY_ENV as LEDGER_VERIFY_KEY_ENV
-from erpilot_platform.settings import ConfigurationError, PlatformSettings
+from erpilot_platform.settings import ConfigurationError, PlatformSettings, signing_key_setting, verify_key_setting
 
 
 class ApprovalSettings(PlatformSettings):
@@ -68,55 +67,21 @@ class ApprovalSettings(PlatformSettings):
 
     def signing_key(self) -> Ed25519PrivateKey:
         """ERPILOT_GRANT_SIGNING_KEY; only in dev mode, else the approval service's development key file
-        (``$ERPILOT_DATA_DIR/keys/approval/``, ``erpilot_platform.dev_keys``; created once, kept).
-
-        Outside dev mode a missing key stops start-up: a key generated into a data directory is a key
-        whoever can read that directory holds, and a replica with another directory would sign with another.
-        """
-        if not self.grant_signing_key and not self.dev_mode:
-            raise ConfigurationError(f"ERPILOT_GRANT_SIGNING_KEY is not set; {GRANT_KEYS_HINT}")
-        try:
-            if self.grant_signing_key:
-                return load_signing_key(self.grant_signing_key)
-            return dev_keys.signing_key(self.data_dir, "grant")
-        except (ValueError, OSError) as exc:
-            source = ("ERPILOT_GRANT_SIGNING_KEY" if self.grant_signing_key
-                      else f"grant key under {dev_keys.service_dir(self.data_dir, 'approval')}")
-            raise ConfigurationError(f"{source}: {exc}") from exc
+        (``$ERPILOT_DATA_DIR/keys/approval/``, ``erpilot_platform.dev_keys``; created once, kept)."""
+        return signing_key_setting(self.grant_signing_key, variable="ERPILOT_GRANT_SIGNING_KEY", hint=GRANT_KEYS_HINT,
+                                   stem="grant", dev_mode=self.dev_mode, data_dir=self.data_dir)
 
     def assertion_key(self) -> Ed25519PublicKey:
-        """ERPILOT_ASSERTION_VERIFY_KEY; only in dev mode, else the approval service's development copy of the
-        assertion pair's public key (``$ERPILOT_DATA_DIR/keys/approval/``).
-
-        The key that tells whether the gateway vouched for a requester (``cmd.approval.request``) or for the
-        owner of a cancel (``evt.agent.run_cancelled``). Outside dev mode a missing key stops start-up.
-        """
-        if not self.assertion_verify_key and not self.dev_mode:
-            raise ConfigurationError(f"{VERIFY_KEY_ENV} is not set; outside dev mode the approval service needs the "
-                                     "public key of the gateway's assertion pair (`erpilot keygen` prints it)")
-        try:
-            if self.assertion_verify_key:
-                return load_verify_key(self.assertion_verify_key, kind="assertion verify")
-            return dev_keys.verify_key(self.data_dir, "assertion", "approval")
-        except (ValueError, OSError) as exc:
-            source = (VERIFY_KEY_ENV if self.assertion_verify_key
-                      else f"assertion key under {dev_keys.service_dir(self.data_dir, 'approval')}")
-            raise ConfigurationError(f"{source}: {exc}") from exc
+        """ERPILOT_ASSERTION_VERIFY_KEY: the key that tells whether the gateway vouched for a requester
+        (``cmd.approval.request``) or for the owner of a cancel (``evt.agent.run_cancelled``); only in dev mode, else
+        the approval service's development copy (``$ERPILOT_DATA_DIR/keys/approval/``)."""
+        return verify_key_setting(self.assertion_verify_key, variable=VERIFY_KEY_ENV, hint=ASSERTION_KEYS_HINT,
+                                  stem="assertion", service="approval", dev_mode=self.dev_mode,
+                                  data_dir=self.data_dir)
 
     def ledger_key(self) -> Ed25519PublicKey:
-        """ERPILOT_LEDGER_VERIFY_KEY; only in dev mode, else the approval service's development copy of the ledger
-        pair's public key (``$ERPILOT_DATA_DIR/keys/approval/``).
-
-        The key that tells whether a ``cmd.approval.request`` is the ledger's own (signed by the ERP) and not one
-        another publisher made up. Outside dev mode a missing key stops start-up.
-        """
-        if not self.ledger_verify_key and not self.dev_mode:
-            raise ConfigurationError(f"{LEDGER_VERIFY_KEY_ENV} is not set; {LEDGER_KEYS_HINT}")
-        try:
-            if self.ledger_verify_key:
-                return load_verify_key(self.ledger_verify_key, kind="ledger verify")
-            return dev_keys.verify_key(self.data_dir, "ledger", "approval")
-        except (ValueError, OSError) as exc:
-            source = (LEDGER_VERIFY_KEY_ENV if self.ledger_verify_key
-                      else f"ledger key under {dev_keys.service_dir(self.data_dir, 'approval')}")
-            raise ConfigurationError(f"{source}: {exc}") from exc
+        """ERPILOT_LEDGER_VERIFY_KEY: the key that tells whether a ``cmd.approval.request`` is the ledger's own
+        (signed by the ERP) and not one another publisher made up; only in dev mode, else the approval service's
+        development copy (``$ERPILOT_DATA_DIR/keys/approval/``)."""
+        return verify_key_setting(self.ledger_verify_key, variable=LEDGER_VERIFY_KEY_ENV, hint=LEDGER_KEYS_HINT,
+                                  stem="ledger", service="approval", dev_mode=self.dev_mode, data_dir=self.data_dir)

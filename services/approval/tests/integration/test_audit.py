@@ -12,8 +12,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 
-from erpilot.audit_cli import export, verify
-from erpilot.stack import migrate_all
+from erpilot.ops.audit import export, verify
+from erpilot.stack.stack import migrate_all
 from erpilot_approval.adapters import audit_log
 from erpilot_approval.app import build
 from erpilot_approval.domain.audit import sign
@@ -21,7 +21,7 @@ from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import DecideManyV1, DecisionItemV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.db import create_engine
-from erpilot_platform.testing.backends import execute_sql, with_database
+from erpilot_platform.testing.backends import scratch_database
 
 from .conftest import SIGNING_KEY, VERIFY_KEY, actor, cancelled
 
@@ -31,12 +31,9 @@ BOB, MIA = actor("bob", "approver"), actor("mia", "manager")
 
 @pytest.fixture(scope="module")
 def audit_db(database_url):
-    name = f"erpilot_audit_{secrets.token_hex(4)}"
-    execute_sql(database_url, f'create database "{name}"')
-    url = with_database(database_url, name)
-    migrate_all(url)
-    yield url
-    execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+    with scratch_database(database_url, "erpilot_audit") as url:
+        migrate_all(url)
+        yield url
 
 
 @pytest.fixture(scope="module")

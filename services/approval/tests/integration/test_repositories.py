@@ -4,19 +4,17 @@ cases count what is pending or due, which another module's service would change)
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select, text
 
-from erpilot.stack import migrate_all
+from erpilot.stack.stack import migrate_all
 from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.store import unit_of_work
 from erpilot_platform import advisory_locks
 from erpilot_platform.db import create_engine
 from erpilot_platform.outbox import Outbox
-from erpilot_platform.testing.backends import execute_sql, with_database
+from erpilot_platform.testing.backends import scratch_database
 
 from ..fakes import MemoryApprovals
 from ..repository_cases import *  # noqa: F403 (the shared cases are collected here)
@@ -29,12 +27,9 @@ TABLES = ("approvals", "votes", "decisions", "edits", "delegations", "expiry_war
 
 @pytest.fixture(scope="module")
 def repository_db(database_url):
-    name = f"erpilot_repos_{secrets.token_hex(4)}"
-    execute_sql(database_url, f'create database "{name}"')
-    url = with_database(database_url, name)
-    migrate_all(url)
-    yield url
-    execute_sql(database_url, f'drop database if exists "{name}" with (force)')
+    with scratch_database(database_url, "erpilot_repos") as url:
+        migrate_all(url)
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 import erpilot_approval.domain
 import erpilot_approval.service_layer
-from erpilot_platform.testing.imports import imports_of
+from erpilot_platform.testing.imports import offending
 
 pytestmark = pytest.mark.unit
 
@@ -21,11 +21,6 @@ MESSAGES = ("erpilot_contracts.approval", "erpilot_contracts.agent", "erpilot_co
             "erpilot_contracts.subjects", "pydantic")
 
 
-def offending(package, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
-    return {name: bad for name, modules in imports_of(package).items()
-            if (bad := [m for m in modules if m.startswith(forbidden)])}
-
-
 def test_the_domain_imports_no_io_and_no_wire_message():
     assert offending(erpilot_approval.domain, (*IO, *MESSAGES, "erpilot_approval.service_layer",
                                                "erpilot_approval.adapters")) == {}
@@ -34,4 +29,5 @@ def test_the_domain_imports_no_io_and_no_wire_message():
 def test_the_service_layer_imports_neither_sqlalchemy_nor_a_broker_nor_an_adapter():
     assert offending(erpilot_approval.service_layer, ("sqlalchemy", "asyncpg", "faststream", "nats",
                                                       "erpilot_platform.db", "erpilot_platform.outbox",
-                                                      "erpilot_approval.adapters")) == {}
+                                                      "erpilot_approval.adapters", "erpilot_approval.entrypoints",
+                                                      "erpilot_approval.app")) == {}

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from sqlalchemy import func, select
 
-from erpilot.supervisor import Supervisor
+from erpilot.stack.supervisor import Supervisor
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.base import Message, ReplyV1

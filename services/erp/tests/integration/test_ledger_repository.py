@@ -17,7 +17,7 @@ import pytest
 from erpilot_erp.adapters.ledger import ledger as sql_ledger
 from erpilot_erp.adapters.repository import StaleWrite
 from erpilot_erp.adapters.tables import customers, products
-from erpilot_erp.domain.model import Customer, DraftLine, DraftRevision, Product
+from erpilot_erp.domain.model import Customer, DraftLine, DraftRevision, Order, OrderLine, Product
 from erpilot_erp.domain.plans import CommitPlan, StockChange
 from erpilot_erp.service_layer.ports import NewOperation, Outcome
 from erpilot_platform.db import create_engine
@@ -195,6 +195,38 @@ async def test_a_plan_whose_stock_moved_is_a_stale_write_and_applies_nothing(led
     assert (await ledger.read(lambda w: w.ledger.products_by_sku([product.sku])))[product.sku].on_hand == 10
     await ledger.run(lambda w: w.ledger.apply_plan(good, operation_id="op-y"))
     assert (await ledger.read(lambda w: w.ledger.products_by_sku([product.sku])))[product.sku].on_hand == 7
+
+
+async def test_an_order_a_plan_places_reads_back_as_placed_and_an_update_changes_its_status_and_refund(ledger):
+    customer, product = await ledger.customer(), await ledger.product(on_hand=10)
+    order_id = await ledger.run(lambda w: w.ledger.next_id("order"))
+    line = OrderLine(product.sku, product.name, 2, product.price_minor, 2 * product.price_minor)
+    placed = Order(order_id, customer.customer_id, customer.name, "placed", (line,), line.line_total_minor, "EUR",
+                   line.line_total_minor, 0, NOW, draft_id="D-repo", revision=3)
+    place = CommitPlan(result={}, stock_changes=(StockChange(product.sku, 10, 8),), new_order=placed)
+    await ledger.run(lambda w: w.ledger.apply_plan(place, operation_id=f"op-{order_id}", session_id="S-repo"))
+
+    assert await ledger.read(lambda w: w.ledger.order(order_id)) == placed
+    refunded = replace(placed, status="cancelled", refunded_minor=placed.paid_minor)
+    cancel = CommitPlan(result={}, updated_order=refunded)
+    await ledger.run(lambda w: w.ledger.apply_plan(cancel, operation_id=f"op-{order_id}-c", session_id="S-repo"))
+    assert await ledger.run(lambda w: w.ledger.order(order_id, lock=True)) == refunded
+    assert await ledger.read(lambda w: w.ledger.order("O-NONE")) is None
+
+
+async def test_the_answer_recorded_under_a_claimed_key_is_what_every_later_claim_finds(ledger):
+    key = f"cmd-{uuid.uuid4().hex}"
+
+    async def first(w):
+        claimed = await w.claim(key)
+        await w.record(key, {"ok": True, "data": {"order_id": "O-1"}})
+        return claimed
+
+    assert await ledger.run(first) == (True, None)
+    assert await ledger.run(lambda w: w.claim(key)) == (False, {"ok": True, "data": {"order_id": "O-1"}})
+    assert await ledger.run(lambda w: w.claim(key)) == (False, {"ok": True, "data": {"order_id": "O-1"}})
+    assert await ledger.run(lambda w: w.claim(f"{key}-unanswered")) == (True, None)
+    assert await ledger.run(lambda w: w.claim(f"{key}-unanswered")) == (False, None)  # claimed, never answered
 
 
 async def test_a_product_change_returns_the_product_and_an_unknown_one_nothing(ledger):

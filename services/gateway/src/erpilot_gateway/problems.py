@@ -13,7 +13,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.json_input import BadInput
-from erpilot_platform.broker import PayloadTooLarge, ServiceUnavailable
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -55,19 +54,10 @@ def install(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _validation_problem(request, exc.errors())
 
-    @app.exception_handler(PayloadTooLarge)
-    async def _too_large(request: Request, exc: PayloadTooLarge) -> JSONResponse:
-        return problem_response(413, "payload_too_large", "the request is too large to pass on to the service",
-                                request.url.path)
-
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _DEFAULT_CODES.get(exc.status_code, "error")
         return problem_response(exc.status_code, code, str(exc.detail), request.url.path)
-
-    @app.exception_handler(ServiceUnavailable)
-    async def _unavailable(request: Request, exc: ServiceUnavailable) -> JSONResponse:
-        return problem_response(503, "service_unavailable", str(exc), request.url.path)
 
 
 def _validation_problem(request: Request, errors: Sequence[Any]) -> JSONResponse:

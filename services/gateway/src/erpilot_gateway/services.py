@@ -1,20 +1,34 @@
-"""The gateway's only way to the other services: typed NATS requests that return data or raise Problem, the
-requester assertion each command to the agent carries, and a watch on a session's events."""
+"""The gateway's one way to the other services (its port): typed NATS requests that return the reply's model or
+raise Problem, the requester assertion each command to the agent carries, a session's events (live, or from the
+start for the SSE stream) and the readiness pings.
+
+Only this module and its NATS side (``session_watch``) touch the broker; the edges (``routes``, ``console``,
+``mcp_server``) and what they share (``tool_calls``, ``catalogue``, ``sse``) ask through ``Services``
+(services/gateway/tests/unit/test_layer_imports.py). Every failure reaches them as a ``Problem``: a refusal with
+its ``ErrorV1``, an unreachable service as 503 ``service_unavailable``, a message too large to send as 413.
+"""
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
+import asyncio
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
 from faststream.nats import NatsBroker
 
 from erpilot_contracts import json_input
 from erpilot_contracts.requests import Endpoint, Rep, Req
+from erpilot_contracts.subjects import ping_subject
 from erpilot_gateway.auth import User
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.requesters import RequesterAssertions
-from erpilot_gateway.session_watch import SessionWatch, watch_session
-from erpilot_platform.broker import ReplyError, call, send
+from erpilot_gateway.session_watch import SessionReplay, SessionWatch, replay_session, watch_session
+from erpilot_platform.broker import PayloadTooLarge, ReplyError, ServiceUnavailable, call, request, send
+from erpilot_platform.runtime import PingV1
+
+# The services readiness asks (each answers its ping from its database).
+PINGED = ("agent", "approval", "erp")
 
 
 class Services:
@@ -26,17 +40,16 @@ class Services:
     async def call(self, endpoint: Endpoint[Req, Rep], payload: Req) -> Rep:
         """The reply's ``data`` as ``endpoint``'s reply model; a service's refusal as the Problem of its ``ErrorV1``."""
         _check_storable(payload)
-        try:
+        with _as_problem():
             return await call(self.broker, endpoint, payload, timeout=self.timeout)
-        except ReplyError as exc:
-            raise Problem.from_error(exc.error) from None
 
     async def data(self, endpoint: Endpoint[Req, Any], payload: Req) -> dict[str, Any]:
-        """The reply's ``data`` exactly as the service sent it, for the routes that pass it on to the client
-        unchanged (parsing it into its model and back could add defaults or reorder it), and for the endpoints
-        whose reply has no model of its own yet (``requests.Data``)."""
+        """The reply's ``data`` exactly as the service sent it, unparsed: only for an answer that must reach the
+        client byte for byte whatever this gateway's contracts know (the signed audit rows, ``routes/audit.py``).
+        Everything else is read typed (``call``)."""
         _check_storable(payload)
-        reply = await send(self.broker, endpoint, payload, timeout=self.timeout)
+        with _as_problem():
+            reply = await send(self.broker, endpoint, payload, timeout=self.timeout)
         if not reply.ok:
             raise Problem.from_error(reply.error)
         return reply.data or {}
@@ -48,6 +61,42 @@ class Services:
     def watch_session(self, session_id: str) -> AbstractAsyncContextManager[SessionWatch]:
         """A watch on the session's events, from now until the ``async with`` ends."""
         return watch_session(self.broker, session_id)
+
+    def replay_session(self, session_id: str) -> AbstractAsyncContextManager[SessionReplay]:
+        """The session's stored events from its first on, then each new one, until the ``async with`` ends."""
+        return replay_session(self.broker, session_id)
+
+    async def readiness(self) -> dict[str, str]:
+        """``ok`` or why not, for the broker and each service that answers from its database."""
+        connection = self.broker.config.connection_state
+        connected = bool(connection) and connection.connection.is_connected
+        checks = {"broker": "ok" if connected else "unavailable"}
+
+        async def ping(service: str) -> None:
+            try:
+                reply = await request(self.broker, ping_subject(service), PingV1(), durable=False, timeout=2.0)
+                checks[service] = "ok" if reply.ok else f"error: {reply.error.code}"
+            except ServiceUnavailable as exc:
+                checks[service] = f"unavailable: {exc}"
+            except Exception as exc:  # the broker itself may be away
+                checks[service] = f"unavailable: {exc.__class__.__name__}"
+
+        if connected:
+            await asyncio.gather(*(ping(service) for service in PINGED))
+        return checks
+
+
+@contextmanager
+def _as_problem() -> Iterator[None]:
+    """A refusal, an unreachable service or a message too large to send, as the Problem the HTTP API answers."""
+    try:
+        yield
+    except ReplyError as exc:
+        raise Problem.from_error(exc.error) from None
+    except ServiceUnavailable as exc:
+        raise Problem(503, "service_unavailable", str(exc)) from None
+    except PayloadTooLarge:
+        raise Problem(413, "payload_too_large", "the request is too large to pass on to the service") from None
 
 
 def _check_storable(payload: Any) -> None:

@@ -8,16 +8,18 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field, field_validator
 
 from erpilot_gateway.auth import TokenRules
-from erpilot_platform import dev_keys
-from erpilot_platform.assertions import SIGNING_KEY_ENV
-from erpilot_platform.grants import load_signing_key
-from erpilot_platform.settings import ConfigurationError, PlatformSettings, parse_duration, require_secret
+from erpilot_platform.assertions import ASSERTION_KEYS_HINT, SIGNING_KEY_ENV
+from erpilot_platform.settings import (
+    ConfigurationError,
+    PlatformSettings,
+    parse_duration,
+    require_secret,
+    signing_key_setting,
+)
 
 MIN_SECRET_BYTES = 32
 MAKE_A_SECRET = ("make one with `openssl rand -base64 48` "
                  "(or `python3 -c 'import secrets; print(secrets.token_urlsafe(48))'`)")
-ASSERTION_KEYS_HINT = ("outside dev mode the gateway needs ERPILOT_ASSERTION_SIGNING_KEY and the ERP and the approval "
-                       "service ERPILOT_ASSERTION_VERIFY_KEY; `erpilot keygen` prints new pairs")
 
 
 class GatewaySettings(PlatformSettings):
@@ -64,13 +66,5 @@ class GatewaySettings(PlatformSettings):
         Outside dev mode a missing key stops start-up: with a key generated into a data directory, whoever reads
         that directory could vouch for anyone, and a replica with another directory would sign with another key.
         """
-        if not self.assertion_signing_key and not self.dev_mode:
-            raise ConfigurationError(f"{SIGNING_KEY_ENV} is not set; {ASSERTION_KEYS_HINT}")
-        try:
-            if self.assertion_signing_key:
-                return load_signing_key(self.assertion_signing_key, kind="assertion signing")
-            return dev_keys.signing_key(self.data_dir, "assertion")
-        except (ValueError, OSError) as exc:
-            source = (SIGNING_KEY_ENV if self.assertion_signing_key
-                      else f"assertion key under {dev_keys.service_dir(self.data_dir, 'gateway')}")
-            raise ConfigurationError(f"{source}: {exc}") from None
+        return signing_key_setting(self.assertion_signing_key, variable=SIGNING_KEY_ENV, hint=ASSERTION_KEYS_HINT,
+                                   stem="assertion", dev_mode=self.dev_mode, data_dir=self.data_dir)

@@ -8,10 +8,11 @@ import json
 import pytest
 
 from erpilot_contracts import subjects
+from erpilot_contracts.approval.v1 import DecisionsV1
 from erpilot_gateway.problems import Problem
 
 from .fake_services import sending
-from .test_decision_body import CLIENT, FAKE, FINGERPRINT, HEADERS
+from .test_decision_body import CLIENT, FAKE, FINGERPRINT, HEADERS, record
 
 pytestmark = pytest.mark.unit
 PATH = "/v1/approvals/decisions"
@@ -46,12 +47,14 @@ def test_a_bulk_decision_goes_to_the_approval_service_as_one_command(monkeypatch
     def answer(subject, payload):
         if any(i.fingerprint != FINGERPRINT for i in payload.items):
             raise Problem(409, "stale_fingerprint", "item 1 (pa_2): stale", pending_id="pa_2", index=1)
-        return {"action": payload.action, "items": [{"pending_id": i.pending_id} for i in payload.items]}
+        return DecisionsV1(action=payload.action, items=[record(i.pending_id, status="approved")
+                                                         for i in payload.items]).model_dump(mode="json")
 
     monkeypatch.setattr(FAKE, "answer", answer)
     response, sent = send({"action": "approve", "items": [item("pa_1"), item("pa_2")], "comment": "ok"})
     assert response.status_code == 200
-    assert response.json()["items"] == [{"pending_id": "pa_1"}, {"pending_id": "pa_2"}]
+    assert [(i["pending_id"], i["status"]) for i in response.json()["items"]] == [("pa_1", "approved"),
+                                                                                  ("pa_2", "approved")]
     (subject, cmd), = sent
     assert subject == subjects.APPROVAL_CMD_DECIDE_MANY
     assert (cmd.action, cmd.comment, cmd.actor.sub, [i.pending_id for i in cmd.items]) == (

@@ -48,7 +48,8 @@ def answer(subject: str, payload: Any) -> dict:
     if subject == subjects.APPROVAL_CMD_EDIT:
         return record("pa_2", supersedes=payload.pending_id, arguments=payload.arguments)
     if subject == subjects.APPROVAL_CMD_DECIDE_MANY:
-        return {"items": [record(item.pending_id, status=STATUS[payload.action]) for item in payload.items]}
+        return {"action": payload.action,
+                "items": [record(item.pending_id, status=STATUS[payload.action]) for item in payload.items]}
     return record(payload.pending_id, status=STATUS[payload.action], comment=payload.comment)
 
 

@@ -28,8 +28,9 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -142,6 +143,18 @@ def _locked(path: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+@contextmanager
+def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new, empty database ``<prefix>_<random>`` on ``server_url``'s server for the body of the ``with``, dropped
+    afterwards even while something is still connected: the URL of a database no other test touches."""
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    execute_sql(server_url, f'create database "{name}"')
+    try:
+        yield with_database(server_url, name)
+    finally:
+        execute_sql(server_url, f'drop database if exists "{name}" with (force)')
 
 
 def with_database(url: str, name: str) -> str:

@@ -197,7 +197,7 @@ edits = Table(
 )
 
 # The audit log (domain/audit.py): append-only hash chain, written in the transaction of the change it records.
-# The service's database role may INSERT and SELECT here, never UPDATE or DELETE (src/erpilot/db_roles.py).
+# The service's database role may INSERT and SELECT here, never UPDATE or DELETE (src/erpilot/stack/db_roles.py).
 audit_log = Table(
     "audit_log", metadata,
     Column("seq", BigInteger, primary_key=True, autoincrement=False),  # gap-free, assigned under the chain lock

@@ -34,7 +34,7 @@ from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalRequestRefusedV1, RequestApprovalV1
 from erpilot_contracts.base import ErrorV1, ReplyV1
 from erpilot_contracts.tools.v1 import get_tool
-from erpilot_platform.assertions import AssertionRefused, verify_assertion
+from erpilot_platform.assertions import require_vouched
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.ledger_signatures import verify_request
@@ -67,11 +67,8 @@ def verify_ledger_signature(cmd: RequestApprovalV1, ports: Ports) -> None:
 
 def verify_requester(cmd: RequestApprovalV1, ports: Ports) -> None:
     """The gateway vouched for ``requested_by`` in this session when the ledger accepted the request."""
-    try:
-        verify_assertion(cmd.assertion, ports.assertion_key, session_id=cmd.session_id, sub=cmd.requested_by,
-                         at=cmd.asserted_at)
-    except AssertionRefused as refusal:
-        raise InvalidMessage(refusal.reason, refusal.message) from None
+    require_vouched(cmd.assertion, ports.assertion_key, session_id=cmd.session_id, sub=cmd.requested_by,
+                    at=cmd.asserted_at)
 
 
 def admit(request: ApprovalRequest, policy: Policy, now: datetime, pending_id: str,

@@ -18,17 +18,13 @@ from erpilot_approval.domain.withdrawal import may_withdraw, withdraw
 from erpilot_approval.service_layer.common import emit_resolved, expire_if_due
 from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_contracts.agent.v1 import RunCancelledV1
-from erpilot_platform.assertions import AssertionRefused, verify_assertion
-from erpilot_platform.refusals import InvalidMessage
+from erpilot_platform.assertions import require_vouched
 
 
 def verify_owner(event: RunCancelledV1, ports: Ports) -> None:
     """The gateway vouched for the event's owner in this session when the cancel was asked."""
-    try:
-        verify_assertion(event.assertion, ports.assertion_key, session_id=event.session_id, sub=event.owner,
-                         at=event.cancelled_at)
-    except AssertionRefused as refusal:
-        raise InvalidMessage(refusal.reason, refusal.message) from None
+    require_vouched(event.assertion, ports.assertion_key, session_id=event.session_id, sub=event.owner,
+                    at=event.cancelled_at)
 
 
 async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports) -> None:

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from erpilot_platform.assertions import AssertionRefused, verify_assertion
-from erpilot_platform.refusals import InvalidMessage
+from erpilot_platform.assertions import require_vouched
 
 Clock = Callable[[], datetime]
 
@@ -29,7 +28,4 @@ class Requesters:
     def vouch(self, assertion: str | None, *, session_id: str, requested_by: str, at: datetime) -> None:
         """Nothing when ``assertion`` vouches for ``requested_by`` in ``session_id`` at ``at``; otherwise
         ``InvalidMessage`` whose reason names the rule (``assertion_missing``, ``assertion_expired``, ...)."""
-        try:
-            verify_assertion(assertion, self.verify_key, session_id=session_id, sub=requested_by, at=at)
-        except AssertionRefused as refused:
-            raise InvalidMessage(refused.reason, refused.message) from None
+        require_vouched(assertion, self.verify_key, session_id=session_id, sub=requested_by, at=at)

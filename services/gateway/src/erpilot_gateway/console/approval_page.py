@@ -11,20 +11,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from erpilot_contracts import requests
-from erpilot_contracts.approval.v1 import Actor, ApprovalRecordV1, GetApprovalV1
+from erpilot_contracts.approval.v1 import ApprovalRecordV1, AuditQueryV1, GetApprovalV1
 from erpilot_contracts.erp.v1 import GetOperationV1, OperationStatusV1
 from erpilot_gateway.auth import User
 from erpilot_gateway.console import views
 from erpilot_gateway.console.pages import page, signin, viewer
 from erpilot_gateway.problems import Problem, problem_response
-from erpilot_gateway.routes.audit import audit_query
-from erpilot_platform.broker import ServiceUnavailable
 
 router = APIRouter(include_in_schema=False)
-
-
-def _actor(user: User) -> Actor:
-    return Actor(sub=user.sub, roles=list(user.roles))
 
 
 async def _operation(request: Request, record: ApprovalRecordV1) -> OperationStatusV1 | None:
@@ -39,13 +33,13 @@ async def _operation(request: Request, record: ApprovalRecordV1) -> OperationSta
     try:
         return await request.app.state.services.call(
             requests.ERP_OPERATION, GetOperationV1(operation_id=record.operation_id))
-    except (Problem, ServiceUnavailable):
+    except Problem:  # refused, or the ERP is away: the page shows the approval without it
         return None
 
 
 async def _approval(request: Request, user: User, pending_id: str) -> ApprovalRecordV1:
     return await request.app.state.services.call(
-        requests.APPROVAL_GET, GetApprovalV1(pending_id=pending_id, actor=_actor(user)))
+        requests.APPROVAL_GET, GetApprovalV1(pending_id=pending_id, actor=user.actor()))
 
 
 async def _audit_trail(request: Request, user: User, pending_id: str) -> dict[str, Any] | None:
@@ -54,9 +48,10 @@ async def _audit_trail(request: Request, user: User, pending_id: str) -> dict[st
     if not user.has_any("admin"):
         return None
     try:
-        found = await request.app.state.services.call(requests.APPROVAL_AUDIT, audit_query(user, pending_id=pending_id))
-    except (Problem, ServiceUnavailable) as exc:
-        return {"rows": [], "error": getattr(exc, "detail", None) or str(exc)}
+        found = await request.app.state.services.call(requests.APPROVAL_AUDIT,
+                                                      AuditQueryV1(actor=user.actor(), pending_id=pending_id))
+    except Problem as exc:
+        return {"rows": [], "error": exc.detail}
     return {"rows": [{"seq": row.seq, "at": row.at, "kind": row.kind, "actor": row.actor or "—",
                       "hash": row.hash[:12]} for row in found.items], "error": None}
 
@@ -97,14 +92,11 @@ async def approval_page(request: Request, pending_id: str) -> Response:
         return signin(request, next_path=next_path, error=error, heading="Sign in to review this approval")
     try:
         record = await _approval(request, user, pending_id)
-    except Problem as exc:
+    except Problem as exc:  # refused, or the approval service is away (503 service_unavailable)
         if exc.status in (403, 404):
             return page(request, "approval_denied.html", {"user": user, "pending_id": pending_id}, 404)
         return page(request, "approval_error.html", {"user": user, "pending_id": pending_id,
                                                      "code": exc.code, "detail": exc.detail}, exc.status)
-    except ServiceUnavailable as exc:
-        return page(request, "approval_error.html", {"user": user, "pending_id": pending_id,
-                                                     "code": "service_unavailable", "detail": str(exc)}, 503)
     operation = await _operation(request, record)
     preview = record.preview
     details = preview.get("details") or {}

@@ -13,12 +13,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from erpilot_contracts import requests
-from erpilot_contracts.approval.v1 import Actor, DelegationV1, ListDelegationsV1
+from erpilot_contracts.approval.v1 import DelegationV1, ListDelegationsV1
 from erpilot_gateway.auth import User
 from erpilot_gateway.console import views
 from erpilot_gateway.console.pages import DECIDER_ROLES, page, signin, viewer
 from erpilot_gateway.problems import Problem
-from erpilot_platform.broker import ServiceUnavailable
 
 router = APIRouter(include_in_schema=False)
 GIVER_ROLES = ("approver", "manager")
@@ -26,10 +25,10 @@ GIVER_ROLES = ("approver", "manager")
 
 async def delegate_of_someone(request: Request, user: User) -> bool:
     """Whether this person holds a delegation in force (if the approval service cannot say: no)."""
-    query = ListDelegationsV1(actor=Actor(sub=user.sub, roles=list(user.roles)))
+    query = ListDelegationsV1(actor=user.actor())
     try:
         found = (await request.app.state.services.call(requests.APPROVAL_DELEGATIONS, query)).items
-    except (Problem, ServiceUnavailable):
+    except Problem:  # the port turns an unreachable service into a Problem too
         return False
     return any(delegation.to == user.sub for delegation in found)
 
@@ -48,11 +47,11 @@ async def delegations_page(request: Request) -> Response:
     if user is None:
         return signin(request, next_path="/console/delegations", error=error,
                       heading="Sign in to manage your delegations")
-    query = ListDelegationsV1(actor=Actor(sub=user.sub, roles=list(user.roles)))
+    query = ListDelegationsV1(actor=user.actor())
     problem = None
     try:
         found = (await request.app.state.services.call(requests.APPROVAL_DELEGATIONS, query)).items
-    except (Problem, ServiceUnavailable) as exc:
+    except Problem as exc:
         found, problem = [], getattr(exc, "detail", None) or str(exc)
     return page(request, "delegations.html", {
         "user": user,

@@ -12,12 +12,10 @@ from mcp.server.context import ServerRequestContext
 from erpilot_contracts import requests
 from erpilot_contracts.agent.v1 import CreateSessionV1
 from erpilot_gateway.auth import User
+from erpilot_gateway.catalogue import tool_catalogue
 from erpilot_gateway.mcp_server.identity import derived_session_id
-from erpilot_gateway.problems import Problem
-from erpilot_gateway.routes.tools import tool_catalogue
 from erpilot_gateway.services import Services
 from erpilot_gateway.tool_calls import get_tool_call, start_tool_call, tool_call_answer
-from erpilot_platform.broker import ServiceUnavailable
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ class GatewayTools:
         if session_id not in self._created:
             cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session",
                                   assertion=self.services.vouch(caller.user, session_id))
-            await self._unavailable_as_problem(self.services.data(requests.AGENT_CREATE_SESSION, cmd))
+            await self.services.call(requests.AGENT_CREATE_SESSION, cmd)
             if len(self._created) > 10_000:
                 self._created.clear()
             self._created.add(session_id)
@@ -57,20 +55,11 @@ class GatewayTools:
 
     async def start_call(self, ctx: ServerRequestContext, *, session_id: str, tool: str, arguments: dict[str, Any],
                          call_id: str) -> tuple[int, dict[str, Any]]:
-        view = await self._unavailable_as_problem(start_tool_call(
-            self.services, session_id=session_id, user=self.caller_of(ctx).user, tool=tool, arguments=arguments,
-            call_id=call_id))
+        view = await start_tool_call(self.services, session_id=session_id, user=self.caller_of(ctx).user, tool=tool,
+                                     arguments=arguments, call_id=call_id)
         return tool_call_answer(view)
 
     async def call_view(self, ctx: ServerRequestContext, *, session_id: str, call_id: str) -> dict[str, Any]:
-        view = await self._unavailable_as_problem(get_tool_call(
-            self.services, session_id=session_id, owner=self.caller_of(ctx).user.sub, call_id=call_id))
+        view = await get_tool_call(self.services, session_id=session_id, owner=self.caller_of(ctx).user.sub,
+                                   call_id=call_id)
         return view.model_dump(mode="json")
-
-    @staticmethod
-    async def _unavailable_as_problem(answer):
-        """The HTTP API's answer to an unreachable service (problems.py: 503 ``service_unavailable``)."""
-        try:
-            return await answer
-        except ServiceUnavailable as exc:
-            raise Problem(503, "service_unavailable", str(exc)) from None

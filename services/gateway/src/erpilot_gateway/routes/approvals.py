@@ -17,7 +17,6 @@ from pydantic import BaseModel, ValidationError
 
 from erpilot_contracts import json_input, requests
 from erpilot_contracts.approval.v1 import (
-    Actor,
     DecideManyV1,
     DecideV1,
     DecisionItemV1,
@@ -25,17 +24,13 @@ from erpilot_contracts.approval.v1 import (
     GetApprovalV1,
     ListApprovalsV1,
 )
-from erpilot_gateway.auth import CurrentUser, User
+from erpilot_gateway.auth import CurrentUser
 from erpilot_gateway.bodies import BulkDecisionBody, DecisionBody, EditBody
 from erpilot_gateway.problems import Problem
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 Status = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded", "withdrawn"]
 B = TypeVar("B", bound=BaseModel)
-
-
-def actor(user: User) -> Actor:
-    return Actor(sub=user.sub, roles=list(user.roles))
 
 
 def _invalid(msg: str, type_: str) -> RequestValidationError:
@@ -87,9 +82,9 @@ async def list_approvals(request: Request, user: CurrentUser, status: Status | N
     delegation in force the list is empty."""
     if since is not None and since.tzinfo is None:
         raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
-    query = ListApprovalsV1(actor=actor(user), status=status, session_id=session_id, tool=tool,
+    query = ListApprovalsV1(actor=user.actor(), status=status, session_id=session_id, tool=tool,
                             requested_by=requested_by, since=since, cursor=cursor, limit=limit)
-    return await request.app.state.services.data(requests.APPROVAL_LIST, query)
+    return (await request.app.state.services.call(requests.APPROVAL_LIST, query)).model_dump(mode="json")
 
 
 @router.post("/decisions", openapi_extra=_documented(BulkDecisionBody))
@@ -97,15 +92,15 @@ async def decide_many(request: Request, user: CurrentUser,
                       body: Annotated[BulkDecisionBody, Depends(bulk_decision_body)]) -> dict:
     """One action on several approvals in one transaction: all are decided or none; a refusal names the
     first failing item (``pending_id``, ``index``) with its own code."""
-    cmd = DecideManyV1(action=body.action, comment=body.comment, actor=actor(user),
+    cmd = DecideManyV1(action=body.action, comment=body.comment, actor=user.actor(),
                        items=[DecisionItemV1(pending_id=i.pending_id, fingerprint=i.fingerprint) for i in body.items])
-    return await request.app.state.services.data(requests.APPROVAL_DECIDE_MANY, cmd)
+    return (await request.app.state.services.call(requests.APPROVAL_DECIDE_MANY, cmd)).model_dump(mode="json")
 
 
 @router.get("/{pending_id}")
 async def get_approval(request: Request, pending_id: str, user: CurrentUser) -> dict:
     """One approval with its decision, for those who may decide it, the requester, and admins."""
-    query = GetApprovalV1(pending_id=pending_id, actor=actor(user))
+    query = GetApprovalV1(pending_id=pending_id, actor=user.actor())
     return (await request.app.state.services.call(requests.APPROVAL_GET, query)).model_dump(mode="json")
 
 
@@ -114,7 +109,7 @@ async def decide(request: Request, pending_id: str, user: CurrentUser,
                  body: Annotated[DecisionBody, Depends(decision_body)]) -> dict:
     """Approve, reject or cancel exactly the operation whose fingerprint you were shown."""
     cmd = DecideV1(pending_id=pending_id, action=body.action, fingerprint=body.fingerprint,
-                   comment=body.comment, actor=actor(user))
+                   comment=body.comment, actor=user.actor())
     return (await request.app.state.services.call(requests.APPROVAL_DECIDE, cmd)).model_dump(mode="json")
 
 
@@ -123,5 +118,5 @@ async def edit(request: Request, pending_id: str, user: CurrentUser,
                body: Annotated[EditBody, Depends(edit_body)]) -> dict:
     """Replace the arguments: a new pending version with a new fingerprint supersedes this one."""
     cmd = EditApprovalV1(pending_id=pending_id, fingerprint=body.fingerprint, arguments=body.arguments,
-                         actor=actor(user))
+                         actor=user.actor())
     return (await request.app.state.services.call(requests.APPROVAL_EDIT, cmd)).model_dump(mode="json")

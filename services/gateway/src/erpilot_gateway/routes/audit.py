@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from erpilot_contracts import requests
-from erpilot_contracts.approval.v1 import Actor, AuditQueryV1
-from erpilot_gateway.auth import CurrentUser, User, require_roles
+from erpilot_contracts.approval.v1 import AuditQueryV1
+from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.problems import Problem
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -26,14 +26,9 @@ async def audit(request: Request, user: CurrentUser,
         raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     if pending_id is None and operation_id is None and since is None:
         raise Problem(422, "invalid_query", "give pending_id, operation_id or since")
-    query = audit_query(user, pending_id=pending_id, operation_id=operation_id, since=since, limit=limit)
-    # Passed on as the service sent it: parsing the rows into ``AuditPageV1`` and back could change them.
+    query = AuditQueryV1(actor=user.actor(), pending_id=pending_id, operation_id=operation_id, since=since,
+                         limit=limit)
+    # Passed on as the service sent it, not read typed: each row is hashed and signed, and a row from an approval
+    # service newer than this gateway may carry a field its ``AuditRowV1`` does not know; parsing would drop it
+    # (unknown fields are ignored) and the row would no longer verify against its hash (`erpilot audit verify`).
     return await request.app.state.services.data(requests.APPROVAL_AUDIT, query)
-
-
-def audit_query(user: User, *, pending_id: str | None = None, operation_id: str | None = None,
-                since: datetime | None = None, limit: int = 1000) -> AuditQueryV1:
-    """The approval service's audit query as this person (it refuses non-admins); what ``GET /v1/audit``
-    sends and the approval page's audit trail reads (``requests.APPROVAL_AUDIT``)."""
-    return AuditQueryV1(actor=Actor(sub=user.sub, roles=list(user.roles)), pending_id=pending_id,
-                        operation_id=operation_id, since=since, limit=limit)

@@ -13,18 +13,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 
 from erpilot_contracts import requests
-from erpilot_contracts.approval.v1 import Actor, GiveDelegationV1, ListDelegationsV1, RevokeDelegationV1
-from erpilot_gateway.auth import CurrentUser, User, require_roles
+from erpilot_contracts.approval.v1 import GiveDelegationV1, ListDelegationsV1, RevokeDelegationV1
+from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.bodies import DelegationBody
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.routes.approvals import _documented, strict_body
 
 router = APIRouter(prefix="/v1/delegations", tags=["delegations"])
 DelegationId = Annotated[str, Path(min_length=1, max_length=100)]
-
-
-def _actor(user: User) -> Actor:
-    return Actor(sub=user.sub, roles=list(user.roles))
 
 
 async def delegation_body(request: Request) -> DelegationBody:
@@ -42,20 +38,20 @@ async def give(request: Request, user: CurrentUser, body: Annotated[DelegationBo
     (``delegation_to_self``), ``until`` not in the future (``delegation_in_past``), a chain (``delegation_chain``:
     you are someone's delegate, or ``to`` has delegated theirs)."""
     cmd = GiveDelegationV1(delegation_id=f"dlg_{uuid.uuid4().hex}", to=body.to, until=body.until, tools=body.tools,
-                           actor=_actor(user))
+                           actor=user.actor())
     return (await request.app.state.services.call(requests.APPROVAL_DELEGATE, cmd)).model_dump(mode="json")
 
 
 @router.get("")
 async def mine(request: Request, user: CurrentUser) -> dict:
     """Your delegations in force, given and received, newest first: ``{"items": [...]}``."""
-    page = await request.app.state.services.call(requests.APPROVAL_DELEGATIONS, ListDelegationsV1(actor=_actor(user)))
+    page = await request.app.state.services.call(requests.APPROVAL_DELEGATIONS, ListDelegationsV1(actor=user.actor()))
     return page.model_dump(mode="json")
 
 
 @router.delete("/{delegation_id}", status_code=204)
 async def revoke(request: Request, delegation_id: DelegationId, user: CurrentUser) -> Response:
     """End a delegation you gave, now: 204 (again: 204). Someone else's, or an unknown one: 404."""
-    cmd = RevokeDelegationV1(delegation_id=delegation_id, actor=_actor(user))
+    cmd = RevokeDelegationV1(delegation_id=delegation_id, actor=user.actor())
     await request.app.state.services.call(requests.APPROVAL_REVOKE_DELEGATION, cmd)
     return Response(status_code=204)

@@ -20,7 +20,7 @@ from erpilot_contracts.agent.v1 import (
     PostMessageV1,
     ToolCallViewV1,
 )
-from erpilot_contracts.approval.v1 import Actor, GetApprovalV1
+from erpilot_contracts.approval.v1 import GetApprovalV1
 from erpilot_gateway import tool_calls
 from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
 from erpilot_gateway.bodies import CreateSessionBody, PostMessageBody, ToolCallBody
@@ -47,8 +47,8 @@ async def create_session(request: Request, user: CurrentUser, body: CreateSessio
     session_id = f"ses_{uuid.uuid4().hex[:20]}"
     cmd = CreateSessionV1(session_id=session_id, owner=user.sub, title=title,
                           assertion=services.vouch(user, session_id))
-    data = await services.data(requests.AGENT_CREATE_SESSION, cmd)
-    return {"session_id": data["session_id"]}
+    created = await services.call(requests.AGENT_CREATE_SESSION, cmd)
+    return {"session_id": created.session_id}
 
 
 @router.get("", dependencies=[Requester])
@@ -59,7 +59,7 @@ async def list_sessions(request: Request, user: CurrentUser,
     """Your sessions, newest first: ``{"items": [...], "next_cursor"}``; pass ``next_cursor`` as ``cursor``
     for the next page. ``q`` keeps sessions whose title contains it (case-insensitive)."""
     query = ListSessionsV1(owner=user.sub, q=q or None, cursor=cursor, limit=limit)
-    return await _services(request).data(requests.AGENT_SESSIONS, query)
+    return (await _services(request).call(requests.AGENT_SESSIONS, query)).model_dump(mode="json")
 
 
 @router.get("/{session_id}")
@@ -70,7 +70,7 @@ async def get_session(request: Request, session_id: str, user: CurrentUser) -> d
     ``{"omitted": true, "reason": "result_too_large", "size_bytes", "limit_bytes", "href"}``; ``href`` is
     the call's ``GET /v1/sessions/{sid}/tool-calls/{call_id}``, which has it in full."""
     query = GetSessionV1(session_id=session_id, owner=user.sub)
-    return await _services(request).data(requests.AGENT_SESSION, query)
+    return (await _services(request).call(requests.AGENT_SESSION, query)).model_dump(mode="json")
 
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
@@ -97,8 +97,8 @@ async def post_message(request: Request, session_id: str, body: PostMessageBody,
     services = _services(request)
     cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id,
                         assertion=services.vouch(user, session_id))  # the run keeps it for every call it makes
-    data = await services.data(requests.AGENT_POST_MESSAGE, cmd)
-    return {"run_id": data["run_id"]}
+    started = await services.call(requests.AGENT_POST_MESSAGE, cmd)
+    return {"run_id": started.run_id}
 
 
 @router.post("/{session_id}/runs/{run_id}/cancel")
@@ -112,17 +112,17 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
     services = _services(request)
     cancel = CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id,
                          assertion=services.vouch(user, session_id))
-    cancelled = await services.data(requests.AGENT_CANCEL_RUN, cancel)
+    cancelled = await services.call(requests.AGENT_CANCEL_RUN, cancel)
     # One path withdraws: the approval service acts on the agent's record of the cancel (evt.agent.run_cancelled,
     # with this assertion). The answer reads how each approval ended, as the owner sees it.
-    approvals = await approval_outcomes(services, user, cancelled["pending_ids"])
+    approvals = await approval_outcomes(services, user, cancelled.pending_ids)
     return {"run_id": run_id, "status": "cancelled", "approvals": approvals}
 
 
 async def approval_outcomes(services: Services, user: User, pending_ids: list[str]) -> list[dict]:
     """``{pending_id, status}`` of each approval, read as its owner (``query.approval.get``), waiting up to
     ``WITHDRAWAL_WAIT_SECONDS`` (reading again with a growing pause) until none is still ``pending``."""
-    actor = Actor(sub=user.sub, roles=list(user.roles))
+    actor = user.actor()
     statuses: dict[str, str] = {}
     waiting = list(dict.fromkeys(pending_ids))
     deadline, pause = time.monotonic() + WITHDRAWAL_WAIT_SECONDS, 0.05
@@ -170,7 +170,7 @@ async def session_events(request: Request, session_id: str):
     ends when the token expires: reconnect with a fresh one (and ``Last-Event-ID``)."""
     user = _user_for_stream(request)
     # The owner check only: the summary has no tool calls, so a long session answers as fast as a new one.
-    await _services(request).data(requests.AGENT_SESSION,
+    await _services(request).call(requests.AGENT_SESSION,
                                    GetSessionV1(session_id=session_id, owner=user.sub, summary_only=True))
     last_id = request.headers.get("last-event-id") or request.query_params.get("last_event_id") or "0"
     try:
