@@ -202,14 +202,14 @@ async def test_an_order_a_plan_places_reads_back_as_placed_and_an_update_changes
     order_id = await ledger.run(lambda w: w.ledger.next_id("order"))
     line = OrderLine(product.sku, product.name, 2, product.price_minor, 2 * product.price_minor)
     placed = Order(order_id, customer.customer_id, customer.name, "placed", (line,), line.line_total_minor, "EUR",
-                   line.line_total_minor, 0, NOW, draft_id="D-repo", revision=3)
+                   line.line_total_minor, 0, NOW, draft_id="D-repo", revision=3, session_id="S-repo")
     place = CommitPlan(result={}, stock_changes=(StockChange(product.sku, 10, 8),), new_order=placed)
-    await ledger.run(lambda w: w.ledger.apply_plan(place, operation_id=f"op-{order_id}", session_id="S-repo"))
+    await ledger.run(lambda w: w.ledger.apply_plan(place, operation_id=f"op-{order_id}"))
 
     assert await ledger.read(lambda w: w.ledger.order(order_id)) == placed
     refunded = replace(placed, status="cancelled", refunded_minor=placed.paid_minor)
     cancel = CommitPlan(result={}, updated_order=refunded)
-    await ledger.run(lambda w: w.ledger.apply_plan(cancel, operation_id=f"op-{order_id}-c", session_id="S-repo"))
+    await ledger.run(lambda w: w.ledger.apply_plan(cancel, operation_id=f"op-{order_id}-c"))
     assert await ledger.run(lambda w: w.ledger.order(order_id, lock=True)) == refunded
     assert await ledger.read(lambda w: w.ledger.order("O-NONE")) is None
 
