@@ -29,6 +29,7 @@ from erpilot_contracts import subjects
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_gateway.app import create_app
 from erpilot_gateway.problems import Problem
+from erpilot_gateway.session_watch import replay_session
 from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.grants import new_keypair_env
 
@@ -95,6 +96,7 @@ class FakeServices:
     audit: list[dict[str, Any]] = field(default_factory=list)  # the audit log's rows, as GET /v1/audit items
     delegations: dict[str, dict[str, Any]] = field(default_factory=dict)  # DelegationV1 bodies by id
     delegation_commands: list[Any] = field(default_factory=list)  # every give / revoke command received
+    broker: Any = None  # the gateway's own broker: the session event stream stays the real one
 
     def add_approval(self, record: dict[str, Any], *, separation_of_duties: bool = False) -> dict[str, Any]:
         self.approvals[record["pending_id"]] = record
@@ -152,13 +154,18 @@ class FakeServices:
         """The typed request, as ``Services.call``: the answer parsed into its declared reply model."""
         return endpoint.reply.model_validate(self._answer(endpoint.subject, payload))
 
+    def replay_session(self, session_id: str):
+        """``Services.replay_session``: the real JetStream replay, over the gateway's own broker."""
+        return replay_session(self.broker, session_id)
+
     def vouch(self, user, session_id: str) -> str:
         """``Services.vouch``: the fake agent checks no requester assertion."""
         return f"assertion-of-{user.sub}-in-{session_id}"
 
     def _answer(self, subject: str, p) -> dict[str, Any]:
         if subject == subjects.AGENT_CMD_CREATE_SESSION:
-            self.sessions[p.session_id] = {"session_id": p.session_id, "owner": p.owner, "title": p.title}
+            self.sessions[p.session_id] = {"session_id": p.session_id, "owner": p.owner, "title": p.title,
+                                           "created_at": now().isoformat(), "last_seq": 0}
             return {"session_id": p.session_id}
         if subject == subjects.AGENT_QUERY_SESSIONS:  # newest first: insertion order reversed
             mine = [s for s in reversed(self.sessions.values()) if s["owner"] == p.owner
@@ -302,6 +309,7 @@ class ConsoleServer:
                                    public_url=self.base_url, assertion_signing_key=new_keypair_env(
                                        "ERPILOT_ASSERTION")["ERPILOT_ASSERTION_SIGNING_KEY"])
         self.app = create_app(settings)
+        self.fake.broker = self.app.state.broker
         self.app.state.services = self.fake
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                 timeout_graceful_shutdown=1)
@@ -328,7 +336,8 @@ class ConsoleServer:
 
     def new_session(self, owner: str, title: str | None = None) -> str:
         session_id = f"ses_{uuid.uuid4().hex[:20]}"
-        self.fake.sessions[session_id] = {"session_id": session_id, "owner": owner, "title": title}
+        self.fake.sessions[session_id] = {"session_id": session_id, "owner": owner, "title": title,
+                                          "created_at": now().isoformat(), "last_seq": 0}
         return session_id
 
     def publish(self, session_id: str, *events: tuple[str, dict[str, Any]]) -> None:
