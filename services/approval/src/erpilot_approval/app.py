@@ -12,11 +12,12 @@ from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
 from erpilot_approval.service_layer.audit import CheckpointSigner
 from erpilot_approval.service_layer.audit_queries import record_operation_finished
-from erpilot_approval.service_layer.escalation import EscalationSweeper
-from erpilot_approval.service_layer.expiry import DEADLINES_CHANNEL, ExpirySweeper
+from erpilot_approval.service_layer.escalation import escalation_sweeper
+from erpilot_approval.service_layer.expiry import expiry_sweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, ErpPort, Ports
+from erpilot_approval.service_layer.sweeper import DEADLINES_CHANNEL
 from erpilot_approval.service_layer.webhook_dispatch import WebhookDispatcher
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_approval.settings import ApprovalSettings
@@ -54,8 +55,8 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     deadlines = Listener(settings.database_url, DEADLINES_CHANNEL, lambda: new_approval(),
                          application_name="erpilot-approval-deadlines") if uow is None else None
     listening = lambda: deadlines is not None and deadlines.listening  # noqa: E731
-    sweeper = ExpirySweeper(units, poll_seconds=settings.expiry_poll_seconds, listening=listening)
-    escalations = EscalationSweeper(units, poll_seconds=settings.expiry_poll_seconds, listening=listening)
+    sweeper = expiry_sweeper(units, poll_seconds=settings.expiry_poll_seconds, listening=listening)
+    escalations = escalation_sweeper(units, poll_seconds=settings.expiry_poll_seconds, listening=listening)
 
     def new_approval() -> None:
         """A new deadline and maybe a new escalation time: both sweepers look again."""

@@ -11,9 +11,9 @@ import pytest
 from erpilot_approval.domain.policy import PolicyError, load_policy
 from erpilot_approval.domain.webhooks import Webhook
 from erpilot_approval.service_layer.edits import edit
-from erpilot_approval.service_layer.escalation import EscalationSweeper, escalate_due
-from erpilot_approval.service_layer.expiry import EPSILON_SECONDS, LISTENING_POLL_SECONDS
+from erpilot_approval.service_layer.escalation import escalate_due, escalation_sweeper
 from erpilot_approval.service_layer.queries import list_approvals
+from erpilot_approval.service_layer.sweeper import EPSILON_SECONDS, LISTENING_POLL_SECONDS
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import Actor, ApprovalEscalatedV1, EditApprovalV1, ListApprovalsV1
@@ -147,7 +147,7 @@ async def test_an_edited_version_escalates_on_its_own_clock(desk):
 
 
 async def test_the_sweeper_sleeps_until_the_next_escalation(desk):
-    sweeper = EscalationSweeper(desk.uow, poll_seconds=1.0, listening=lambda: True)
+    sweeper = escalation_sweeper(desk.uow, poll_seconds=1.0, listening=lambda: True)
     assert await sweeper.sweep_due() == Soon(LISTENING_POLL_SECONDS)  # nothing to escalate: the long sleep
     await desk.request("cancel_order")
     assert await sweeper.sweep_due() == Soon(30 + EPSILON_SECONDS)

@@ -17,10 +17,11 @@ from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.domain.webhooks import Webhook
 from erpilot_approval.service_layer.audit import CheckpointSigner
 from erpilot_approval.service_layer.audit_queries import audit_rows, record_operation_finished
-from erpilot_approval.service_layer.expiry import EPSILON_SECONDS, LISTENING_POLL_SECONDS, ExpirySweeper
+from erpilot_approval.service_layer.expiry import expiry_sweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
 from erpilot_approval.service_layer.queries import get_approval, list_approvals, referring_approval
+from erpilot_approval.service_layer.sweeper import EPSILON_SECONDS, LISTENING_POLL_SECONDS
 from erpilot_approval.service_layer.webhook_dispatch import WebhookDispatcher
 from erpilot_approval.service_layer.webhook_events import WebhookEvents
 from erpilot_contracts import subjects
@@ -180,20 +181,20 @@ async def test_the_gauge_counts_pending_approvals(desk, monkeypatch):
 
 
 async def test_the_expiry_sweeper_knows_the_next_deadline(desk):
-    sweeper = ExpirySweeper(desk.uow)
-    assert await sweeper.seconds_to_next_deadline() is None
+    sweeper = expiry_sweeper(desk.uow)
+    assert await sweeper.seconds_to_next_due() is None
     await desk.request("submit_order")
 
-    assert await sweeper.seconds_to_next_deadline() == 15 * 60
+    assert await sweeper.seconds_to_next_due() == 15 * 60
     desk.uow.advance(timedelta(minutes=16))
-    assert await sweeper.seconds_to_next_deadline() == -60  # overdue
+    assert await sweeper.seconds_to_next_due() == -60  # overdue
     assert await sweeper.sweep_once() == 1
-    assert await sweeper.seconds_to_next_deadline() is None
+    assert await sweeper.seconds_to_next_due() is None
 
 
 async def test_the_expiry_sweeper_sleeps_long_only_while_it_hears_of_every_replica_s_deadlines(desk):
     heard = False
-    sweeper = ExpirySweeper(desk.uow, poll_seconds=1.0, listening=lambda: heard)
+    sweeper = expiry_sweeper(desk.uow, poll_seconds=1.0, listening=lambda: heard)
     assert await sweeper.sweep_due() == Soon(1.0)  # nothing pending, and a replica may store one unheard
     heard = True
     assert await sweeper.sweep_due() == Soon(LISTENING_POLL_SECONDS)

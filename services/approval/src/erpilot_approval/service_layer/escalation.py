@@ -1,7 +1,7 @@
 """Escalation (SPEC §10): an approval still undecided ``escalate_after`` its creation gains ``escalate_to`` among
 those who may decide it, once, on every replica and across restarts, never after a decision; its deadline stays.
 
-The same shape as the expiry sweeper (``service_layer/expiry.py``), one per replica: it reads the earliest
+A ``DueSweeper`` like expiry (``service_layer/sweeper.py``), one per replica: it reads the earliest
 escalation due (read-only: nothing is committed while nothing is due) and sleeps until then, woken early when an
 approval is stored (in-process ``wake``; every replica through the deadline notification of migration 0010, whose
 listener wakes both sweepers), at most ``poll_seconds`` while it is not listening and ``LISTENING_POLL_SECONDS``
@@ -13,17 +13,15 @@ commits the approval is no longer pending, and ``domain.approvals.escalate`` ref
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
+from typing import Any
 
 from erpilot_approval.domain.approvals import escalate
 from erpilot_approval.service_layer import audit
-from erpilot_approval.service_layer.expiry import EPSILON_SECONDS, HELD_SECONDS, LISTENING_POLL_SECONDS
 from erpilot_approval.service_layer.mapping import escalated_event
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Work
+from erpilot_approval.service_layer.sweeper import DueSweeper
 from erpilot_contracts import subjects
-from erpilot_platform.loops import Soon, every
 from erpilot_platform.telemetry import step
 
 log = logging.getLogger(__name__)
@@ -59,34 +57,7 @@ async def escalate_due(uow: ApprovalUnitOfWork, batch: int) -> int:
     return escalated
 
 
-class EscalationSweeper:
-    def __init__(self, uow: ApprovalUnitOfWork, *, poll_seconds: float = 1.0, batch: int = 200,
-                 listening: Callable[[], bool] = lambda: False):
-        self._wake = asyncio.Event()
-        self.uow = uow
-        self.poll_seconds = poll_seconds
-        self.batch = batch
-        self.listening = listening
-
-    async def sweep_once(self) -> int:
-        return await escalate_due(self.uow, self.batch)
-
-    def wake(self) -> None:
-        """A new approval was stored (or the listener started or stopped listening): look again now."""
-        self._wake.set()
-
-    async def seconds_to_next_escalation(self) -> float | None:
-        return await self.uow.read(lambda unit: unit.approvals.seconds_to_next_escalation())
-
-    async def run(self) -> None:
-        """Forever; a database outage is logged and retried every second, never fatal."""
-        await every(self.poll_seconds, self.sweep_due, wake=self._wake, name="escalation sweep",
-                    retry_after=1.0, max_retry_after=1.0)
-
-    async def sweep_due(self) -> Soon | None:
-        """Escalate what is due; when to look again (the next escalation, never later than the longest sleep)."""
-        longest = LISTENING_POLL_SECONDS if self.listening() else self.poll_seconds
-        seconds = await self.seconds_to_next_escalation()
-        if seconds is not None and seconds <= 0:
-            return Soon(0) if await self.sweep_once() else Soon(HELD_SECONDS)  # more may be due right now
-        return Soon(longest if seconds is None else min(seconds + EPSILON_SECONDS, longest))
+def escalation_sweeper(uow: ApprovalUnitOfWork, **options: Any) -> DueSweeper:
+    """This replica's escalation sweeper (``options``: ``DueSweeper``'s poll_seconds, batch, listening)."""
+    return DueSweeper(uow, name="escalation sweep", sweep=escalate_due,
+                      seconds_to_next=lambda unit: unit.approvals.seconds_to_next_escalation(), **options)

@@ -1,33 +1,21 @@
-"""The expiry sweeper, one per replica: each pending approval expires once, within a second of its deadline.
+"""The expiry sweeper: each pending approval expires once, within a second of its deadline.
 
-It reads the earliest pending deadline (read-only: nothing is committed while nothing is due) and
-sleeps until it, woken early when an approval is stored: by this replica in-process (``wake``), and by
-any replica through PostgreSQL (``LISTEN`` on ``DEADLINES_CHANNEL``, notified at the storing commit by
-migration 0010's trigger; ``erpilot_platform.notifications``). Only while it is not listening (start-up,
-the database away) does it sleep at most ``poll_seconds`` (1 s), so that an approval stored by another
-replica that then died still expires within a second of its deadline; while listening it looks at least
-every ``LISTENING_POLL_SECONDS`` in case a notification was lost unseen. When something is due it expires it
-in one transaction per batch: the rows are taken with ``FOR UPDATE SKIP LOCKED``, so replicas share the
-work and never expire a row twice, and a row a decision holds is left to that decision (which refuses it
-as expired itself when late).
+A ``DueSweeper`` (``service_layer/sweeper.py``: read-only until something is due, woken by the deadline
+notifications of every replica). Due approvals expire in one transaction per batch; a row a decision holds
+is left to that decision (which refuses it as expired itself when late).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
+from typing import Any
 
 from erpilot_approval.service_layer.common import expire_if_due
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Work
-from erpilot_platform.loops import Soon, every
+from erpilot_approval.service_layer.sweeper import DueSweeper
 from erpilot_platform.telemetry import step
 
 log = logging.getLogger(__name__)
-EPSILON_SECONDS = 0.001
-HELD_SECONDS = 0.05  # a due row that a decision holds: look again shortly
-DEADLINES_CHANNEL = "erpilot_approval_deadlines"  # migration 0010_deadline_notify
-LISTENING_POLL_SECONDS = 60.0
 
 
 async def expire_due(uow: ApprovalUnitOfWork, batch: int) -> int:
@@ -49,35 +37,8 @@ async def expire_due(uow: ApprovalUnitOfWork, batch: int) -> int:
     return expired
 
 
-class ExpirySweeper:
-    def __init__(self, uow: ApprovalUnitOfWork, *, poll_seconds: float = 1.0, batch: int = 200,
-                 listening: Callable[[], bool] = lambda: False):
-        self._wake = asyncio.Event()
-        self.uow = uow
-        self.poll_seconds = poll_seconds
-        self.batch = batch
-        self.listening = listening  # told of every replica's new deadlines (``notifications.Listener``)
 
-    async def sweep_once(self) -> int:
-        """Expire one batch of due approvals with their events; returns how many."""
-        return await expire_due(self.uow, self.batch)
-
-    def wake(self) -> None:
-        """A new deadline was stored (or the listener started or stopped listening): look again now."""
-        self._wake.set()
-
-    async def seconds_to_next_deadline(self) -> float | None:
-        return await self.uow.read(lambda unit: unit.approvals.seconds_to_next_deadline())
-
-    async def run(self) -> None:
-        """Forever; a database outage is logged and retried every second, never fatal."""
-        await every(self.poll_seconds, self.sweep_due, wake=self._wake, name="expiry sweep",
-                    retry_after=1.0, max_retry_after=1.0)
-
-    async def sweep_due(self) -> Soon | None:
-        """Expire what is due; when to look again (the next deadline, never later than the longest sleep)."""
-        longest = LISTENING_POLL_SECONDS if self.listening() else self.poll_seconds
-        seconds = await self.seconds_to_next_deadline()
-        if seconds is not None and seconds <= 0:
-            return Soon(0) if await self.sweep_once() else Soon(HELD_SECONDS)  # more may be due right now
-        return Soon(longest if seconds is None else min(seconds + EPSILON_SECONDS, longest))
+def expiry_sweeper(uow: ApprovalUnitOfWork, **options: Any) -> DueSweeper:
+    """This replica's expiry sweeper (``options``: ``DueSweeper``'s poll_seconds, batch, listening)."""
+    return DueSweeper(uow, name="expiry sweep", sweep=expire_due,
+                      seconds_to_next=lambda unit: unit.approvals.seconds_to_next_deadline(), **options)

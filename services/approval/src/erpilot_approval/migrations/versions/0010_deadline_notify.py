@@ -15,7 +15,7 @@ down_revision = '0009_drop_inbox'
 branch_labels = None
 depends_on = None
 
-CHANNEL = 'erpilot_approval_deadlines'  # erpilot_approval.service_layer.expiry.DEADLINES_CHANNEL
+CHANNEL = 'erpilot_approval_deadlines'  # erpilot_approval.service_layer.sweeper.DEADLINES_CHANNEL
 
 
 def upgrade() -> None:
