@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from erpilot_approval.domain.delegation import Authority, Delegation, authorities
+from erpilot_approval.domain.errors import ApprovalError
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.policy_values import ROLES
 from erpilot_approval.domain.votes import (
@@ -32,16 +33,6 @@ ACTION_STATUS = {"approve": "approved", "reject": "rejected", "cancel": "cancell
 # (SPEC §10): one waiting for a decision, or one decided; not one that expired, was withdrawn or superseded.
 PENDING_OR_DECIDED = ("pending", *ACTION_STATUS.values())
 HIGH_RISK_AMOUNT_MINOR = 1_000_000
-
-
-class ApprovalError(Exception):
-    """A refused request, with the SPEC error code and the HTTP status the gateway answers with."""
-
-    def __init__(self, code: str, http_status: int, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.http_status = http_status
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from erpilot_approval.domain.errors import ApprovalError
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
 # The roles a delegation carries: the ones that decide approvals. Admin powers (the audit log, the back office,
@@ -35,14 +36,8 @@ LONGEST = timedelta(days=366)
 WRITE_TOOLS = tuple(name for name, spec in TOOLS.items() if spec.kind is ToolKind.WRITE)
 
 
-class DelegationError(Exception):
+class DelegationError(ApprovalError):
     """A refused delegation, with the error code and the HTTP status the gateway answers with."""
-
-    def __init__(self, code: str, http_status: int, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.http_status = http_status
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from erpilot_approval.domain import delegation as domain
 from erpilot_approval.domain.delegation import Delegation, DelegationError
 from erpilot_approval.service_layer import audit
+from erpilot_approval.service_layer.common import refused
 from erpilot_approval.service_layer.mapping import delegation_record
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports, Work
 from erpilot_contracts.approval.v1 import (
@@ -21,10 +22,6 @@ from erpilot_contracts.approval.v1 import (
     RevokeDelegationV1,
 )
 from erpilot_platform.refusals import Refused
-
-
-def _refused(error: DelegationError) -> Refused:
-    return Refused(error.code, error.message, error.http_status)
 
 
 def _repeat(existing: Delegation, cmd: GiveDelegationV1) -> DelegationV1:
@@ -48,7 +45,7 @@ async def give_delegation(cmd: GiveDelegationV1, ports: Ports) -> DelegationV1:
             given = domain.give(cmd.delegation_id, delegator=cmd.actor.sub, delegator_roles=cmd.actor.roles,
                                 delegate=cmd.to, until=cmd.until, tools=cmd.tools, now=now, in_force=in_force)
         except DelegationError as error:
-            raise _refused(error) from None
+            raise refused(error) from None
         await unit.delegations.add(given)
         await audit.delegation_given(unit.audit, given)
         return delegation_record(given)
@@ -65,7 +62,7 @@ async def revoke_delegation(cmd: RevokeDelegationV1, ports: Ports) -> Delegation
         try:
             revoked = domain.revoke(found, cmd.actor.sub, now)
         except DelegationError as error:
-            raise _refused(error) from None
+            raise refused(error) from None
         if revoked is None:
             return delegation_record(found)
         await unit.delegations.save_revocation(revoked)
