@@ -47,14 +47,14 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
          "A pending approval reached its warning time (warn_before its deadline) undecided; once per approval."),
         (subjects.APPROVAL_EVT_ESCALATED, ApprovalEscalatedV1,
          "A pending approval reached its policy's escalate_after undecided: escalate_to joined the roles that may "
-         "decide it; once per approval, deadline unchanged (Nats-Msg-Id approval.escalated.<pending_id>)."),
+         "decide it; once per approval, deadline unchanged (Nats-Msg-Id approval.escalated.<pending_id>.<random>)."),
         (subjects.APPROVAL_EVT_VOTED, ApprovalVotedV1,
          "A person voted on a quorum approval (approvals_required > 1), before the resolution it may cause."),
         (subjects.APPROVAL_EVT_REQUEST_REFUSED, ApprovalRequestRefusedV1,
          "The policy in force refused the ledger's request: nothing is pending, the call will not be executed."),
         (subjects.ERP_CMD_COMMIT, CommitOperationV1,
          "An approving decision's commit, with the signed grant, in the decision's transaction "
-         "(Nats-Msg-Id erp.commit.<operation_id>)."),
+         "(Nats-Msg-Id erp.commit.<operation_id>.<random>)."),
     ],
     "agent": [(subjects.SESSION_EVENTS_ALL, SessionEventV1,
                "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway."),

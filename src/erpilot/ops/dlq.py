@@ -10,9 +10,9 @@ whatever happens: the replay is first claimed with a record on
 ``erpilot.v1.dlq.<service>.replayed.<original stream>.<original seq>`` published with
 ``Nats-Expected-Last-Subject-Sequence: 0``, which JetStream accepts only while no record exists (two
 replays racing, or a replay of a second copy of the same message, find the first claim); the message
-then goes out with ``Nats-Msg-Id: replay:<stream>:<seq>``. If that publish fails the claim is withdrawn,
-so the replay can be tried again; if the replaying process died in between, a replay within the
-streams' duplicate window publishes again under the same id (stored only if the first never was).
+then goes out with ``Nats-Msg-Id: replay:<stream>:<seq>.<random>``, the random part kept in the claim. If
+that publish fails the claim is withdrawn, so the replay can be tried again; if the replaying process died in between, a replay within the
+streams' duplicate window publishes again under the claim's id (stored only if the first never was).
 A replayed message that fails again is dead-lettered anew (a new original, with a new sequence) and
 can be replayed in turn.
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -229,10 +230,13 @@ async def replay_dead_letter(js: Any, seq: int, *, by: str, as_user: AsUser | No
     await check_replayable(js, letter)
     record_js = await as_user("record", letter.subject) if as_user else js
     message_js = await as_user("message", letter.original_subject) if as_user else js
+    # The replay's Nats-Msg-Id carries a random part kept in the claim: a replay that died between its claim and
+    # its publish publishes again under the same id, and no other publisher can foresee it (JetStream drops a
+    # second message with an id whatever its subject; ``outbox.published_msg_id``).
     record = {"dead_letter_seq": seq, "subject": letter.original_subject, "by": by,
-              "replayed_at": datetime.now(UTC).isoformat()}
+              "replayed_at": datetime.now(UTC).isoformat(), "msg_id": f"replay:{letter.original}.{uuid.uuid4().hex}"}
     headers = {key: value for key, value in letter.headers.items() if not key.startswith(_NOT_REPLAYED)}
-    headers |= {"Nats-Msg-Id": f"replay:{letter.original}", "Erpilot-Replay-Of": letter.original}
+    headers |= {"Nats-Msg-Id": record["msg_id"], "Erpilot-Replay-Of": letter.original}
     try:
         claim = await record_js.publish(record_subject(letter.service, letter.original), json.dumps(record).encode(),
                                         stream=DEAD_LETTER_STREAM.name,
@@ -243,7 +247,8 @@ async def replay_dead_letter(js: Any, seq: int, *, by: str, as_user: AsUser | No
         letter.replayed = await _replay_record(js, letter)
         if _within_duplicate_window(letter.replayed):
             # A claim this recent may belong to a replay that died before publishing: publishing again
-            # under the same Nats-Msg-Id is stored only if the first never was.
+            # under the claim's Nats-Msg-Id is stored only if the first never was.
+            headers["Nats-Msg-Id"] = letter.replayed.get("msg_id", f"replay:{letter.original}")
             ack = await message_js.publish(letter.original_subject, letter.data, headers=headers)
             return not ack.duplicate, letter
         return False, letter

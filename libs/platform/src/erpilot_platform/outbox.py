@@ -56,6 +56,20 @@ def outbox_table(metadata: MetaData) -> Table:
     )
 
 
+def published_msg_id(name: str | None) -> str:
+    """The ``Nats-Msg-Id`` a row goes out with: its name (if any), then a random part.
+
+    Never predictable: JetStream drops a second message with an id within a stream's duplicate window whatever
+    its subject, so an id another publisher on the stream can foresee (``erp.commit.<operation_id>``) lets it
+    publish a harmless message under that id first and have ours dropped (the agent, which publishes on the
+    command and event streams, could so suppress an approved commit). The random part is stored with the row,
+    so a re-publish of the same row (a relay that died before its commit) still carries the same id and is
+    dropped; that a message is handled once is the consumers' work (row locks, answer stores, single-use
+    grants), not the id's. The name stays in front for whoever reads the stream."""
+    random_part = uuid.uuid4().hex
+    return f"{name}.{random_part}" if name else random_part
+
+
 class Outbox:
     """Write side (``add``, inside the caller's transaction) and relay side (``run``) of one outbox."""
 
@@ -90,7 +104,7 @@ class Outbox:
         headers = dict(headers or {})
         propagate.inject(headers)  # the trace continues from the relay's publish, not from nowhere
         return self.table.insert().values([
-            {"msg_id": msg_id or str(uuid.uuid4()), "subject": subject, "headers": headers,
+            {"msg_id": published_msg_id(msg_id), "subject": subject, "headers": headers,
              "payload": payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload}
             for subject, payload, msg_id in items])
 

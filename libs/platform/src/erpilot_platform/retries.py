@@ -19,6 +19,7 @@ whose every delivery kills the process still stops coming back.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -84,8 +85,11 @@ def dead_letter_headers(raw: Any) -> dict[str, str]:
         metadata = raw.metadata
         origin |= {"Erpilot-Original-Stream": metadata.stream,
                    "Erpilot-Original-Seq": str(metadata.sequence.stream),
-                   # Two copies of one message (an ack lost after dead-lettering) are stored once.
-                   "Nats-Msg-Id": f"dlq:{metadata.stream}:{metadata.sequence.stream}"}
+                   # Named after the original, never predictable: the dead-letter stream takes every service's
+                   # dead letters, so an id another service could foresee would let it have this one dropped
+                   # (``outbox.published_msg_id``). Two copies of one message (an ack lost after dead-lettering)
+                   # may both be stored; a replay is claimed once per original, so it still goes out once.
+                   "Nats-Msg-Id": f"dlq:{metadata.stream}:{metadata.sequence.stream}.{uuid.uuid4().hex}"}
     except Exception:
         pass
     if (raw.headers or {}).get("Nats-Msg-Id"):

@@ -52,8 +52,8 @@ class Transaction:
             raise ReadOnly("a read-only unit of work changes nothing")
 
     async def emit(self, subject: str, payload: BaseModel | dict[str, Any], msg_id: str | None = None) -> None:
-        """Publish ``payload`` on ``subject`` once this unit of work commits (the outbox). ``msg_id`` becomes the
-        message's ``Nats-Msg-Id`` (JetStream drops a second publish with it); None: a fresh one."""
+        """Publish ``payload`` on ``subject`` once this unit of work commits (the outbox). ``msg_id`` names the
+        message: its ``Nats-Msg-Id`` starts with it and ends with a random part (``outbox.published_msg_id``)."""
         self.require_writable()
         if self.outbox is None:
             raise RuntimeError("this unit of work has no outbox")

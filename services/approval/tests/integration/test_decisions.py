@@ -156,7 +156,7 @@ async def test_eight_concurrent_deciders_exactly_one_wins(approvals, events) -> 
         assert (grant.stock_check, grant.decided_at) == ("exact", at(won.data["decided_at"]))
         # The ledger is told to commit, once, by the approval service itself, with that grant.
         [(commit, msg_id)] = events.commits_of(record["operation_id"])
-        assert (commit["grant"], msg_id) == (body["grant"], f"erp.commit.{record['operation_id']}")
+        assert commit["grant"] == body["grant"] and msg_id.startswith(f"erp.commit.{record['operation_id']}.")
     else:
         assert body["grant"] is None and events.commits_of(record["operation_id"]) == []
 

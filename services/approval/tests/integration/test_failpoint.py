@@ -108,7 +108,7 @@ async def test_a_crash_after_the_decision_commit_loses_nothing(settings_for, bro
         await later_marker(approvals, events)
         assert len(events.of(record["pending_id"])) == 1
         [(commit, msg_id)] = events.commits_of(record["operation_id"])  # one commit, with the decision's grant
-        assert (commit["grant"], msg_id) == (body["grant"], f"erp.commit.{record['operation_id']}")
+        assert commit["grant"] == body["grant"] and msg_id.startswith(f"erp.commit.{record['operation_id']}.")
 
 
 @pytest.mark.parametrize("failpoint", ["approval.request.before_db_commit", "approval.request.after_db_commit"])

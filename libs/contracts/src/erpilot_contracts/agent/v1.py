@@ -210,7 +210,7 @@ class RunCancelledV1(Message):
 
     The approval service withdraws, from its own records, the approvals still pending for these calls
     of this session that ``owner`` requested; it never takes pending ids from this event. Published once
-    per run (``Nats-Msg-Id`` ``run_cancelled:<run_id>``); handling it twice changes nothing."""
+    per run (from one outbox row); handling it twice changes nothing."""
 
     session_id: str
     run_id: str

@@ -33,7 +33,8 @@ def not_found(pending_id: str) -> Refused:
 
 
 def commit_msg_id(operation_id: str) -> str:
-    """``Nats-Msg-Id`` of the one commit of an operation: a decision stored twice is still one command."""
+    """The name of an operation's commit message (its ``Nats-Msg-Id`` begins with it; the ERP commits once
+    per operation whatever arrives twice)."""
     return f"erp.commit.{operation_id}"
 
 

@@ -6,7 +6,7 @@ escalation due (read-only: nothing is committed while nothing is due) and sleeps
 approval is stored (in-process ``wake``; every replica through the deadline notification of migration 0010, whose
 listener wakes both sweepers), at most ``poll_seconds`` while it is not listening and ``LISTENING_POLL_SECONDS``
 while it is. Due rows are taken with ``FOR UPDATE SKIP LOCKED`` and changed in one transaction with their
-``evt.approval.escalated`` (``Nats-Msg-Id`` ``approval.escalated.<pending_id>``) and audit row: replicas share the
+``evt.approval.escalated`` (named ``approval.escalated.<pending_id>``) and audit row: replicas share the
 work, ``escalated_at`` makes it once, and a row a decision holds is skipped (the decision settles it: once it
 commits the approval is no longer pending, and ``domain.approvals.escalate`` refuses anything but pending).
 """
