@@ -11,8 +11,9 @@ whatever happens: the replay is first claimed with a record on
 ``Nats-Expected-Last-Subject-Sequence: 0``, which JetStream accepts only while no record exists (two
 replays racing, or a replay of a second copy of the same message, find the first claim); the message
 then goes out with ``Nats-Msg-Id: replay:<stream>:<seq>.<random>``, the random part kept in the claim. If
-that publish fails the claim is withdrawn, so the replay can be tried again; if the replaying process died in between, a replay within the
-streams' duplicate window publishes again under the claim's id (stored only if the first never was).
+that publish fails the claim is withdrawn, so the replay can be tried again; if the replaying process died
+in between, a replay within the streams' duplicate window publishes again under the claim's id (stored only
+if the first never was).
 A replayed message that fails again is dead-lettered anew (a new original, with a new sequence) and
 can be replayed in turn.
 
