@@ -27,6 +27,8 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
@@ -47,6 +49,14 @@ from erpilot_platform.logs import CONTEXT_KEYS, bind, unbind
 from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.retries import RetryPolicy, dead_letter_headers, message_age_seconds
 from erpilot_platform.telemetry import consumer_redeliveries, id_attributes, tracer
+
+_stored_at: ContextVar[datetime | None] = ContextVar("erpilot_stored_at", default=None)
+
+
+def stored_at() -> datetime:
+    """When JetStream stored the message the current durable handler handles: a time no publisher chooses (a
+    field of the message, such as ``cancelled_at``, its publisher does). Outside a durable handler: now."""
+    return _stored_at.get() or datetime.now(UTC)
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
@@ -160,6 +170,7 @@ class ServiceBus:
             consumer_redeliveries.add(1, {"service": self.service, "subject": message.raw_message.subject})
         ids = message_ids(parsed)
         token = bind(**ids)
+        stored = _stored_at.set(_stored_timestamp(message.raw_message))
         heartbeat = asyncio.create_task(_keep_in_progress(message, self.heartbeat))
         try:
             with tracer.start_as_current_span(f"{self.service} handle {model.__name__}",
@@ -187,6 +198,7 @@ class ServiceBus:
                 "internal_error", "the service could not process this message", 500))
         finally:
             heartbeat.cancel()
+            _stored_at.reset(stored)
             unbind(token)
         return _as_reply(result)
 
@@ -284,6 +296,13 @@ async def _keep_in_progress(message: Any, every: float) -> None:
 
 def _gave_up_reply(reason: str) -> ReplyV1:
     return ReplyV1.failure("service_unavailable", f"not processed, dead-lettered: {reason}", 503)
+
+
+def _stored_timestamp(raw: Any) -> datetime | None:
+    try:
+        return raw.metadata.timestamp
+    except Exception:  # not a JetStream message (tests, a core request)
+        return None
 
 
 def _delivery_count(message: Any) -> int:

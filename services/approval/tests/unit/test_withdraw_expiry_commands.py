@@ -41,7 +41,7 @@ async def test_a_cancelled_run_withdraws_the_owners_pending_approvals_of_its_cal
     desk.uow.advance(timedelta(seconds=3))
 
     await withdraw_cancelled_run(cancelled("S-5", waiting["call_id"], decided["call_id"],
-                                           someone_elses["call_id"]), desk.ports)
+                                           someone_elses["call_id"]), desk.ports, stored_at=NOW)
     withdrawn = desk.approval(waiting["pending_id"])
     assert (withdrawn.status, withdrawn.decided_by, withdrawn.decided_at) == (
         "withdrawn", "alice", NOW + timedelta(seconds=3))
@@ -54,7 +54,7 @@ async def test_a_cancelled_run_withdraws_the_owners_pending_approvals_of_its_cal
     assert [(d.actor, d.action) for d in desk.state.decisions][-1] == ("alice", "withdraw")
     assert len(desk.events(subjects.ERP_CMD_COMMIT)) == 1  # the approved one's alone: nothing withdrawn commits
 
-    await withdraw_cancelled_run(cancelled("S-5", waiting["call_id"]), desk.ports)  # handled again
+    await withdraw_cancelled_run(cancelled("S-5", waiting["call_id"]), desk.ports, stored_at=NOW)  # again
     assert desk.events(subjects.APPROVAL_EVT_RESOLVED) == resolved
 
 
@@ -63,7 +63,8 @@ async def test_a_pending_approval_past_its_deadline_expires_instead_of_being_wit
     desk.uow.advance(timedelta(minutes=15))
 
     await withdraw_cancelled_run(cancelled("S-6", waiting["call_id"], at=NOW + timedelta(minutes=15),
-                                           cancelled_at=NOW + timedelta(minutes=15)), desk.ports)
+                                           cancelled_at=NOW + timedelta(minutes=15)), desk.ports,
+                                 stored_at=NOW + timedelta(minutes=15))
     assert desk.approval(waiting["pending_id"]).status == "expired"
 
 
@@ -76,12 +77,16 @@ async def test_a_pending_approval_past_its_deadline_expires_instead_of_being_wit
      "assertion_session_mismatch"),
     # The assertion had expired when the cancel was recorded (signed two hours before).
     (lambda call: cancelled("S-7", call, at=NOW - timedelta(hours=2)), "assertion_expired"),
+    # An old assertion, and a cancelled_at the agent chose inside its lifetime: what counts is when the event
+    # was stored (NOW), not what the agent writes (review of #26: else any stored assertion withdraws forever).
+    (lambda call: cancelled("S-7", call, at=NOW - timedelta(days=30),
+                            cancelled_at=NOW - timedelta(days=30) + timedelta(minutes=1)), "assertion_expired"),
 ])
 async def test_a_cancel_the_gateway_did_not_vouch_for_withdraws_nothing(desk, make, reason):
     waiting = await desk.request("submit_order", session_id="S-7")
     commits = desk.uow.commits
 
-    refused = await refusal_of(withdraw_cancelled_run(make(waiting["call_id"]), desk.ports))
+    refused = await refusal_of(withdraw_cancelled_run(make(waiting["call_id"]), desk.ports, stored_at=NOW))
     assert isinstance(refused, InvalidMessage) and refused.details == {"reason": reason}
     assert desk.approval(waiting["pending_id"]).status == "pending" and desk.uow.commits == commits
 

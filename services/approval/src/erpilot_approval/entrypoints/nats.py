@@ -39,7 +39,7 @@ from erpilot_contracts.approval.v1 import (
     RequestApprovalV1,
     RevokeDelegationV1,
 )
-from erpilot_platform.endpoints import ServiceBus
+from erpilot_platform.endpoints import ServiceBus, stored_at
 
 
 def register(bus: ServiceBus, ports: Ports) -> None:
@@ -77,7 +77,7 @@ def register(bus: ServiceBus, ports: Ports) -> None:
                description="The agent recorded a run's cancel (with the owner's assertion): withdraw the owner's "
                            "pending approvals of its calls.")
     async def run_cancelled(event: RunCancelledV1) -> None:
-        await withdrawals.withdraw_cancelled_run(event, ports)
+        await withdrawals.withdraw_cancelled_run(event, ports, stored_at=stored_at())
 
     @bus.serve(endpoints.APPROVAL_GET, description="One approval with its decision.")
     async def get_approval(query: GetApprovalV1) -> ApprovalRecordV1:

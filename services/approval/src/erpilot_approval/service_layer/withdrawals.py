@@ -2,7 +2,7 @@
 
 One way in: ``evt.agent.run_cancelled``, from the agent's outbox, written in the cancel's own transaction, with
 the cancel command's requester assertion, forwarded unchanged. The agent is trusted least: the assertion must
-verify for that session and name the event's owner at the moment of the cancel (else ``InvalidMessage``:
+verify for that session and name the event's owner when the event was stored (else ``InvalidMessage``:
 dead-lettered, nothing withdrawn); from the event only the session, the call ids and the owner are taken, and
 the approvals touched are looked up here, among this service's own records: those the owner requested.
 
@@ -14,6 +14,8 @@ approval changes nothing. Nothing is ever signed here, so a withdrawn operation 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from erpilot_approval.domain.withdrawal import may_withdraw, withdraw
 from erpilot_approval.service_layer.common import emit_resolved, expire_if_due
 from erpilot_approval.service_layer.ports import Ports, Work
@@ -21,15 +23,17 @@ from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_platform.assertions import require_vouched
 
 
-def verify_owner(event: RunCancelledV1, ports: Ports) -> None:
-    """The gateway vouched for the event's owner in this session when the cancel was asked."""
+def verify_owner(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) -> None:
+    """The gateway vouched for the event's owner in this session, and the vouching still held when the event was
+    stored: ``stored_at`` (JetStream's time, ``endpoints.stored_at``), never the event's own ``cancelled_at``,
+    which the agent writes (with it an old assertion would withdraw at any later time)."""
     require_vouched(event.assertion, ports.assertion_key, session_id=event.session_id, sub=event.owner,
-                    at=event.cancelled_at)
+                    at=stored_at)
 
 
-async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports) -> None:
+async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) -> None:
     """The agent recorded a cancel: withdraw the owner's pending approvals of those calls of that session."""
-    verify_owner(event, ports)
+    verify_owner(event, ports, stored_at=stored_at)
     calls = set(event.call_ids)
 
     async def work(unit: Work) -> None:
