@@ -7,7 +7,7 @@ in the session the command is for; only the gateway holds the signing key (``ERP
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -22,5 +22,11 @@ class RequesterAssertions:
         self.key = key
         self.ttl = ttl
 
-    def vouch(self, user: User, session_id: str) -> str:
-        return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, ttl=self.ttl)
+    def vouch(self, user: User, session_id: str, *, now: datetime | None = None) -> str:
+        """Valid ``ttl`` from now, never past the token's own ``exp``: the gateway vouches for no longer than the
+        identity provider did (a run started with a token about to expire cannot act in that name for an hour)."""
+        now = (now or datetime.now(UTC)).replace(microsecond=0)
+        ttl = self.ttl
+        if user.expires_at is not None:
+            ttl = min(ttl, datetime.fromtimestamp(int(user.expires_at), UTC) - now)
+        return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, now=now, ttl=ttl)
