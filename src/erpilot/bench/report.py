@@ -1,4 +1,4 @@
-"""The tables `erpilot bench` prints (Markdown, so they paste into the README as they are). Pure."""
+"""The tables `erpilot bench` prints (Markdown, so they paste into docs/PERFORMANCE.md as they are). Pure."""
 
 from __future__ import annotations
 

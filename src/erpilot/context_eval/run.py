@@ -67,7 +67,7 @@ def run(tool_bytes: int = DEFAULT_TOOL_BYTES) -> list[Outcome]:
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """The Markdown table of the README."""
+    """The Markdown table of docs/OPERATIONS.md, "Context under budget pressure"."""
     rows = ["| scenario | covers | facts present | pairs intact | full history (bytes / ~tokens) "
             "| request as sent (bytes / ~tokens) | share | budget | pass |",
             "|---|---|---|---|---|---|---|---|---|"]

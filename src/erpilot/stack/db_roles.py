@@ -1,4 +1,4 @@
-"""One PostgreSQL login role per service, with rights on its own schema only (README "Security").
+"""One PostgreSQL login role per service, with rights on its own schema only (docs/OPERATIONS.md, "Security").
 
 ``erpilot migrate`` runs as the database owner: it migrates every schema, then creates (or updates) the
 roles ``erpilot_gateway``, ``erpilot_agent``, ``erpilot_approval`` and ``erpilot_erp``. Each may read

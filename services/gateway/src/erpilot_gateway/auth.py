@@ -1,5 +1,5 @@
 """Bearer JWT (HS256) authentication: ``sub``, ``roles``, ``exp`` (SPEC §5), plus ``iss`` / ``aud``
-when configured and a longest accepted lifetime (README "Security")."""
+when configured and a longest accepted lifetime (docs/OPERATIONS.md, "Security")."""
 
 from __future__ import annotations
 
