@@ -29,13 +29,15 @@ class StoredDraft:
     session_id: str
     status: str
     revisions: dict[int, DraftRevision] = field(default_factory=dict)
+    owner: str | None = None
 
     @property
     def latest_revision(self) -> int:
         return max(self.revisions)
 
     def revision(self, number: int) -> DraftRevision:
-        return replace(self.revisions[number], session_id=self.session_id, status=self.status)  # type: ignore[arg-type]
+        return replace(self.revisions[number], session_id=self.session_id, status=self.status,  # type: ignore[arg-type]
+                       owner=self.owner)
 
 
 @dataclass
@@ -94,7 +96,8 @@ class MemoryLedgerRepository:
         if revision.revision == 1:
             if draft is not None:
                 raise StaleWrite(f"draft {revision.draft_id} already exists")
-            draft = self.state.drafts[revision.draft_id] = StoredDraft(revision.session_id, "open")
+            draft = StoredDraft(revision.session_id, "open", owner=revision.owner)
+            self.state.drafts[revision.draft_id] = draft
         elif draft is None or draft.latest_revision != revision.revision - 1:
             raise StaleWrite(f"draft {revision.draft_id} moved while locked")
         draft.revisions[revision.revision] = revision

@@ -30,7 +30,8 @@ async def test_create_order_draft_returns_revision_one_priced_from_the_catalog(e
                                "stock_before": 9}]
     assert draft["total_amount_minor"] == 899
     view = (await erp.view("draft", id=draft["draft_id"])).data
-    assert view == {**draft, "latest_revision": 1, "session_id": session_id}  # the session: for the gateway alone
+    # the session and the owner: for the gateway alone
+    assert view == {**draft, "latest_revision": 1, "session_id": session_id, "owner": "tester"}
 
 
 async def test_a_redelivered_create_makes_one_draft_and_gives_the_same_answer(erp, session_id):

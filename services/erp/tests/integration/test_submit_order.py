@@ -32,7 +32,8 @@ async def test_submit_order_commits_once_and_records_the_result(erp, session_id)
     assert await erp.on_hand(sku) == 17
     assert (await erp.view("draft", id=draft["draft_id"])).data["status"] == "submitted"
     # The view is the result plus the session the order came from (for the gateway's "who may read it").
-    assert (await erp.view("order", id=order["order_id"])).data == {**order, "session_id": session_id}
+    assert (await erp.view("order", id=order["order_id"])).data == {**order, "session_id": session_id,
+                                                                   "owner": "tester"}
     recorded = await erp.operation(cmd.operation_id)
     assert recorded.data == status and recorded.data["requested_by"] == "tester"
 

@@ -41,8 +41,9 @@ async def test_get_draft_is_private_to_its_session_but_not_in_the_back_office(er
     theirs = await read(erp, "get_draft", {"draft_id": draft["draft_id"]}, "S-other")
     office = await erp.view("draft", id=draft["draft_id"], revision=1)
 
-    assert {**mine.data["result"], "session_id": session_id} == {**office.data, "line_count": 1}
-    assert office.data == {**draft, "latest_revision": 1, "session_id": session_id}  # who may see it: the gateway's
+    assert {**mine.data["result"], "session_id": session_id, "owner": "tester"} == {**office.data, "line_count": 1}
+    # who may see it: the gateway's decision
+    assert office.data == {**draft, "latest_revision": 1, "session_id": session_id, "owner": "tester"}
     assert theirs.data["outcome"] == "business_rejected" and theirs.data["error"]["code"] == "not_found"
 
 
@@ -75,7 +76,7 @@ async def test_views_of_a_product_and_a_seeded_order(erp):
 
     assert set(product.data) == {"sku", "name", "status", "price_minor", "currency", "on_hand"}
     assert order.data["order_id"] == "O-5001" and order.data["paid_minor"] >= order.data["refunded_minor"]
-    assert order.data["session_id"] is None  # no session made it: the back office's history
+    assert order.data["session_id"] is None and order.data["owner"] is None  # the back office's history
     assert set(order.data["lines"][0]) == {"sku", "name", "qty", "unit_price_minor", "line_total_minor"}
 
 

@@ -31,6 +31,7 @@ from services.erp.tests.fakes import LedgerState, memory_ledger
 
 NOW = datetime(2026, 10, 1, 12, 0, tzinfo=UTC)
 SESSION = "S-1"
+OWNER = "tester"  # the person the drafts of these tests are vouched for (Desk.requester too)
 
 
 class Catalog:
@@ -67,22 +68,22 @@ class Catalog:
     def create(
         self, lines: list[tuple[str, int]] | None = None, *, customer_id: str = "C-1",
         session_id: str = SESSION, note: str | None = None, draft_id: str = "D-1", now: datetime = NOW,
-        quote_ttl: timedelta | None = None,
+        quote_ttl: timedelta | None = None, owner: str = OWNER,
     ) -> DraftRevision:
-        """Revision 1 of a draft (default: 2 x SKU-A for C-1)."""
+        """Revision 1 of a draft (default: 2 x SKU-A for C-1, owned by ``OWNER``)."""
         args = CreateDraft(customer_id, tuple(lines or [("SKU-A", 2)]), note)
         ttl = {"quote_ttl": quote_ttl} if quote_ttl else {}
         customer = self.customers.get(customer_id)
-        return create_draft(draft_id, session_id, customer, self.products, args, now, **ttl)
+        return create_draft(draft_id, session_id, customer, self.products, args, now, **ttl, owner=owner)
 
     def edit(
         self, tool: str, latest: DraftRevision, *, session_id: str = SESSION, now: datetime = NOW,
-        **arguments: Any,
+        requested_by: str = OWNER, **arguments: Any,
     ) -> DraftRevision:
         """Run a draft edit tool on ``latest`` with raw arguments (draft_id and base_revision filled in)."""
         arguments = {"draft_id": latest.draft_id, "base_revision": latest.revision} | arguments
         return edit_draft(
-            to_domain.draft_edit(tool, arguments), latest, session_id=session_id,
+            to_domain.draft_edit(tool, arguments), latest, session_id=session_id, requested_by=requested_by,
             customer=self.customers.get(latest.customer_id), products=self.products, now=now,
         )
 
@@ -98,12 +99,13 @@ class Catalog:
         return operations.commit(to_domain.write(tool, arguments), facts, state, now, **kw)
 
     def state(
-        self, *, latest: DraftRevision | None = None, order: Order | None = None, session_id: str = SESSION
+        self, *, latest: DraftRevision | None = None, order: Order | None = None, session_id: str = SESSION,
+        requested_by: str | None = OWNER,
     ) -> WriteState:
-        """The WriteState an adapter would load: customer of the draft, every current product."""
+        """The WriteState an adapter would load for ``requested_by``: customer of the draft, every current product."""
         customer = self.customers.get(latest.customer_id) if latest else None
         return WriteState(
-            session_id=session_id, latest_draft=latest, customer=customer, order=order,
+            session_id=session_id, requested_by=requested_by, latest_draft=latest, customer=customer, order=order,
             products=dict(self.products),
         )
 
@@ -141,7 +143,7 @@ class Desk:
     ledger's clock (``desk.ledger.advance`` moves time).
     """
 
-    requester = "tester"
+    requester = OWNER
 
     def __init__(self, catalog: Catalog) -> None:
         self.ledger = memory_ledger(LedgerState(products=dict(catalog.products), customers=dict(catalog.customers)),

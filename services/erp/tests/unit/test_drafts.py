@@ -199,7 +199,7 @@ def test_editing_a_draft_that_does_not_exist_is_not_found(catalog):
     with rejected("not_found"):
         edit_draft(
             SetDraftNote(draft_id="D-9", base_revision=1, note="x"), None,
-            session_id="S-1", customer=None, products=catalog.products, now=catalog.now,
+            session_id="S-1", requested_by="tester", customer=None, products=catalog.products, now=catalog.now,
         )
 
 
@@ -232,15 +232,15 @@ def test_edit_draft_only_runs_edit_tools(catalog):
 
 def test_read_draft_returns_the_sessions_own_revision(catalog):
     draft = catalog.create()
-    assert read_draft(draft, "S-1", "D-1") is draft
+    assert read_draft(draft, "S-1", "D-1", requested_by="tester") is draft
 
 
 @pytest.mark.parametrize("session_id", ["S-2", ""])
 def test_read_draft_of_another_session_is_not_found(catalog, session_id):
     with rejected("not_found"):
-        read_draft(catalog.create(), session_id, "D-1")
+        read_draft(catalog.create(), session_id, "D-1", requested_by="tester")
 
 
 def test_read_missing_draft_is_not_found():
     with rejected("not_found"):
-        read_draft(None, "S-1", "D-1")
+        read_draft(None, "S-1", "D-1", requested_by="tester")

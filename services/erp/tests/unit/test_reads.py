@@ -31,19 +31,19 @@ def search_customers(customers, query: str) -> dict:
 
 
 def test_no_open_draft_is_none(catalog):
-    assert get_order_task([], "S-1") == {"status": "none"}
+    assert get_order_task([], "S-1", "tester") == {"status": "none"}
 
 
 def test_one_open_draft_is_ok_with_the_whole_revision(catalog):
     draft = catalog.create([("SKU-A", 2), ("SKU-B", 1)])
-    assert get_order_task([draft], "S-1") == {"status": "ok", "draft": draft.to_result()}
+    assert get_order_task([draft], "S-1", "tester") == {"status": "ok", "draft": draft.to_result()}
 
 
 def test_several_open_drafts_are_ambiguous_with_candidates(catalog):
     first = catalog.create([("SKU-A", 1)], draft_id="D-1")
     second = catalog.create([("SKU-B", 2)], draft_id="D-2", customer_id="C-2",
                             now=catalog.now + timedelta(minutes=5))
-    assert get_order_task([second, first], "S-1") == {
+    assert get_order_task([second, first], "S-1", "tester") == {
         "status": "ambiguous",
         "candidates": [
             {"draft_id": "D-1", "revision": 1, "customer_id": "C-1", "total_amount_minor": 1000},
@@ -56,8 +56,8 @@ def test_submitted_drafts_and_other_sessions_drafts_do_not_count(catalog):
     mine = catalog.create(draft_id="D-1")
     submitted = replace(catalog.create(draft_id="D-2"), status="submitted")
     theirs = catalog.create(draft_id="D-3", session_id="S-2")
-    assert get_order_task([mine, submitted, theirs], "S-1")["draft"]["draft_id"] == "D-1"
-    assert get_order_task([submitted, theirs], "S-1") == {"status": "none"}
+    assert get_order_task([mine, submitted, theirs], "S-1", "tester")["draft"]["draft_id"] == "D-1"
+    assert get_order_task([submitted, theirs], "S-1", "tester") == {"status": "none"}
 
 
 # --- get_draft pages ---------------------------------------------------------------------------------

@@ -182,6 +182,11 @@ class OrderV1(ResultShape):
         None, description="The session whose draft made the order; null for an order no session made (the back "
                           "office's history). For the gateway, which decides who may see the order (SPEC §10); it "
                           "is not shown to HTTP clients.")
+    owner: str | None = Field(
+        None, description="The person whose draft made the order (the draft's owner); null for an order no session "
+                          "made and for orders made before owners were recorded. For the gateway, which lets a "
+                          "requester read the order only if it is theirs (SPEC §10); it is not shown to HTTP "
+                          "clients.")
 
 
 class DraftLineV1(ResultShape):
@@ -213,6 +218,11 @@ class DraftRevisionV1(ResultShape):
     session_id: str | None = Field(
         None, description="The session the draft belongs to. For the gateway, which decides who may see the draft "
                           "(SPEC §10); it is not shown to HTTP clients.")
+    owner: str | None = Field(
+        None, description="The person who created the draft (the `sub` the gateway vouched for); null for drafts "
+                          "made before owners were recorded, which are nobody's. For the gateway, which lets a "
+                          "requester read the draft only if it is theirs (SPEC §10); it is not shown to HTTP "
+                          "clients.")
 
 
 class ErpViewResultV1(RootModel[ProductListV1 | CustomerListV1 | ProductV1 | OrderV1 | DraftRevisionV1]):

@@ -74,11 +74,13 @@ async def latest_draft(conn: AsyncConnection, draft_id: str, *, lock: bool = Fal
     """The draft's latest revision; ``lock`` holds the draft row until the transaction ends."""
     if not lock:  # one snapshot sees the draft and its latest revision together: one statement
         row = (await conn.execute(
-            select(drafts.c.session_id, drafts.c.status, draft_revisions.c.snapshot)
+            select(drafts.c.session_id, drafts.c.status, drafts.c.owner, draft_revisions.c.snapshot)
             .join(draft_revisions, (draft_revisions.c.draft_id == drafts.c.draft_id)
                   & (draft_revisions.c.revision == drafts.c.latest_revision))
             .where(drafts.c.draft_id == draft_id))).first()
-        return rows.revision(row.snapshot, session_id=row.session_id, status=row.status) if row else None
+        if row is None:
+            return None
+        return rows.revision(row.snapshot, session_id=row.session_id, status=row.status, owner=row.owner)
     # Locked: the revision is read after the lock. A join FOR UPDATE would re-check a draft that moved on
     # while it waited against the revision row of the old snapshot, and find nothing.
     draft = (await conn.execute(select(drafts).where(drafts.c.draft_id == draft_id).with_for_update())).first()
@@ -86,25 +88,27 @@ async def latest_draft(conn: AsyncConnection, draft_id: str, *, lock: bool = Fal
         return None
     snapshot = await conn.scalar(select(draft_revisions.c.snapshot).where(
         draft_revisions.c.draft_id == draft_id, draft_revisions.c.revision == draft.latest_revision))
-    return rows.revision(snapshot, session_id=draft.session_id, status=draft.status)
+    return rows.revision(snapshot, session_id=draft.session_id, status=draft.status, owner=draft.owner)
 
 
 async def open_drafts(conn: AsyncConnection, session_id: str) -> list[DraftRevision]:
     """The latest revision of every open draft of one session."""
     stmt = (
-        select(draft_revisions.c.snapshot)
+        select(draft_revisions.c.snapshot, drafts.c.owner)
         .join(drafts, (drafts.c.draft_id == draft_revisions.c.draft_id)
               & (drafts.c.latest_revision == draft_revisions.c.revision))
         .where(drafts.c.session_id == session_id, drafts.c.status == "open")
     )
-    return [rows.revision(r.snapshot, session_id=session_id, status="open") for r in (await conn.execute(stmt)).all()]
+    return [rows.revision(r.snapshot, session_id=session_id, status="open", owner=r.owner)
+            for r in (await conn.execute(stmt)).all()]
 
 
 async def insert_revision(conn: AsyncConnection, revision: DraftRevision, *, operation_id: str) -> None:
     """Store a new draft (revision 1) or a draft's next revision, and make it the latest."""
     if revision.revision == 1:
         await conn.execute(drafts.insert().values(
-            draft_id=revision.draft_id, session_id=revision.session_id, latest_revision=1, status="open"))
+            draft_id=revision.draft_id, session_id=revision.session_id, owner=revision.owner, latest_revision=1,
+            status="open"))
     else:
         moved = await conn.execute(update(drafts).where(
             drafts.c.draft_id == revision.draft_id, drafts.c.latest_revision == revision.revision - 1,
@@ -202,10 +206,11 @@ async def draft_revision(conn: AsyncConnection, draft_id: str, revision: int | N
         return None  # no such revision can exist (and PostgreSQL would refuse the comparison with an error)
     wanted = draft_revisions.c.revision == (revision if revision is not None else drafts.c.latest_revision)
     row = (await conn.execute(
-        select(drafts.c.session_id, drafts.c.status, drafts.c.latest_revision, draft_revisions.c.snapshot)
+        select(drafts.c.session_id, drafts.c.status, drafts.c.owner, drafts.c.latest_revision,
+               draft_revisions.c.snapshot)
         .join(draft_revisions, (draft_revisions.c.draft_id == drafts.c.draft_id) & wanted)
         .where(drafts.c.draft_id == draft_id))).first()
     if row is None:
         return None
-    return StoredRevision(rows.revision(row.snapshot, session_id=row.session_id, status=row.status),
+    return StoredRevision(rows.revision(row.snapshot, session_id=row.session_id, status=row.status, owner=row.owner),
                           row.latest_revision)

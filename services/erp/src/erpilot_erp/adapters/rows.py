@@ -23,7 +23,7 @@ def order(row: Any) -> Order:
                     for line in row.lines),
         total_amount_minor=row.total_amount_minor, currency=row.currency, paid_minor=row.paid_minor,
         refunded_minor=row.refunded_minor, created_at=row.created_at, draft_id=row.draft_id, revision=row.revision,
-        session_id=row.session_id,
+        session_id=row.session_id, owner=row.owner,
     )
 
 
@@ -34,7 +34,7 @@ def order_values(value: Order) -> dict[str, Any]:
         "status": value.status, "lines": [line.to_result() for line in value.lines],
         "total_amount_minor": value.total_amount_minor, "currency": value.currency, "paid_minor": value.paid_minor,
         "refunded_minor": value.refunded_minor, "draft_id": value.draft_id, "revision": value.revision,
-        "session_id": value.session_id, "created_at": value.created_at,
+        "session_id": value.session_id, "owner": value.owner, "created_at": value.created_at,
     }
 
 
@@ -53,8 +53,9 @@ def revision_snapshot(revision: DraftRevision) -> dict[str, Any]:
     return snapshot
 
 
-def revision(snapshot: dict[str, Any], *, session_id: str, status: str) -> DraftRevision:
-    """A stored snapshot back as a ``DraftRevision`` (``session_id`` and ``status`` live on the draft row)."""
+def revision(snapshot: dict[str, Any], *, session_id: str, status: str, owner: str | None) -> DraftRevision:
+    """A stored snapshot back as a ``DraftRevision`` (``session_id``, ``status`` and ``owner`` live on the draft
+    row)."""
     return DraftRevision(
         draft_id=snapshot["draft_id"], revision=snapshot["revision"], session_id=session_id,
         customer_id=snapshot["customer_id"], customer_name=snapshot["customer_name"],
@@ -62,4 +63,5 @@ def revision(snapshot: dict[str, Any], *, session_id: str, status: str) -> Draft
         total_amount_minor=snapshot["total_amount_minor"], currency=snapshot["currency"], note=snapshot["note"],
         valid_until=datetime.fromisoformat(snapshot["valid_until"]),
         created_at=datetime.fromisoformat(snapshot["created_at"]), status=status,  # type: ignore[arg-type]
+        owner=owner,
     )

@@ -56,6 +56,9 @@ drafts = Table(
     "drafts", metadata,
     Column("draft_id", String(64), primary_key=True),
     Column("session_id", String(64), nullable=False, index=True),
+    # The vouched sub of the requester who created it (domain.owners); NULL for drafts made before owners were
+    # recorded (migration 0003), which are nobody's.
+    Column("owner", String(200), nullable=True),
     Column("latest_revision", Integer, nullable=False),
     Column("status", String(20), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
@@ -86,6 +89,7 @@ orders = Table(
     Column("draft_id", String(64), nullable=True),
     Column("revision", Integer, nullable=True),
     Column("session_id", String(64), nullable=True),
+    Column("owner", String(200), nullable=True),  # its draft's owner; NULL: the back office's history, or older
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint("refunded_minor >= 0 AND refunded_minor <= paid_minor", name="refund_within_paid"),
 )

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Order, Product
+from erpilot_erp.domain.owners import owned_order
 from erpilot_erp.domain.plans import PIECES, CommitPlan, Prepared, StockChange, WriteState, effect, preview
 from erpilot_erp.domain.pricing import format_money
 
@@ -23,8 +24,10 @@ class CancelOrder:
 
 
 def prepare_cancel_order(args: CancelOrder, state: WriteState, now: datetime) -> Prepared:
-    """Check the order is placed and preview the status change, the returned stock and the absent refund."""
-    order = _placed_order(args.order_id, state.order)
+    """Check the order is the requester's (or the back office's) and placed, and preview the status change, the
+    returned stock and the absent refund."""
+    mine = owned_order(state.order, requested_by=state.requested_by, order_id=args.order_id)
+    order = _placed_order(args.order_id, mine)
     returned = _returned_qty(order)
     products = _products_of(order, state.products)
     facts = {

@@ -1,9 +1,12 @@
-"""Order drafts: create a quote, edit it revision by revision, read it back within its own session.
+"""Order drafts: create a quote, edit it revision by revision, read it back within its own session, by its owner.
 
 Every function takes the draft's LATEST revision as loaded by the adapter and returns the next revision
 for it to insert; the loaded revision is never modified. Each new revision re-reads the current catalog
 (price, name, status, stock) and the customer's discount, because drafts reserve nothing. A new revision
 may not contain a discontinued product (remove that line first). A SKU may appear on several lines.
+
+A draft is its session's and its creator's (``owner``, ``domain.owners``): only that person, in that session,
+reads or edits it; every new revision keeps the owner.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import ClassVar
 
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Customer, DraftLine, DraftRevision, Product
+from erpilot_erp.domain.owners import owned_draft
 from erpilot_erp.domain.pricing import line_total_minor, total_minor
 
 DEFAULT_QUOTE_TTL = timedelta(hours=24)
@@ -81,8 +85,11 @@ def create_draft(
     args: CreateDraft,
     now: datetime,
     quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
+    *,
+    owner: str,
 ) -> DraftRevision:
-    """Revision 1 of a new draft for ``args.customer_id`` (``customer`` is None when it does not exist)."""
+    """Revision 1 of a new draft for ``args.customer_id`` (``customer`` is None when it does not exist), owned by
+    ``owner``: the person vouched for as its requester."""
     if customer is None:
         raise not_found("customer", args.customer_id)
     wanted = list(args.lines)
@@ -92,6 +99,7 @@ def create_draft(
         draft_id=draft_id,
         revision=1,
         session_id=session_id,
+        owner=owner,
         customer=customer,
         products=products,
         wanted=wanted,
@@ -103,11 +111,12 @@ def create_draft(
 
 
 def update_draft_line(
-    latest: DraftRevision | None, args: UpdateDraftLine, *, session_id: str, customer: Customer | None,
+    latest: DraftRevision | None, args: UpdateDraftLine, *, session_id: str, requested_by: str,
+    customer: Customer | None,
     products: Mapping[str, Product], now: datetime, quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """A new revision where line ``item_number`` (which must hold ``expected_sku``) has quantity ``qty``."""
-    draft = _editable(latest, session_id, args.draft_id, args.base_revision)
+    draft = _editable(latest, session_id, requested_by, args.draft_id, args.base_revision)
     _target_line(draft, args.item_number, args.expected_sku)
     wanted = [
         (line.sku, args.qty if line.item_number == args.item_number else line.qty) for line in draft.lines
@@ -116,32 +125,35 @@ def update_draft_line(
 
 
 def add_draft_line(
-    latest: DraftRevision | None, args: AddDraftLine, *, session_id: str, customer: Customer | None,
+    latest: DraftRevision | None, args: AddDraftLine, *, session_id: str, requested_by: str,
+    customer: Customer | None,
     products: Mapping[str, Product], now: datetime, quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """A new revision with ``sku`` x ``qty`` appended as the last line."""
-    draft = _editable(latest, session_id, args.draft_id, args.base_revision)
+    draft = _editable(latest, session_id, requested_by, args.draft_id, args.base_revision)
     wanted = [(line.sku, line.qty) for line in draft.lines] + [(args.sku, args.qty)]
     return _next_revision(draft, wanted, draft.note, customer, products, now, quote_ttl)
 
 
 def remove_draft_line(
-    latest: DraftRevision | None, args: RemoveDraftLine, *, session_id: str, customer: Customer | None,
+    latest: DraftRevision | None, args: RemoveDraftLine, *, session_id: str, requested_by: str,
+    customer: Customer | None,
     products: Mapping[str, Product], now: datetime, quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """A new revision without line ``item_number`` (which must hold ``expected_sku``); later lines move up."""
-    draft = _editable(latest, session_id, args.draft_id, args.base_revision)
+    draft = _editable(latest, session_id, requested_by, args.draft_id, args.base_revision)
     _target_line(draft, args.item_number, args.expected_sku)
     wanted = [(line.sku, line.qty) for line in draft.lines if line.item_number != args.item_number]
     return _next_revision(draft, wanted, draft.note, customer, products, now, quote_ttl)
 
 
 def set_draft_note(
-    latest: DraftRevision | None, args: SetDraftNote, *, session_id: str, customer: Customer | None,
+    latest: DraftRevision | None, args: SetDraftNote, *, session_id: str, requested_by: str,
+    customer: Customer | None,
     products: Mapping[str, Product], now: datetime, quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
     """A new revision with the same lines (re-priced) and ``note`` replaced."""
-    draft = _editable(latest, session_id, args.draft_id, args.base_revision)
+    draft = _editable(latest, session_id, requested_by, args.draft_id, args.base_revision)
     wanted = [(line.sku, line.qty) for line in draft.lines]
     return _next_revision(draft, wanted, args.note, customer, products, now, quote_ttl)
 
@@ -156,29 +168,28 @@ DRAFT_EDIT_TOOLS = frozenset(edit.tool for edit in _EDITS)
 
 
 def edit_draft(
-    args: DraftEdit, latest: DraftRevision | None, *, session_id: str,
+    args: DraftEdit, latest: DraftRevision | None, *, session_id: str, requested_by: str,
     customer: Customer | None, products: Mapping[str, Product], now: datetime,
     quote_ttl: timedelta = DEFAULT_QUOTE_TTL,
 ) -> DraftRevision:
-    """Run one edit on the draft's latest revision."""
+    """Run one edit on the draft's latest revision, for ``requested_by`` (who must own it)."""
     edit = _EDITS.get(type(args))
     if edit is None:
         raise ValueError(f"{args!r} is not a draft edit")
-    return edit(latest, args, session_id=session_id, customer=customer, products=products, now=now,
-                quote_ttl=quote_ttl)
+    return edit(latest, args, session_id=session_id, requested_by=requested_by, customer=customer,
+                products=products, now=now, quote_ttl=quote_ttl)
 
 
-def read_draft(revision: DraftRevision | None, session_id: str, draft_id: str) -> DraftRevision:
-    """The loaded revision if it is ``session_id``'s; a missing one, or another session's, is not_found."""
-    if revision is None or revision.session_id != session_id:
-        raise not_found("draft", draft_id)
-    return revision
+def read_draft(revision: DraftRevision | None, session_id: str, draft_id: str, *, requested_by: str) -> DraftRevision:
+    """The loaded revision if it is ``session_id``'s and ``requested_by`` owns it; a missing one, another session's
+    or another person's (or nobody's) is not_found."""
+    return owned_draft(revision, session_id=session_id, requested_by=requested_by, draft_id=draft_id)
 
 
 def _editable(
-    latest: DraftRevision | None, session_id: str, draft_id: str, base_revision: int
+    latest: DraftRevision | None, session_id: str, requested_by: str, draft_id: str, base_revision: int
 ) -> DraftRevision:
-    draft = read_draft(latest, session_id, draft_id)
+    draft = read_draft(latest, session_id, draft_id, requested_by=requested_by)
     if not draft.is_open:
         raise BusinessError(
             ErrorCode.DRAFT_CLOSED, f"draft {draft_id} was already submitted and can no longer change"
@@ -220,6 +231,7 @@ def _next_revision(
         draft_id=draft.draft_id,
         revision=draft.revision + 1,
         session_id=draft.session_id,
+        owner=draft.owner,
         customer=customer,
         products=products,
         wanted=wanted,
@@ -231,7 +243,8 @@ def _next_revision(
 
 
 def _build_revision(
-    *, draft_id: str, revision: int, session_id: str, customer: Customer, products: Mapping[str, Product],
+    *, draft_id: str, revision: int, session_id: str, owner: str | None, customer: Customer,
+    products: Mapping[str, Product],
     wanted: Wanted, currency: str, note: str | None, now: datetime, quote_ttl: timedelta,
 ) -> DraftRevision:
     lines = tuple(
@@ -242,6 +255,7 @@ def _build_revision(
         draft_id=draft_id,
         revision=revision,
         session_id=session_id,
+        owner=owner,
         customer_id=customer.customer_id,
         customer_name=customer.name,
         lines=lines,

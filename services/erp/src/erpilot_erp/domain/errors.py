@@ -22,7 +22,11 @@ class ErrorCode(StrEnum):
         return member
 
     # Each member: the wire code, then when it is raised.
-    NOT_FOUND = "not_found", "The object does not exist, or is a draft of another session (never say which)."
+    NOT_FOUND = (
+        "not_found",
+        "The object does not exist, or is a draft of another session, or a draft or an order that is not the "
+        "requester's (domain.owners; never say which).",
+    )
     DRAFT_CHANGED = (
         "draft_changed",
         "The draft moved on: an edit's base_revision or a submitted revision is not the latest; at commit, "

@@ -85,6 +85,9 @@ class DraftRevision:
     valid_until: datetime
     created_at: datetime
     status: DraftStatus = "open"
+    # The person who created the draft (the vouched ``sub``; ``domain.owners``): None for drafts made before owners
+    # were recorded, which are nobody's. Not part of the result: the model never sees who owns what.
+    owner: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -152,6 +155,9 @@ class Order:
     # The session whose draft made it (who may see it: the gateway, SPEC §10); None for orders no session made
     # (the back office's history). Not part of the result: a session id is never shown to the model.
     session_id: str | None = None
+    # The owner of the draft that made it (``domain.owners``); None for the back office's history and for orders
+    # made before owners were recorded. Not part of the result either.
+    owner: str | None = None
 
     @property
     def remaining_minor(self) -> int:

@@ -26,9 +26,12 @@ class WriteState:
     | refund_payment   | ``order``                                                                  |
 
     A missing row is simply absent (None / not in ``products``); the domain turns that into not_found.
+    ``requested_by`` is the person the write is for (vouched for by the gateway's assertion): prepare refuses a
+    draft or an order that is not theirs (``domain.owners``) as not_found; None is nobody, who owns nothing.
     """
 
     session_id: str
+    requested_by: str | None = None
     latest_draft: DraftRevision | None = None
     customer: Customer | None = None
     order: Order | None = None

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from erpilot_erp.domain.model import Customer, DraftRevision, Product
+from erpilot_erp.domain.owners import is_owner
 
 MAX_SEARCH_RESULTS = 50
 
@@ -26,13 +27,14 @@ def listing(found: Iterable[Product | Customer]) -> dict[str, Any]:
     return {"items": [value.to_result() for value in found]}
 
 
-def get_order_task(latest_revisions: Iterable[DraftRevision], session_id: str) -> dict[str, Any]:
-    """The session's one open draft (``ok``), its several (``ambiguous``), or ``none``.
+def get_order_task(latest_revisions: Iterable[DraftRevision], session_id: str, requested_by: str) -> dict[str, Any]:
+    """The session's one open draft of ``requested_by`` (``ok``), its several (``ambiguous``), or ``none``.
 
-    ``latest_revisions`` are the latest revision of each draft; submitted drafts and other sessions'
-    drafts are ignored here, so the adapter may pass a broader set.
+    ``latest_revisions`` are the latest revision of each draft; submitted drafts, other sessions' drafts and
+    drafts ``requested_by`` does not own (``domain.owners``) are ignored here, so the adapter may pass a broader set.
     """
-    open_drafts = [d for d in latest_revisions if d.session_id == session_id and d.is_open]
+    open_drafts = [d for d in latest_revisions
+                   if d.session_id == session_id and d.is_open and is_owner(d.owner, requested_by)]
     if not open_drafts:
         return {"status": "none"}
     if len(open_drafts) == 1:

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Order, Refund
+from erpilot_erp.domain.owners import owned_order
 from erpilot_erp.domain.plans import CommitPlan, Prepared, WriteState, effect, preview
 from erpilot_erp.domain.pricing import format_money
 
@@ -25,8 +26,9 @@ class RefundPayment:
 
 
 def prepare_refund_payment(args: RefundPayment, state: WriteState, now: datetime) -> Prepared:
-    """Check currency and refundable remainder and preview remaining before -> after."""
-    order = _refundable(args, state.order)
+    """Check the order is the requester's (or the back office's), currency and refundable remainder, and preview
+    remaining before -> after."""
+    order = _refundable(args, owned_order(state.order, requested_by=state.requested_by, order_id=args.order_id))
     facts = {
         "order_id": order.order_id,
         "currency": order.currency,

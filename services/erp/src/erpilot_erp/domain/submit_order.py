@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Customer, DraftRevision, Order, OrderLine, Product
+from erpilot_erp.domain.owners import owned_draft
 from erpilot_erp.domain.plans import (
     PIECES,
     CommitPlan,
@@ -98,6 +99,7 @@ def commit_submit_order(
         draft_id=facts["draft_id"],
         revision=facts["revision"],
         session_id=latest.session_id,
+        owner=latest.owner,  # the order is the draft owner's
     )
     return CommitPlan(
         result=order.to_result(),
@@ -108,9 +110,8 @@ def commit_submit_order(
 
 
 def _submittable(args: SubmitOrder, state: WriteState) -> DraftRevision:
-    latest = state.latest_draft
-    if latest is None or latest.session_id != state.session_id:
-        raise not_found("draft", args.draft_id)
+    latest = owned_draft(state.latest_draft, session_id=state.session_id, requested_by=state.requested_by,
+                         draft_id=args.draft_id)
     if not latest.is_open:
         raise BusinessError(ErrorCode.DRAFT_CLOSED, f"draft {args.draft_id} was already submitted")
     if args.revision > latest.revision:

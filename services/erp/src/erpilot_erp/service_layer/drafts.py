@@ -47,26 +47,27 @@ class DraftService:
 
     async def _apply(self, w: Work, cmd: ExecuteToolV1, args: dict[str, Any]) -> ToolResultV1:
         now = self.clock()
-        # Drafts belong to the session that made them: only its requester, vouched for by the gateway, edits them.
+        # Drafts belong to the session and the person that made them: the requester, vouched for by the gateway's
+        # assertion (checked here, not taken from the agent), becomes a new draft's owner, and only the owner edits.
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, requested_by=cmd.requested_by, at=now)
         try:
             if cmd.tool == "create_order_draft":
-                revision = await self._create(w, cmd.session_id, to_domain.draft_creation(args), now)
+                revision = await self._create(w, cmd.session_id, cmd.requested_by, to_domain.draft_creation(args), now)
             else:
-                revision = await self._edit(w, cmd.tool, cmd.session_id, args, now)
+                revision = await self._edit(w, cmd.tool, cmd.session_id, cmd.requested_by, args, now)
         except BusinessError as exc:
             return rejected_tool(exc)
         await w.ledger.insert_revision(revision, operation_id=cmd.operation_id)
         return ToolResultV1(outcome="succeeded", result=revision.to_result())
 
-    async def _create(self, w: Work, session_id: str, args: CreateDraft,
+    async def _create(self, w: Work, session_id: str, owner: str, args: CreateDraft,
                       now: datetime) -> DraftRevision:
         customer = await w.ledger.customer(args.customer_id)
         products = await w.ledger.products_by_sku([sku for sku, _ in args.lines])
         draft_id = await w.ledger.next_id("draft")
-        return create_draft(draft_id, session_id, customer, products, args, now, self.quote_ttl)
+        return create_draft(draft_id, session_id, customer, products, args, now, self.quote_ttl, owner=owner)
 
-    async def _edit(self, w: Work, tool: str, session_id: str, args: dict[str, Any],
+    async def _edit(self, w: Work, tool: str, session_id: str, requested_by: str, args: dict[str, Any],
                     now: datetime) -> DraftRevision:
         latest = await w.ledger.latest_draft(args["draft_id"], lock=True)
         skus = {line.sku for line in latest.lines} if latest else set()
@@ -74,5 +75,5 @@ class DraftService:
             skus.add(args["sku"])
         customer = await w.ledger.customer(latest.customer_id) if latest else None
         products = await w.ledger.products_by_sku(skus)
-        return edit_draft(to_domain.draft_edit(tool, args), latest, session_id=session_id, customer=customer,
-                          products=products, now=now, quote_ttl=self.quote_ttl)
+        return edit_draft(to_domain.draft_edit(tool, args), latest, session_id=session_id, requested_by=requested_by,
+                          customer=customer, products=products, now=now, quote_ttl=self.quote_ttl)

@@ -62,11 +62,12 @@ def customers(values: list[Customer]) -> CustomerListV1:
 
 
 def order(value: Order) -> OrderV1:
-    """The order view, with the session it came from (the gateway decides who may see it)."""
-    return OrderV1.model_validate({**value.to_result(), "session_id": value.session_id})
+    """The order view, with the session it came from and its owner (the gateway decides who may see it)."""
+    return OrderV1.model_validate({**value.to_result(), "session_id": value.session_id, "owner": value.owner})
 
 
 def draft_revision(stored: StoredRevision) -> DraftRevisionV1:
-    """The draft view, with its session (the gateway decides who may see it)."""
+    """The draft view, with its session and owner (the gateway decides who may see it)."""
     return DraftRevisionV1.model_validate({**stored.revision.to_result(), "latest_revision": stored.latest_revision,
-                                           "session_id": stored.revision.session_id})
+                                           "session_id": stored.revision.session_id,
+                                           "owner": stored.revision.owner})

@@ -1,7 +1,8 @@
 """PREPARE and COMMIT of the write tools (SPEC §3, §10), each one database transaction.
 
 prepare: check the requester (the gateway's assertion for ``requested_by`` in the session, valid now; an edit
-takes requester and assertion from the ledger's record of the version it supersedes), run the domain's prepare,
+takes requester and assertion from the ledger's record of the version it supersedes), run the domain's prepare
+for that requester (a draft or an order that is not theirs is not_found: ``domain.owners``),
 store the operation (arguments, fingerprint, facts, preview, requester, assertion) and, in the same transaction,
 put ``cmd.approval.request`` built from that record and signed with the ledger key in the outbox (the approval
 service acts on no request the ledger did not sign: ``erpilot_platform.ledger_signatures``); answer the preview.
@@ -86,7 +87,8 @@ class OperationService:
     async def _prepare(self, w: Work, cmd: PrepareOperationV1) -> PreparedOperationV1:
         now = self.clock()
         requested_by, assertion, asserted_at = await self._requester(w, cmd, now)
-        state = await write_state(w.ledger, cmd.tool, cmd.arguments, cmd.session_id)
+        # the domain refuses a draft or an order that is not the vouched requester's as not_found (domain.owners)
+        state = await write_state(w.ledger, cmd.tool, cmd.arguments, cmd.session_id, requested_by=requested_by)
         try:
             prepared = domain.prepare(to_domain.write(cmd.tool, cmd.arguments), state, now,
                                       stock_check=cmd.stock_check or self.default_stock_check)
@@ -154,7 +156,8 @@ class OperationService:
             return operation_status(op), True
         if not await w.ledger.consume_grant(grant.pending_id, op.operation_id):
             raise InvalidMessage("grant_already_used", f"grant {grant.pending_id} was already used")
-        state = await write_state(w.ledger, op.tool, op.arguments, op.session_id, facts=op.facts, lock=True)
+        state = await write_state(w.ledger, op.tool, op.arguments, op.session_id, requested_by=op.requested_by,
+                                  facts=op.facts, lock=True)
         kind = domain.NEW_ID_KIND.get(op.tool)
         new_id = await w.ledger.next_id(kind) if kind else None
         try:

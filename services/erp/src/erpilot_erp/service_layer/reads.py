@@ -1,7 +1,8 @@
 """Read tools (SPEC §2): no effects, answered from committed state, each one statement (``Ledger.read``).
 
-Every read comes from a session's tool call: the requester's assertion is checked as for a draft (a draft and
-the session's order task are the session's own).
+Every read comes from a session's tool call: the requester's assertion is checked as for a draft. A draft, the
+session's order task and an order are read only by their owner, the vouched requester (``domain.owners``; an order
+no session made is the back office's, which every requester reads); anyone else gets ``not_found``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
+from erpilot_erp.domain.owners import may_use_draft, may_use_order
 from erpilot_erp.domain.reads import get_order_task, listing, page_draft
 from erpilot_erp.service_layer.ports import Ledger, Work
 from erpilot_erp.service_layer.replies import normalised
@@ -39,10 +41,10 @@ class ReadTools:
             raise Refused("not_a_read_tool", f"{cmd.tool} is not a read tool", 422)
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, requested_by=cmd.requested_by,
                               at=self.clock())
-        return await self.ledger.read(lambda w: _read(w, cmd.tool, args, cmd.session_id))
+        return await self.ledger.read(lambda w: _read(w, cmd.tool, args, cmd.session_id, cmd.requested_by))
 
 
-async def _read(w: Work, tool: str, args: dict[str, Any], session_id: str) -> ToolResultV1:
+async def _read(w: Work, tool: str, args: dict[str, Any], session_id: str, requested_by: str) -> ToolResultV1:
     match tool:
         case "search_customers":
             return _found(listing(await w.ledger.search_customers(args["query"])), "customers")
@@ -53,14 +55,17 @@ async def _read(w: Work, tool: str, args: dict[str, Any], session_id: str) -> To
             return _found(found.to_result() if found else None, f"product {args['sku']}")
         case "get_order":
             order = await w.ledger.order(args["order_id"])
+            if order is not None and not may_use_order(order, requested_by):
+                order = None  # another person's order reads as one that does not exist
             return _found(order.to_result() if order else None, f"order {args['order_id']}")
         case "get_draft":
             stored = await w.ledger.draft_revision(args["draft_id"], args.get("revision"))
             draft = None
-            if stored is not None and stored.revision.session_id == session_id:  # a draft is its session's only
+            # a draft is its session's and its owner's only
+            if stored is not None and may_use_draft(stored.revision, session_id=session_id, requested_by=requested_by):
                 draft = page_draft({**stored.revision.to_result(), "latest_revision": stored.latest_revision},
                                    args.get("offset"), args.get("limit"))
             return _found(draft, f"draft {args['draft_id']}")
         case "get_order_task":
-            return _found(get_order_task(await w.ledger.open_drafts(session_id), session_id), "task")
+            return _found(get_order_task(await w.ledger.open_drafts(session_id), session_id, requested_by), "task")
     raise ValueError(f"{tool} is not a read tool")

@@ -15,7 +15,7 @@ from erpilot_gateway.problems import Problem
 
 router = APIRouter(tags=["erp"])
 Requester = require_roles("requester")
-# Drafts and orders: whoever erp_readers lets read that one (its session's owner, an approver or manager of an
+# Drafts and orders: whoever erp_readers lets read that one (its owner, an approver or manager of an
 # approval naming it, an admin); everyone else gets 404.
 Reader = require_roles("requester", "approver", "manager", "admin")
 
