@@ -20,12 +20,15 @@ from tests.e2e.test_model_runs import assistant_texts, run_events, start_run
 pytestmark = pytest.mark.e2e
 
 SKU = "SKU-STAPLER"
+# A short ack wait (as `erpilot torture` runs): a message the crashed process held is redelivered 2 s later, not
+# 15 s; the handlers keep longer work with an in-progress heartbeat (ack wait / 3).
+CRASH_ENV = {"ERPILOT_ACK_WAIT_SECONDS": "2"}
 
 
 @pytest.fixture(scope="module")
 def crash_stack(database_url, tmp_path_factory) -> Iterator[Stack]:
     with isolated_stack(database_url, tmp_path_factory.mktemp("crash-stack"),
-                        {"ERPILOT_RESUME_RUNS_AFTER_SECONDS": "1"}) as stack:
+                        {"ERPILOT_RESUME_RUNS_AFTER_SECONDS": "1", **CRASH_ENV}) as stack:
         yield stack
 
 

@@ -21,12 +21,15 @@ from tests.e2e.test_write_flow import call_events, decide, draft
 pytestmark = pytest.mark.e2e
 
 SKU = "SKU-STAPLER"
+# A short ack wait (as `erpilot torture` runs): a message the crashed process held is redelivered 2 s later, not
+# 15 s; the handlers keep longer work with an in-progress heartbeat (ack wait / 3).
+CRASH_ENV = {"ERPILOT_ACK_WAIT_SECONDS": "2"}
 ORDER = ["tool_started", "approval_pending", "approval_resolved", "tool_executing", "tool_finished"]
 
 
 @pytest.fixture(scope="module")
 def crash_stack(database_url, tmp_path_factory) -> Iterator[Stack]:
-    with isolated_stack(database_url, tmp_path_factory.mktemp("erp-crash-stack"), {}) as stack:
+    with isolated_stack(database_url, tmp_path_factory.mktemp("erp-crash-stack"), CRASH_ENV) as stack:
         yield stack
 
 
