@@ -70,6 +70,11 @@ def published_msg_id(name: str | None) -> str:
     return f"{name}.{random_part}" if name else random_part
 
 
+def name_of(msg_id: str) -> str | None:
+    """The name a ``published_msg_id`` was made from (None: it had none)."""
+    return msg_id.rpartition(".")[0] or None
+
+
 class Outbox:
     """Write side (``add``, inside the caller's transaction) and relay side (``run``) of one outbox."""
 

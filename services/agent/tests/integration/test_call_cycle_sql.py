@@ -17,6 +17,7 @@ from erpilot_agent.service_layer.tool_calls import ToolCallService
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalResolvedV1, ToolPolicyV1
 from erpilot_contracts.erp.v1 import OperationStatusV1, PreparedOperationV1, PreviewV1, ToolResultV1
 from erpilot_platform.broker import TransientError
+from erpilot_platform.outbox import name_of
 
 from .conftest import event_types, new_session
 
@@ -92,7 +93,8 @@ async def test_a_write_cycle_numbers_its_events_gap_free_each_with_its_outbox_ro
     types = ["tool_started", "tool_finished", "tool_started", "approval_pending", "approval_resolved",
              "tool_executing", "tool_finished"]
     assert await event_types(engine, session_id) == types and last_seq == len(types)
-    assert [row.msg_id for row in queued] == [f"session:{session_id}:{seq}" for seq in range(1, len(types) + 1)]
+    assert [name_of(row.msg_id) for row in queued] == [
+        f"session:{session_id}:{seq}" for seq in range(1, len(types) + 1)]
     assert [(row.payload["seq"], row.payload["type"]) for row in queued] == list(enumerate(types, start=1))
     assert (call.status, call.outcome, call.result, call.assertion) == ("finished", "succeeded",
                                                                         {"order_id": "SO-1"}, "as-1")

@@ -12,7 +12,7 @@ from erpilot_agent.adapters.driver_locks import SqlDriverLocks
 from erpilot_agent.adapters.sql_work import SqlWork
 from erpilot_platform import advisory_locks
 from erpilot_platform.db import create_engine
-from erpilot_platform.outbox import Outbox
+from erpilot_platform.outbox import Outbox, name_of
 from erpilot_platform.uow import UnitOfWork
 
 from ..repository_cases import *  # noqa: F403 (the shared cases)
@@ -37,6 +37,6 @@ def repos(engine) -> Backend:
             rows = (await conn.execute(select(tables.outbox.c.msg_id, tables.outbox.c.payload)
                                        .where(tables.outbox.c.msg_id.like(f"session:{session_id}:%"))
                                        .order_by(tables.outbox.c.id))).all()
-        return [(row.msg_id, row.payload) for row in rows]
+        return [(name_of(row.msg_id), row.payload) for row in rows]
 
     return Backend(uow, outbox, lambda: None, SqlDriverLocks(engine))  # each transaction: a later clock of its own

@@ -13,7 +13,7 @@ from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.store import unit_of_work
 from erpilot_platform import advisory_locks
 from erpilot_platform.db import create_engine
-from erpilot_platform.outbox import Outbox
+from erpilot_platform.outbox import Outbox, name_of
 from erpilot_platform.testing.backends import scratch_database
 
 from ..fakes import MemoryApprovals
@@ -56,7 +56,7 @@ async def units(request, engine) -> Units:
         async with engine.connect() as conn:
             rows = await conn.execute(select(tables.outbox.c.subject, tables.outbox.c.msg_id)
                                       .order_by(tables.outbox.c.id))
-            return [(row.subject, row.msg_id) for row in rows]
+            return [(row.subject, name_of(row.msg_id) or "fresh") for row in rows]
 
     outbox = Outbox(tables.outbox, lock_key=advisory_locks.APPROVAL_OUTBOX)
     return Units(uow=unit_of_work(engine, outbox, key), key=key, emitted=outbox_rows)

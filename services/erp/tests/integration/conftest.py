@@ -176,7 +176,7 @@ class ErpClient:
                     message = await sub.next_msg(timeout=0.5)
                 except TimeoutError:
                     return found
-                if message.headers.get("Nats-Msg-Id") == f"approval.request.{operation_id}":
+                if message.headers.get("Nats-Msg-Id", "").startswith(f"approval.request.{operation_id}."):
                     found.append(json.loads(message.data))
         finally:
             await sub.unsubscribe()
