@@ -17,8 +17,8 @@ Every handler runs in a span ``"<service> handle <Model>"`` with the ids its mes
 call, pending approval, operation) as attributes, and with those ids bound to every log line it writes.
 
 The AsyncAPI document (``erpilot docs``) shows each endpoint's contract model as its payload: the
-entry point declares the model, but receives the raw body unvalidated (``_UNCHECKED``, ``_raw_body``),
-because parsing stays here, under the error policy above.
+entry point declares the model, but receives the message itself unvalidated (``_UNCHECKED``,
+``_whole_message``), because parsing stays here, under the error policy above.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from typing import Annotated, Any, TypeVar
 from faststream import AckPolicy
 from faststream.exceptions import NackMessage
 from faststream.nats import JStream, NatsBroker, PullSub
-from faststream.nats.annotations import NatsMessage
 from pydantic import BaseModel, ValidationError, WrapValidator
 
 from erpilot_contracts import json_input
@@ -73,13 +72,19 @@ def _parse(model: type[M], body: bytes) -> M:
     return model.model_validate_json(body)
 
 
-async def _raw_body(message: Any) -> bytes:
-    """faststream's decoder for our entries: the bytes as received (``_parse`` validates them)."""
-    return message.body
+async def _whole_message(message: Any) -> Any:
+    """faststream's decoder for our entries: the message itself, which the entry takes as its one argument.
+
+    An entry taking the message as a second, ``Context`` parameter (``message: NatsMessage``) costs a thread
+    pool round trip per message: fast_depends resolves a context field with ``Context.use``, a plain function,
+    which its ``run_async`` hands to ``anyio.to_thread`` (fast_depends/core/model.py ``asolve``), inside a task
+    group of its own. With the message as the decoded body, the entry has no context field to resolve.
+    ``_parse`` validates ``message.body``."""
+    return message
 
 
 def _documented(entry: Callable, model: type[Message], name: str) -> Callable:
-    """Name ``model`` as the payload of ``entry`` in the AsyncAPI document (it receives raw bytes)."""
+    """Name ``model`` as the payload of ``entry`` in the AsyncAPI document (it receives the whole message)."""
     entry.__annotations__["body"] = Annotated[model, _UNCHECKED]
     entry.__name__ = name
     return entry
@@ -228,13 +233,14 @@ class ServiceBus:
                 # budget); this only binds to the consumer.
                 config=consumer_config(stream, subject, self._durable_name(subject), ack_wait=self.ack_wait,
                                        max_deliver=self.retry.max_deliver),
-                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_raw_body,
+                ack_policy=AckPolicy.NACK_ON_ERROR, max_workers=max_workers, decoder=_whole_message,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
             @partial(_documented, model=model, name=handler.__name__)
-            async def entry(body: bytes, message: NatsMessage) -> dict | None:
-                # An event handler returns None, so nothing is answered.
-                return await self._run_durable(model, handler, message)
+            async def entry(body: Any) -> dict | None:
+                # ``body`` is the whole message (``_whole_message``). An event handler returns None, so
+                # nothing is answered.
+                return await self._run_durable(model, handler, body)
 
             return handler
         return register
@@ -243,11 +249,12 @@ class ServiceBus:
         """A core request/reply endpoint with a queue group: no side effects, answered by one replica."""
         def register(handler: Callable[[M], Awaitable[ReplyV1]]):
             @self.broker.subscriber(
-                subject, queue=self.service, decoder=_raw_body,
+                subject, queue=self.service, decoder=_whole_message,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
             @partial(_documented, model=model, name=handler.__name__)
-            async def entry(body: bytes, message: NatsMessage) -> dict:
+            async def entry(body: Any) -> dict:
+                message = body  # the whole message (``_whole_message``)
                 try:
                     parsed = _parse(model, message.body)
                 except (ValidationError, ValueError) as exc:
