@@ -23,7 +23,22 @@ from typing import Any
 
 from opentelemetry import propagate
 from pydantic import BaseModel
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Insert, MetaData, String, Table, delete, func, select, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Insert,
+    MetaData,
+    String,
+    Table,
+    delete,
+    func,
+    literal,
+    select,
+    text,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform.failpoints import failpoint
@@ -108,7 +123,7 @@ class Outbox:
         as CTEs (one round trip for the state change and its events)."""
         headers = dict(headers or {})
         propagate.inject(headers)  # the trace continues from the relay's publish, not from nowhere
-        return self.table.insert().values([
+        return insert_rows(self.table, [
             {"msg_id": published_msg_id(msg_id), "subject": subject, "headers": headers,
              "payload": payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload}
             for subject, payload, msg_id in items])
@@ -185,6 +200,22 @@ class Outbox:
             self._publish_now = True  # so does the retry after a failure
             raise
         return None
+
+
+def insert_rows(table: Table, rows: list[dict[str, Any]]) -> Insert:
+    """One INSERT of ``rows`` (all with the same keys), in this order, as a statement SQLAlchemy compiles
+    once per number of rows and caches: hot writes are not compiled again on every execution.
+
+    A multi-row ``VALUES`` would be compiled on every execution, with any statement it is a CTE of
+    (SQLAlchemy 2 marks it uncacheable: sqlalchemy/sql/cache_key.py ``visit_dml_multi_values``). Several
+    rows are an ``INSERT … SELECT … UNION ALL SELECT …`` instead: PostgreSQL produces the rows of a
+    ``UNION ALL`` in order, as it does those of a ``VALUES`` list, so the serial ids still follow ``rows``
+    (the relay publishes in id order)."""
+    if len(rows) == 1:
+        return table.insert().values(rows[0])
+    names = list(rows[0])
+    return table.insert().from_select(names, union_all(*(
+        select(*(literal(row[name], table.c[name].type) for name in names)) for row in rows)))
 
 
 def _stream_for(subject: str) -> str:

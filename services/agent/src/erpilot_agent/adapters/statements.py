@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from erpilot_agent.adapters.tables import session_events, sessions, tool_calls
 from erpilot_contracts.sessions.v1 import SessionEventV1
 from erpilot_contracts.subjects import session_events_subject
-from erpilot_platform.outbox import Outbox
+from erpilot_platform.outbox import Outbox, insert_rows
 
 
 def now() -> datetime:
@@ -66,7 +66,7 @@ def _event_writes(outbox: Outbox, session_id: str, events: list[tuple[str, dict[
               for seq, (type_, data) in enumerate(events, start=last_seq + 1)]
     return [
         update(sessions).where(sessions.c.session_id == session_id).values(last_seq=last_seq + len(events)),
-        session_events.insert().values([
+        insert_rows(session_events, [
             {"session_id": session_id, "seq": e.seq, "type": e.type, "data": e.data, "occurred_at": occurred_at}
             for e in stored]),
         outbox.insert([(session_events_subject(session_id), e, f"session:{session_id}:{e.seq}") for e in stored]),
