@@ -4,10 +4,11 @@ service's own, never a module global), in one statement where the caller already
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -86,27 +87,37 @@ async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0
     )).all()
 
 
+# The statements every tool call runs, built once with their parameters as bind parameters: building a
+# statement and its cache key costs more CPU than the round trip's own client work (the agent's profile
+# under ``erpilot bench``); a statement built once keeps its cache key (SQLAlchemy memoizes it).
+_GET_TOOL_CALL = select(tool_calls).where(tool_calls.c.call_key == bindparam("call_key"))
+_LOCK_TOOL_CALL = (
+    select(tool_calls, sessions.c.last_seq).join(sessions, sessions.c.session_id == tool_calls.c.session_id)
+    .where(tool_calls.c.call_key == bindparam("call_key")).with_for_update()
+)
+
+
 async def get_tool_call(conn: AsyncConnection, call_key: str, *, lock: bool = False) -> Any:
     """The call with this ``call_key`` (domain.call_identity: session id and call id together).
 
     ``lock``: with its session's ``last_seq``, both rows locked until the transaction ends (the call
     against other transitions, the session for the events the transition appends: ``append_events``)."""
-    if not lock:
-        return (await conn.execute(select(tool_calls).where(tool_calls.c.call_key == call_key))).first()
-    return (await conn.execute(
-        select(tool_calls, sessions.c.last_seq).join(sessions, sessions.c.session_id == tool_calls.c.session_id)
-        .where(tool_calls.c.call_key == call_key).with_for_update()
-    )).first()
+    return (await conn.execute(_LOCK_TOOL_CALL if lock else _GET_TOOL_CALL, {"call_key": call_key})).first()
+
+
+@functools.cache
+def _insert_tool_call(columns: frozenset[str]) -> Any:
+    """The insert of ``insert_tool_call`` for these columns (one statement per set of columns given)."""
+    inserted = (insert(tool_calls).values({name: bindparam(name, type_=tool_calls.c[name].type) for name in columns})
+                .on_conflict_do_nothing().returning(tool_calls).cte("inserted"))
+    return (select(inserted, sessions.c.last_seq).join(sessions, sessions.c.session_id == inserted.c.session_id)
+            .with_for_update(of=sessions))
 
 
 async def insert_tool_call(conn: AsyncConnection, **values: Any) -> Any:
     """Insert a new call and return its row with its session's ``last_seq``, the session row locked (as
     ``get_tool_call(lock=True)``); None if a concurrent delivery of the same command inserted it first."""
-    inserted = insert(tool_calls).values(**values).on_conflict_do_nothing().returning(tool_calls).cte("inserted")
-    return (await conn.execute(
-        select(inserted, sessions.c.last_seq).join(sessions, sessions.c.session_id == inserted.c.session_id)
-        .with_for_update(of=sessions)
-    )).first()
+    return (await conn.execute(_insert_tool_call(frozenset(values)), values)).first()
 
 
 async def update_tool_call(conn: AsyncConnection, call_key: str, *, outbox: Outbox | None = None,

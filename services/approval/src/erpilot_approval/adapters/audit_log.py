@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from sqlalchemy import and_, exists, func, select, text
+from sqlalchemy import and_, bindparam, exists, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_approval.adapters.tables import audit_checkpoints, audit_log
@@ -40,6 +40,26 @@ def _last(column: Any) -> Any:
     return select(column).order_by(audit_log.c.seq.desc()).limit(1).scalar_subquery()
 
 
+def _before_append(*, head: bool, once: bool) -> Any:
+    """What an append reads first: the clock, the head unless it is known (``head``), and whether an event
+    of this kind for this operation exists (``once``: bind ``kind`` and ``operation_id``)."""
+    columns = [func.clock_timestamp().label("at")]
+    if head:
+        columns += [_last(audit_log.c.seq).label("seq"), _last(audit_log.c.hash).label("hash")]
+    if once:
+        columns.append(exists().where(and_(audit_log.c.kind == bindparam("kind"),
+                                           audit_log.c.operation_id == bindparam("operation_id"))).label("done"))
+    return select(*columns)
+
+
+# Built once (every decision appends to the chain): building a statement and its cache key per append cost
+# more CPU than running it (the approval service's profile under ``erpilot bench``).
+_BEFORE_APPEND = {(head, once): _before_append(head=head, once=once) for head in (False, True)
+                  for once in (False, True)}
+_APPEND = audit_log.insert().values({name: bindparam(name, type_=audit_log.c[name].type) for name in (
+    "seq", "at", "kind", "pending_id", "operation_id", "actor", "data", "prev_hash", "hash", "signature")})
+
+
 async def head(conn: AsyncConnection) -> tuple[int, str]:
     row = (await conn.execute(select(audit_log.c.seq, audit_log.c.hash).order_by(audit_log.c.seq.desc())
                               .limit(1))).first()
@@ -63,14 +83,11 @@ class Chain:
     async def append(self, kind: str, *, pending_id: str | None, operation_id: str | None, actor: str | None,
                      data: dict[str, Any], once: bool = False) -> bool:
         """Append one event (``once``: unless an event of this kind for this operation exists); False if skipped."""
+        if once and operation_id is None:  # "= NULL" would find nothing: every append would pass as the first
+            raise ValueError("an append once per operation needs the operation_id")
         await self._locked()  # its own statement: the next one's snapshot must see the head it waited for
-        columns = [func.clock_timestamp().label("at")]
-        if self._head is None:
-            columns += [_last(audit_log.c.seq).label("seq"), _last(audit_log.c.hash).label("hash")]
-        if once:
-            columns.append(exists().where(and_(audit_log.c.kind == kind,
-                                               audit_log.c.operation_id == operation_id)).label("done"))
-        row = (await self.conn.execute(select(*columns))).one()
+        row = (await self.conn.execute(_BEFORE_APPEND[self._head is None, once],
+                                       {"kind": kind, "operation_id": operation_id} if once else {})).one()
         if self._head is None:
             self._head = (row.seq, row.hash) if row.seq is not None else (0, GENESIS)
         if once and row.done:
@@ -78,9 +95,9 @@ class Chain:
         seq, prev = self._head[0] + 1, self._head[1]
         event = event_of(seq, row.at, kind, pending_id, operation_id, actor, data)
         digest = chain_hash(prev, event)
-        await self.conn.execute(audit_log.insert().values(
-            seq=seq, at=row.at, kind=kind, pending_id=pending_id, operation_id=operation_id, actor=actor,
-            data=data, prev_hash=prev, hash=digest, signature=sign(self.key, digest)))
+        await self.conn.execute(_APPEND, {
+            "seq": seq, "at": row.at, "kind": kind, "pending_id": pending_id, "operation_id": operation_id,
+            "actor": actor, "data": data, "prev_hash": prev, "hash": digest, "signature": sign(self.key, digest)})
         self._head = (seq, digest)
         return True
 
