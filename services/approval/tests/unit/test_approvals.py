@@ -9,13 +9,12 @@ import pytest
 from erpilot_approval.domain.approvals import (
     ApprovalError,
     PendingApproval,
-    can_decide,
-    can_view,
     decide,
     expire,
     new_pending,
 )
 from erpilot_approval.domain.edits import check_edit, supersede
+from erpilot_approval.domain.permissions import can_decide, can_view
 from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.service_layer.mapping import grant_for, record_of
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint

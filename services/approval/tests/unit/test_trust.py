@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from erpilot_approval.domain.approvals import ApprovalError, can_decide, decide
+from erpilot_approval.domain.approvals import ApprovalError, decide
 from erpilot_approval.domain.edits import edited_version
+from erpilot_approval.domain.permissions import can_decide
 from erpilot_approval.service_layer.mapping import record_of
 
 from ..fakes import NOW

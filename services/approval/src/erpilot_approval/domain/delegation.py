@@ -16,7 +16,7 @@ delegator of delegations in force, whichever came first:
 Whatever the tools of either. Once the other delegation ends (revoked, or past its ``until``), giving is allowed.
 
 **Separation of duties applies to both people**: a decision on behalf of a delegator may approve only when
-neither the delegate nor the delegator requested or edited the version (``approvals.permitted``).
+neither the delegate nor the delegator requested or edited the version (``permissions.permitted``).
 """
 
 from __future__ import annotations

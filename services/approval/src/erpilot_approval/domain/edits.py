@@ -17,11 +17,11 @@ from typing import Any
 from erpilot_approval.domain.approvals import (
     ApprovalRequest,
     PendingApproval,
-    authorize,
     check_deadline,
     check_fingerprint,
     refuse_not_pending,
 )
+from erpilot_approval.domain.permissions import authorize
 
 
 @dataclass(frozen=True)

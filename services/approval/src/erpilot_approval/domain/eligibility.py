@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, permitted, unused_authority
+from erpilot_approval.domain.approvals import ApprovalError, PendingApproval
 from erpilot_approval.domain.delegation import Authority, Delegation, authorities
+from erpilot_approval.domain.permissions import permitted, unused_authority
 from erpilot_approval.domain.votes import vote_of
 
 # A status other than pending, as the reason a decision is no longer possible.

@@ -22,8 +22,9 @@ import asyncio
 import time
 from datetime import datetime
 
-from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, authorize
+from erpilot_approval.domain.approvals import ApprovalError, PendingApproval
 from erpilot_approval.domain.edits import EditIntent, check_edit, edited_operation_id
+from erpilot_approval.domain.permissions import authorize
 from erpilot_approval.service_layer.common import expire_if_due, not_found, refused
 from erpilot_approval.service_layer.mapping import record_for
 from erpilot_approval.service_layer.ports import Ports, Work

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from erpilot_approval.domain.approvals import PENDING_OR_DECIDED, PendingApproval, can_view, may_decide
+from erpilot_approval.domain.approvals import PENDING_OR_DECIDED, PendingApproval
 from erpilot_approval.domain.delegation import Delegation, scopes
+from erpilot_approval.domain.permissions import can_view, may_decide
 from erpilot_approval.service_layer.common import delegations_to, not_found
 from erpilot_approval.service_layer.mapping import record_for
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, ListFilter, Work
