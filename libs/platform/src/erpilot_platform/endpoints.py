@@ -27,8 +27,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
-from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
@@ -43,19 +41,12 @@ from erpilot_contracts.requests import Endpoint
 from erpilot_contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, dead_letter_subject
 from erpilot_platform.broker import ServiceUnavailable, TransientError
 from erpilot_platform.db import is_transient
+from erpilot_platform.deliveries import delivery_count, handling, keep_in_progress
 from erpilot_platform.jetstream import ACK_WAIT_SECONDS, consumer_config  # noqa: F401 (re-exported)
 from erpilot_platform.logs import CONTEXT_KEYS, bind, unbind
 from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.retries import RetryPolicy, dead_letter_headers, message_age_seconds
 from erpilot_platform.telemetry import consumer_redeliveries, id_attributes, tracer
-
-_stored_at: ContextVar[datetime | None] = ContextVar("erpilot_stored_at", default=None)
-
-
-def stored_at() -> datetime:
-    """When JetStream stored the message the current durable handler handles: a time no publisher chooses (a
-    field of the message, such as ``cancelled_at``, its publisher does). Outside a durable handler: now."""
-    return _stored_at.get() or datetime.now(UTC)
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
@@ -143,7 +134,7 @@ class ServiceBus:
         raw = message.raw_message
         subject = dead_letter_subject(self.service, raw.subject)
         headers = {**dead_letter_headers(raw), "Erpilot-Reason": reason[:500],
-                   "Erpilot-Attempts": str(_delivery_count(message))}
+                   "Erpilot-Attempts": str(delivery_count(message))}
         try:
             await self.broker.publish(message.body, subject, headers=headers, stream=DEAD_LETTER_STREAM.name)
         except Exception:  # the log line is the record of last resort
@@ -155,7 +146,7 @@ class ServiceBus:
     async def _give_up(self, message: Any, reason: str, reply: ReplyV1) -> dict:
         """Dead-letter and answer; if the copy cannot be stored, keep the message (retry later)."""
         if not await self.dead_letter(message, reason):
-            raise NackMessage(delay=self.retry.transient_delay(_delivery_count(message)))
+            raise NackMessage(delay=self.retry.transient_delay(delivery_count(message)))
         return reply.model_dump(mode="json")
 
     def _durable_name(self, subject: str) -> str:
@@ -168,18 +159,18 @@ class ServiceBus:
         except (ValidationError, ValueError) as exc:
             await self.dead_letter(message, f"invalid message: {exc}")
             return _invalid_reply(exc).model_dump(mode="json")
-        attempt = _delivery_count(message)
+        attempt = delivery_count(message)
         if reason := self.retry.over_budget(attempt):
             return await self._give_up(message, reason, _gave_up_reply(reason))
         if attempt > 1:
             consumer_redeliveries.add(1, {"service": self.service, "subject": message.raw_message.subject})
         ids = message_ids(parsed)
         token = bind(**ids)
-        stored = _stored_at.set(_stored_timestamp(message.raw_message))
-        heartbeat = asyncio.create_task(_keep_in_progress(message, self.heartbeat))
+        heartbeat = asyncio.create_task(keep_in_progress(message, self.heartbeat))
         try:
             with tracer.start_as_current_span(f"{self.service} handle {model.__name__}",
-                                              attributes={"erpilot.service": self.service, **id_attributes(**ids)}):
+                                              attributes={"erpilot.service": self.service, **id_attributes(**ids)}
+                                              ), handling(message.raw_message):
                 result = await handler(parsed)
         except NackMessage:
             raise
@@ -203,7 +194,6 @@ class ServiceBus:
                 "internal_error", "the service could not process this message", 500))
         finally:
             heartbeat.cancel()
-            _stored_at.reset(stored)
             unbind(token)
         return _as_reply(result)
 
@@ -291,29 +281,5 @@ def _as_reply(result: Any) -> dict | None:
     return json.loads(json.dumps(result, default=str))
 
 
-async def _keep_in_progress(message: Any, every: float) -> None:
-    """Tell JetStream the message is still being worked on, so it is not redelivered meanwhile."""
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await message.in_progress()
-        except Exception:  # best effort: the worst case is a redelivery the idempotent handler absorbs
-            return
-
-
 def _gave_up_reply(reason: str) -> ReplyV1:
     return ReplyV1.failure("service_unavailable", f"not processed, dead-lettered: {reason}", 503)
-
-
-def _stored_timestamp(raw: Any) -> datetime | None:
-    try:
-        return raw.metadata.timestamp
-    except Exception:  # not a JetStream message (tests, a core request)
-        return None
-
-
-def _delivery_count(message: Any) -> int:
-    try:
-        return int(message.raw_message.metadata.num_delivered)
-    except Exception:
-        return 1

@@ -39,7 +39,8 @@ from erpilot_contracts.approval.v1 import (
     RequestApprovalV1,
     RevokeDelegationV1,
 )
-from erpilot_platform.endpoints import ServiceBus, stored_at
+from erpilot_platform.deliveries import stored_at
+from erpilot_platform.endpoints import ServiceBus
 
 
 def register(bus: ServiceBus, ports: Ports) -> None:

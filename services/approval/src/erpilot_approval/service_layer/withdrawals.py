@@ -25,7 +25,7 @@ from erpilot_platform.assertions import require_vouched
 
 def verify_owner(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) -> None:
     """The gateway vouched for the event's owner in this session, and the vouching still held when the event was
-    stored: ``stored_at`` (JetStream's time, ``endpoints.stored_at``), never the event's own ``cancelled_at``,
+    stored: ``stored_at`` (JetStream's time, ``deliveries.stored_at``), never the event's own ``cancelled_at``,
     which the agent writes (with it an old assertion would withdraw at any later time)."""
     require_vouched(event.assertion, ports.assertion_key, session_id=event.session_id, sub=event.owner,
                     at=stored_at)
