@@ -4,7 +4,6 @@ a crash loop), stops in order on a signal wherever it lands, leaves no orphan.""
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from erpilot.stack.supervisor import RestartPolicy, StopRequested, Supervisor, wait_http_ready
+from erpilot.stack.restarts import RestartPolicy
+from erpilot.stack.supervisor import StopRequested, Supervisor
 
 pytestmark = pytest.mark.integration
 
@@ -97,20 +97,6 @@ def test_unexpected_exit_is_reported_once_and_restart_works(tmp_path: Path) -> N
         assert sup.check() == []
     finally:
         sup.stop_all()
-
-
-def test_wait_http_ready(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with Supervisor(tmp_path) as sup:
-        web = sup.start("web", [PY, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path)
-        wait_http_ready(f"http://127.0.0.1:{port}/", 10, child=web)
-        dead = sup.start("dead", [PY, "-c", "raise SystemExit('cannot bind')"])
-        with pytest.raises(RuntimeError, match="dead exited"):
-            wait_http_ready("http://127.0.0.1:9/", 10, child=dead)
-        with pytest.raises(TimeoutError):
-            wait_http_ready("http://127.0.0.1:9/", 0.3)
 
 
 SUPERVISOR_SCRIPT = textwrap.dedent(f"""

@@ -7,14 +7,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from erpilot.stack.restarts import RestartPolicy, Watch
 from erpilot_platform.processes import die_with_parent, log_tail
 
 
@@ -73,30 +71,6 @@ class Restartable(Protocol):
     def start(self) -> object: ...
 
 
-@dataclass(frozen=True)
-class RestartPolicy:
-    """How `wait()` heals: a process that dies is started again after a backoff that doubles with each of
-    its exits inside the window; the `max_exits`-th exit of one process inside `window` seconds stops all."""
-
-    max_exits: int = 5
-    window: float = 60.0
-    first_delay: float = 0.5
-    max_delay: float = 8.0
-
-    def delay(self, recent_exits: int) -> float:
-        """Seconds before the restart that follows the `recent_exits`-th exit inside the window."""
-        return min(self.max_delay, self.first_delay * 2 ** max(0, recent_exits - 1))
-
-
-@dataclass
-class _Watch:
-    """What `wait()` knows of one supervised process: its recent exits and its pending restart."""
-
-    exits: deque = field(default_factory=deque)  # monotonic times of its exits inside the window
-    restart_at: float | None = None  # when to start it again (None: running, or not due)
-    counted: object = None  # the process object whose exit is already counted (servers)
-
-
 class Supervisor:
     """Starts named child processes, restarts those that die (in `wait()`), and stops them all, newest first.
 
@@ -115,7 +89,7 @@ class Supervisor:
         self.servers: dict[str, Restartable] = {}  # started by others, restarted here
         self.stop_signal: int | None = None  # set when SIGINT/SIGTERM arrived
         self._phase = "starting"  # starting -> waiting -> stopping (signals raise only while starting)
-        self._watches: dict[str, _Watch] = {}
+        self._watches: dict[str, Watch] = {}
         self._saved_handlers: dict[int, object] = {}
 
     def start(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
@@ -253,15 +227,11 @@ class Supervisor:
         """Count new exits and restart what is due; the give-up message when a process exits too often."""
         policy = self.restart_policy
         for name, code, log_path in self._new_exits():
-            watch = self._watches.setdefault(name, _Watch())
-            watch.exits.append(now)
-            while watch.exits and watch.exits[0] <= now - policy.window:
-                watch.exits.popleft()
-            if len(watch.exits) >= policy.max_exits:
+            watch = self._watches.setdefault(name, Watch())
+            delay = watch.exited(now, policy)
+            if delay is None:
                 return (f"{name} exited {len(watch.exits)} times within {policy.window:.0f} s (last: code {code}); "
                         f"stopping everything. Last lines of {log_path}:\n{log_tail(log_path)}")
-            delay = policy.delay(len(watch.exits))
-            watch.restart_at = now + delay
             self._say(f"{name} exited with code {code}; restarting it in {delay:.1f} s (log: {log_path})")
         for name, watch in self._watches.items():
             if watch.restart_at is not None and watch.restart_at <= now and self.stop_signal is None:
@@ -285,7 +255,7 @@ class Supervisor:
         """(name, exit code, log) of every child and watched server that died since the last call."""
         exits = [(e.name, e.returncode, self.children[e.name].log_path) for e in self.check()]
         for name, server in self.servers.items():
-            watch = self._watches.setdefault(name, _Watch())
+            watch = self._watches.setdefault(name, Watch())
             process = server.process
             if watch.restart_at is None and watch.counted is not process and (
                     process is None or process.poll() is not None):
@@ -315,23 +285,3 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     except ProcessLookupError:
         pass
 
-
-def wait_http_ready(url: str, timeout: float = 30.0, *, child: Child | None = None) -> None:
-    """Poll `url` until it answers 2xx; fail early with the log tail if `child` exits meanwhile."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        if child is not None and not child.running():
-            code = child.process.returncode if child.process else None
-            tail = log_tail(child.log_path)
-            raise RuntimeError(f"{child.name} exited ({code}) before {url} was ready:\n{tail}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if 200 <= resp.status < 300:
-                    return
-                last = resp.status
-        except (urllib.error.URLError, OSError) as e:  # HTTPError (4xx/5xx) is a URLError too
-            last = e
-        time.sleep(0.1)
-    tail = f"\n{log_tail(child.log_path)}" if child is not None else ""
-    raise TimeoutError(f"{url} not ready after {timeout}s (last: {last}){tail}")

@@ -17,7 +17,7 @@ def run_up(data_dir: Path, *, http_port: int, secure: bool, cluster: int = 0, re
     """Start everything, keep it running (restarting what dies), stop it all on SIGINT/SIGTERM.
 
     Exit status: 0 after a stop by SIGINT or SIGTERM, wherever it lands (start-up included; everything that
-    started is stopped first); 1 when start-up fails, or when one process exited `RestartPolicy.max_exits`
+    started is stopped first); 1 when start-up fails, or when one process exited `restarts.RestartPolicy.max_exits`
     times within its window.
     """
     supervisor = Supervisor(data_dir / "logs")
