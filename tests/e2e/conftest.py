@@ -4,6 +4,7 @@ tests talk to them only through HTTP and NATS."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -71,6 +72,18 @@ def isolated_stack(database_url: str, data_dir: Path, env: dict[str, str],
             if stack is not None:
                 stack.stop()
             nats.stop()
+
+
+@contextmanager
+def serving(server: Any) -> Iterator[Any]:
+    """An http.server (a webhook receiver) answering on a thread of its own until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def restart_armed(stack: Stack, service: str, failpoints: str | None) -> None:

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from erpilot.stack.stack import free_port
-from tests.e2e.conftest import Api, isolated_stack, wait_for
+from tests.e2e.conftest import Api, isolated_stack, serving, wait_for
 from tests.e2e.test_write_flow import decide, draft, finished, request_write
 
 pytestmark = pytest.mark.e2e
@@ -60,12 +60,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def receiver():
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(Receiver()) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

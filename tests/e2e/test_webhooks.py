@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from erpilot.stack.stack import free_port
-from tests.e2e.conftest import Api, isolated_stack, wait_for
+from tests.e2e.conftest import Api, isolated_stack, serving, wait_for
 
 pytestmark = pytest.mark.e2e
 SECRET = "whsec_" + base64.b64encode(b"e2e-webhook-key-0123456789abcdef").decode()
@@ -57,12 +57,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def receiver():
-    server = Receiver(free_port())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(Receiver(free_port())) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
