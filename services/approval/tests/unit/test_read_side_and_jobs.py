@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
@@ -35,6 +35,7 @@ from erpilot_contracts.approval.v1 import (
     ListApprovalsV1,
 )
 from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_platform import cursors
 from erpilot_platform.loops import Soon
 from erpilot_platform.telemetry import pending_approvals
 
@@ -86,6 +87,9 @@ async def test_the_list_takes_a_status_and_refuses_a_bad_cursor(desk):
     assert [i.pending_id for i in rejected.items] == [first["pending_id"]]
     bad = await refusal_of(list_approvals(desk.ports, ListApprovalsV1(actor=BOB, cursor="not-a-cursor")))
     assert (bad.code, bad.status) == ("invalid_cursor", 422)
+    beyond = cursors.encode(datetime.fromisoformat("0001-01-01T00:00:00+01:00"), "pa_x")  # no UTC for it
+    bad_time = await refusal_of(list_approvals(desk.ports, ListApprovalsV1(actor=BOB, cursor=beyond)))
+    assert (bad_time.code, bad_time.status) == ("invalid_datetime", 422)
 
 
 async def test_one_approval_is_shown_to_its_deciders_and_requester_only(desk):
