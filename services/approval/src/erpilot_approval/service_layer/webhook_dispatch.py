@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,7 +25,6 @@ import httpx
 from erpilot_approval.domain.webhooks import Webhook, backoff, redacted, scrubbed, sign
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, DeadLetters, Work
 from erpilot_platform.loops import Soon, every
-from erpilot_platform.outbox import published_msg_id
 
 log = logging.getLogger(__name__)
 LEASE = timedelta(seconds=60)
@@ -117,11 +117,11 @@ class WebhookDispatcher:
     async def _dead_letter(self, row: Any, error: str) -> None:
         if self.dead_letters is None:
             return
-        # Named after the delivery, with a random part (``outbox.published_msg_id``): the dead-letter stream takes
+        # Named after the delivery, then a random part (as ``outbox.published_msg_id``): the dead-letter stream takes
         # every service's dead letters, and an id another publisher could foresee (``wh-<serial>``) would let it
         # store a message under that id first and have this copy dropped as a duplicate.
         headers = {"Erpilot-Reason": scrubbed(error, row.url)[:500], "Erpilot-Webhook-Url": redacted(row.url),
-                   "Nats-Msg-Id": published_msg_id(f"wh-{row.delivery_id}")}
+                   "Nats-Msg-Id": f"wh-{row.delivery_id}.{uuid.uuid4().hex}"}
         try:
             await self.dead_letters.publish(row.body.encode(), source=f"webhook.{row.event_type}", headers=headers)
         except Exception:  # the row (status dead) is the record; the stream copy is for `erpilot dlq`
