@@ -7,12 +7,14 @@ run waiting for an approver.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 import pytest
 
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import CancelRunV1
 from erpilot_contracts.base import ReplyV1
+from erpilot_platform import cursors
 from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import create_broker, request
 from erpilot_platform.grants import load_signing_key
@@ -172,6 +174,9 @@ def test_the_session_list_is_yours_newest_first_searchable_and_paged(stack, requ
     assert seen == list(reversed(made))
     bad = requester.get("/v1/sessions", cursor="not-a-cursor")
     assert bad.status_code == 422 and bad.json()["code"] == "invalid_cursor"
+    beyond = cursors.encode(datetime.fromisoformat("0001-01-01T00:00:00+01:00"), "ses_x")  # no UTC for its time
+    bad_time = requester.get("/v1/sessions", cursor=beyond)
+    assert (bad_time.status_code, bad_time.json()["code"]) == (422, "invalid_datetime"), bad_time.text
     assert requester.get("/v1/sessions", limit=0).status_code == 422
 
 
@@ -190,3 +195,7 @@ def test_the_approval_list_filters_by_tool_requester_and_time(requester: Api, ap
     assert listed(since="2999-01-01T00:00:00Z") == []
     naive = approver.get("/v1/approvals", since="2026-01-01T00:00:00")
     assert naive.status_code == 422 and naive.json()["code"] == "invalid_since"
+    beyond = approver.get("/v1/approvals", since="9999-12-31T23:59:59-01:00")  # the year 10000 in UTC: was a 500
+    assert (beyond.status_code, beyond.json()["code"]) == (422, "invalid_datetime"), beyond.text
+    beyond_cursor = cursors.encode(datetime.fromisoformat("0001-01-01T00:00:00+01:00"), "pa_x")
+    assert approver.get("/v1/approvals", cursor=beyond_cursor).json()["code"] == "invalid_datetime"

@@ -1,7 +1,7 @@
 """Delegation through HTTP (SPEC §10), on the whole stack as processes: a manager away lets a colleague decide with
 his roles until a time; the delegate finds the approval in their list, approves it, and the write commits once,
 "approved by Ana for Bob" on the record and the session's stream. Revoked or past ``until`` it decides nothing;
-separation of duties holds for both people; the refusals are 422 and 404."""
+separation of duties holds for both people; an admin revokes anyone's (SPEC §11); the refusals are 422 and 404."""
 
 from __future__ import annotations
 
@@ -105,6 +105,7 @@ def test_a_requester_never_reaches_their_own_approval_through_their_delegate(sta
 
 @pytest.mark.parametrize(("case", "code"), [
     ("self", "delegation_to_self"), ("past", "delegation_in_past"), ("chain", "delegation_chain"),
+    ("too_long", "delegation_too_long"),
 ])
 def test_refused_delegations_are_422(stack, case, code):
     rita, bob, ana = people(stack)
@@ -113,6 +114,8 @@ def test_refused_delegations_are_422(stack, case, code):
         response = give(bob, bob)
     elif case == "past":
         response = give(bob, ana, until=datetime.now(UTC) - timedelta(minutes=1))
+    elif case == "too_long":
+        response = give(bob, ana, until=datetime.now(UTC) + timedelta(days=91))  # at most 90 days ahead
     else:
         assert give(bob, carl).status_code == 201  # carl is bob's delegate now ...
         response = give(carl, ana)  # ... and may not delegate further
@@ -127,3 +130,15 @@ def test_only_approvers_and_managers_give_and_nobody_revokes_someone_elses(stack
     assert stranger.client.delete(f"/v1/delegations/{delegation_id}").status_code == 404
     assert stranger.client.delete("/v1/delegations/dlg_unknown").status_code == 404
     assert [d["delegation_id"] for d in bob.get("/v1/delegations").json()["items"]] == [delegation_id]
+
+
+def test_an_admin_revokes_anyones_delegation_and_it_decides_nothing_more(stack):
+    rita, bob, ana = people(stack)
+    _, pending = order(rita)
+    delegation_id = give(bob, ana).json()["delegation_id"]
+    admin = Api(stack.base_url, f"root-{time.monotonic_ns()}", "admin")  # bob left; the admin ends his delegation
+
+    assert admin.client.delete(f"/v1/delegations/{delegation_id}").status_code == 204
+    refused = decide(ana, pending, "approve")
+    assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
+    assert bob.get("/v1/delegations").json()["items"] == []

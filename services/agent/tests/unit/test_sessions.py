@@ -21,6 +21,7 @@ from erpilot_contracts.approval.v1 import (
     ApprovalVotedV1,
     VoteV1,
 )
+from erpilot_platform import cursors
 from erpilot_platform.broker import TransientError
 from erpilot_platform.refusals import Refused
 
@@ -126,6 +127,9 @@ async def test_the_owners_sessions_page_newest_first(uow):
     assert [s.session_id for s in found.items] == ["ses_p1"]
     bad = await refusal(sessions.list_sessions(uow, ListSessionsV1(owner="carol", cursor="not-a-cursor")))
     assert bad.status == 422
+    beyond = cursors.encode(datetime.fromisoformat("0001-01-01T00:00:00+01:00"), "ses_x")  # no UTC for it
+    bad_time = await refusal(sessions.list_sessions(uow, ListSessionsV1(owner="carol", cursor=beyond)))
+    assert (bad_time.code, bad_time.status) == ("invalid_datetime", 422)
 
 
 # --- deadline warnings ------------------------------------------------------------------------------

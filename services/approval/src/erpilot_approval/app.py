@@ -64,7 +64,8 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
         escalations.wake()
 
     ports = Ports(uow=units, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
-                  assertion_key=assertion_key, ledger_key=ledger_key, new_deadline=new_approval)
+                  assertion_key=assertion_key, ledger_key=ledger_key, new_deadline=new_approval,
+                  people=settings.people(policy))
     register_ping(service_bus, engine)
     nats_entry.register(service_bus, ports)
     signer = CheckpointSigner(units, settings.audit_checkpoint_seconds)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import Field
 
+from erpilot_approval.adapters.role_source import RoleSourceFile
+from erpilot_approval.domain.people import Directory, directory
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy, parse_duration
 from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
 from erpilot_platform.assertions import ASSERTION_KEYS_HINT, VERIFY_KEY_ENV
@@ -20,6 +23,9 @@ from erpilot_platform.settings import ConfigurationError, PlatformSettings, sign
 
 class ApprovalSettings(PlatformSettings):
     policy: Path | None = None
+    role_source: Path | None = Field(
+        None, description="TOML file of each person's roles now ([people.<sub>] roles = [...]), re-read when it "
+                          "changes: a delegation decides only with roles its giver still holds there.")
     grant_signing_key: str | None = Field(None, description="Base64 raw Ed25519 key; unset: only in dev mode, the "
                                                              "service's development key file (keys/approval).")
     assertion_verify_key: str | None = Field(
@@ -48,6 +54,17 @@ class ApprovalSettings(PlatformSettings):
             return load_policy(text)
         except PolicyError as exc:
             raise ConfigurationError(f"ERPILOT_POLICY {self.policy}: {exc}") from exc
+
+    def people(self, policy: Policy) -> Callable[[], Directory | None]:
+        """The people directory as of each call: the policy's ``[people]`` overlaid with ``ERPILOT_ROLE_SOURCE``
+        (re-read when it changes); a role source that cannot be read or parsed stops start-up."""
+        if self.role_source is None:
+            return lambda: policy.people
+        try:
+            source = RoleSourceFile(self.role_source)
+        except (OSError, PolicyError) as exc:
+            raise ConfigurationError(f"ERPILOT_ROLE_SOURCE {self.role_source}: {exc}") from exc
+        return lambda: directory(policy.people, source())
 
     def load_webhooks(self, policy: Policy) -> tuple[Webhook, ...]:
         """``[[webhooks]]`` of the policy file, then ``ERPILOT_WEBHOOKS``; a malformed entry stops start-up."""

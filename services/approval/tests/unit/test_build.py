@@ -5,7 +5,9 @@ policy, reply) without PostgreSQL or NATS. Delivery (acks, redelivery) is not wh
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
+from datetime import timedelta
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -14,7 +16,7 @@ from faststream.nats import TestNatsBroker
 from erpilot_approval.app import build
 from erpilot_approval.settings import ApprovalSettings
 from erpilot_contracts import subjects
-from erpilot_contracts.approval.v1 import Actor, DecideV1, GetApprovalV1, RequestApprovalV1
+from erpilot_contracts.approval.v1 import Actor, DecideV1, GetApprovalV1, GiveDelegationV1, RequestApprovalV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.subjects import COMMANDS_STREAM
 from erpilot_platform.grants import encode_public_key, encode_signing_key, verify_grant
@@ -92,3 +94,26 @@ async def test_a_malformed_command_is_answered_by_the_error_policy():
     reply = ReplyV1.model_validate_json(response.body)
     assert not reply.ok and reply.error.code == "invalid_message"
     assert uow.commits == 0
+
+
+async def test_the_built_service_weighs_a_delegation_against_erpilot_role_source(tmp_path):
+    roles = tmp_path / "roles.toml"
+    roles.write_text('[people.bob]\nroles = ["manager"]\n')
+    uow = MemoryApprovals(now=NOW)
+    app = build(settings().model_copy(update={"role_source": roles}), uow=uow, erp=FakeErp())
+    cmd = vouched(build_request("adjust_stock"))  # managers only
+    ana = Actor(sub="ana", roles=["requester"])
+
+    async with TestNatsBroker(app.broker) as broker:
+        pending_id = (await ask(broker, subjects.APPROVAL_CMD_REQUEST, cmd, durable=True)).data["pending_id"]
+        given = await ask(broker, subjects.APPROVAL_CMD_DELEGATE, GiveDelegationV1(
+            delegation_id="dlg_1", to="ana", until=NOW + timedelta(days=3),
+            actor=Actor(sub="bob", roles=["manager"])), durable=True)
+        roles.write_text('[people.bob]\nroles = ["requester"]\n')  # bob left management after giving it
+        os.utime(roles, ns=(1, 1))
+        decided = await ask(broker, subjects.APPROVAL_CMD_DECIDE, DecideV1(
+            pending_id=pending_id, action="approve", actor=ana, fingerprint=cmd.fingerprint), durable=True)
+
+    assert given.ok
+    assert (decided.error.code, decided.error.status) == ("forbidden", 403)
+    assert uow.state.approvals[pending_id].status == "pending"

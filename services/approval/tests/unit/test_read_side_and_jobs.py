@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
@@ -35,6 +35,7 @@ from erpilot_contracts.approval.v1 import (
     ListApprovalsV1,
 )
 from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_platform import cursors
 from erpilot_platform.loops import Soon
 from erpilot_platform.telemetry import pending_approvals
 
@@ -64,17 +65,17 @@ async def three_requests(desk: Desk) -> list[dict]:
 async def test_the_list_is_newest_first_filtered_and_paged_by_cursor(desk):
     first, second, third = await three_requests(desk)
 
-    page = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, limit=2))
+    page = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, limit=2))
     assert [i.pending_id for i in page.items] == [third["pending_id"], second["pending_id"]]
-    rest = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, limit=2, cursor=page.next_cursor))
+    rest = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, limit=2, cursor=page.next_cursor))
     assert [i.pending_id for i in rest.items] == [first["pending_id"]]
     assert rest.next_cursor is None
 
-    by_session = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, session_id="s-1", tool="submit_order"))
+    by_session = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, session_id="s-1", tool="submit_order"))
     assert [i.pending_id for i in by_session.items] == [first["pending_id"]]
-    since = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, since=NOW + timedelta(seconds=1)))
+    since = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, since=NOW + timedelta(seconds=1)))
     assert [i.pending_id for i in since.items] == [third["pending_id"], second["pending_id"]]
-    nobody = await list_approvals(desk.uow, ListApprovalsV1(actor=Actor(sub="eve", roles=["requester"])))
+    nobody = await list_approvals(desk.ports, ListApprovalsV1(actor=Actor(sub="eve", roles=["requester"])))
     assert nobody.items == []
 
 
@@ -82,23 +83,26 @@ async def test_the_list_takes_a_status_and_refuses_a_bad_cursor(desk):
     first, _, _ = await three_requests(desk)
     assert (await desk.decide(first, "reject", "bob", "approver")).status == "rejected"
 
-    rejected = await list_approvals(desk.uow, ListApprovalsV1(actor=BOB, status="rejected"))
+    rejected = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, status="rejected"))
     assert [i.pending_id for i in rejected.items] == [first["pending_id"]]
-    bad = await refusal_of(list_approvals(desk.uow, ListApprovalsV1(actor=BOB, cursor="not-a-cursor")))
+    bad = await refusal_of(list_approvals(desk.ports, ListApprovalsV1(actor=BOB, cursor="not-a-cursor")))
     assert (bad.code, bad.status) == ("invalid_cursor", 422)
+    beyond = cursors.encode(datetime.fromisoformat("0001-01-01T00:00:00+01:00"), "pa_x")  # no UTC for it
+    bad_time = await refusal_of(list_approvals(desk.ports, ListApprovalsV1(actor=BOB, cursor=beyond)))
+    assert (bad_time.code, bad_time.status) == ("invalid_datetime", 422)
 
 
 async def test_one_approval_is_shown_to_its_deciders_and_requester_only(desk):
     record = await desk.request("submit_order")
 
-    shown = await get_approval(desk.uow, GetApprovalV1(pending_id=record["pending_id"], actor=BOB))
+    shown = await get_approval(desk.ports, GetApprovalV1(pending_id=record["pending_id"], actor=BOB))
     assert shown.pending_id == record["pending_id"] and shown.can_decide is True
-    mine = await get_approval(desk.uow, GetApprovalV1(pending_id=record["pending_id"],
+    mine = await get_approval(desk.ports, GetApprovalV1(pending_id=record["pending_id"],
                                                       actor=Actor(sub="alice", roles=["requester"])))
     assert mine.pending_id == record["pending_id"] and mine.can_decide is False
-    other = await refusal_of(get_approval(desk.uow, GetApprovalV1(pending_id=record["pending_id"],
+    other = await refusal_of(get_approval(desk.ports, GetApprovalV1(pending_id=record["pending_id"],
                                                                   actor=Actor(sub="eve", roles=["requester"]))))
-    unknown = await refusal_of(get_approval(desk.uow, GetApprovalV1(pending_id="pa-nope", actor=BOB)))
+    unknown = await refusal_of(get_approval(desk.ports, GetApprovalV1(pending_id="pa-nope", actor=BOB)))
     assert (other.code, other.status, other.message.replace(record["pending_id"], "?")) == (
         unknown.code, unknown.status, unknown.message.replace("pa-nope", "?")) == (
         "not_found", 404, "approval ? not found")  # "not yours" looks like "unknown" (SPEC §5)

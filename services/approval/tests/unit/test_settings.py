@@ -38,3 +38,20 @@ def test_in_dev_mode_it_is_the_public_half_of_the_data_dirs_assertion_pair(tmp_p
     signing = dev_keys.signing_key(tmp_path, "assertion")  # what the gateway signs with in dev mode
     assert encode_public_key(key) == encode_public_key(signing.public_key())
     assert (dev_keys.service_dir(tmp_path, "approval") / "assertion_ed25519.pub").exists()
+
+
+def test_the_people_directory_is_the_policys_people_overlaid_with_erpilot_role_source(tmp_path, monkeypatch) -> None:
+    policy_file, roles = tmp_path / "policy.toml", tmp_path / "roles.toml"
+    policy_file.write_text('[people.bob]\nroles = ["manager"]\n[people.cy]\nroles = ["approver"]\n')
+    roles.write_text('[people.bob]\nroles = ["requester"]\n')
+    monkeypatch.setenv("ERPILOT_ROLE_SOURCE", str(roles))
+    settings = ApprovalSettings(database_url=DB, policy=policy_file)
+
+    people = settings.people(settings.load_policy())
+    assert people() == {"bob": ("requester",), "cy": ("approver",)}
+    neither = ApprovalSettings(database_url=DB, role_source=None)
+    assert neither.people(neither.load_policy())() is None  # the recorded roles stand (delegation.answerable)
+
+    roles.write_text("not toml [")
+    with pytest.raises(ConfigurationError, match="ERPILOT_ROLE_SOURCE"):  # at start-up a broken file stops it
+        settings.people(settings.load_policy())

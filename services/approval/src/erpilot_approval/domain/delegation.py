@@ -15,6 +15,13 @@ delegator of delegations in force, whichever came first:
 
 Whatever the tools of either. Once the other delegation ends (revoked, or past its ``until``), giving is allowed.
 
+**The giver's authority as of the decision** (SPEC §11): a delegation lends the roles recorded at giving time
+that its giver still holds now, per the people directory (``people``: the policy's ``[people]`` table and the
+``ERPILOT_ROLE_SOURCE`` file). A giver the directory does not name holds nothing: their delegations decide
+nothing. Only where no directory is configured at all do the recorded roles stand alone (``answerable``).
+
+**Revoking**: the giver, or an admin (a leaver's delegations end with one call each).
+
 **Separation of duties applies to both people**: a decision on behalf of a delegator may approve only when
 neither the delegate nor the delegator requested or edited the version (``permissions.permitted``).
 """
@@ -26,13 +33,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from erpilot_approval.domain.errors import ApprovalError
+from erpilot_approval.domain.people import Directory
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
 # The roles a delegation carries: the ones that decide approvals. Admin powers (the audit log, the back office,
 # seeing every approval) are the admin's own and never delegated.
 DELEGABLE_ROLES = ("approver", "manager")
-# As far ahead as a policy ttl may reach (``policy_values.MAX_TTL``).
-LONGEST = timedelta(days=366)
+# A delegation is for an absence, not a standing arrangement: the longer it lasts, the likelier its giver's
+# authority changed meanwhile (SPEC §11).
+LONGEST = timedelta(days=90)
 WRITE_TOOLS = tuple(name for name, spec in TOOLS.items() if spec.kind is ToolKind.WRITE)
 
 
@@ -123,14 +132,31 @@ def _tools(tools: list[str] | None) -> tuple[str, ...] | None:
     return tuple(tool for tool in WRITE_TOOLS if tool in tools)
 
 
-def revoke(delegation: Delegation | None, actor_sub: str, now: datetime) -> Delegation | None:
-    """The revoked delegation (None: already revoked, nothing to change); someone else's is ``not_found`` 404,
-    exactly like an unknown one. Revoking one past its ``until`` records the revocation all the same."""
-    if delegation is None or delegation.delegator != actor_sub:
+def revoke(delegation: Delegation | None, actor_sub: str, actor_roles: Sequence[str], now: datetime
+           ) -> Delegation | None:
+    """The revoked delegation (None: already revoked, nothing to change). Its giver or an admin revokes it; for
+    anyone else it is ``not_found`` 404, exactly like an unknown one. Revoking one past its ``until`` records the
+    revocation all the same."""
+    if delegation is None or (delegation.delegator != actor_sub and "admin" not in actor_roles):
         raise DelegationError("not_found", 404, "delegation not found")
     if delegation.revoked_at is not None:
         return None
     return replace(delegation, revoked_at=now)
+
+
+def answerable(delegations: Sequence[Delegation], people: Directory | None) -> list[Delegation]:
+    """The delegations as their givers' authority stands now: each lends the recorded roles its giver still holds
+    per ``people`` (a giver it does not name: none), and one left with no role is dropped. ``people`` None (no
+    directory configured): the recorded roles, as given."""
+    if people is None:
+        return list(delegations)
+    kept = []
+    for delegation in delegations:
+        held = people.get(delegation.delegator, ())
+        roles = tuple(role for role in delegation.roles if role in held)
+        if roles:
+            kept.append(replace(delegation, roles=roles))
+    return kept
 
 
 def authorities(actor_sub: str, actor_roles: Sequence[str], delegations: Sequence[Delegation], tool: str,

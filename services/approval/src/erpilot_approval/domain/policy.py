@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from erpilot_approval.domain import policy_values as parse
+from erpilot_approval.domain.people import parse_people
 from erpilot_approval.domain.policy_values import PolicyError
 from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
@@ -17,7 +18,7 @@ ACTIONS = ("allow", "require_approval", "deny")
 STOCK_CHECKS = ("exact", "sufficient")
 DEFAULT_TTL = timedelta(minutes=15)
 
-_TOP_KEYS = ("defaults", "tools", "webhooks")
+_TOP_KEYS = ("defaults", "tools", "webhooks", "people")
 _DEFAULTS_KEYS = ("ttl",)
 _TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before",
               "approvals_required", "rejections_to_reject", "escalate_after", "escalate_to")
@@ -105,6 +106,7 @@ class Policy:
     default_ttl: timedelta = DEFAULT_TTL
     version: str = field(default="", compare=False)
     webhooks: tuple[Webhook, ...] = ()
+    people: dict[str, tuple[str, ...]] | None = None  # [people.<sub>] roles (``domain.people``); None: no table
 
     def for_tool(self, name: str) -> ToolPolicy:
         """The tool's policy; a tool not in the catalog is denied."""
@@ -139,7 +141,8 @@ def load_policy(text: str | None) -> Policy:
         webhooks = parse_webhooks(raw.get("webhooks", []), "webhooks")
     except WebhookConfigError as exc:
         raise PolicyError(str(exc)) from None
-    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks)
+    people = parse_people(raw["people"]) if "people" in raw else None
+    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks, people=people)
 
 
 def parse_duration(value: Any, path: str) -> timedelta:

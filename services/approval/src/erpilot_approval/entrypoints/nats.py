@@ -82,7 +82,7 @@ def register(bus: ServiceBus, ports: Ports) -> None:
 
     @bus.serve(endpoints.APPROVAL_GET, description="One approval with its decision.")
     async def get_approval(query: GetApprovalV1) -> ApprovalRecordV1:
-        return await queries.get_approval(ports.uow, query)
+        return await queries.get_approval(ports, query)
 
     @bus.serve(endpoints.APPROVAL_AUDIT, description="Audit log rows (admins).")
     async def audit(query: AuditQueryV1) -> AuditPageV1:
@@ -90,7 +90,7 @@ def register(bus: ServiceBus, ports: Ports) -> None:
 
     @bus.serve(endpoints.APPROVAL_LIST, description="Approvals this person may decide.")
     async def list_approvals(query: ListApprovalsV1) -> ApprovalPageV1:
-        return await queries.list_approvals(ports.uow, query)
+        return await queries.list_approvals(ports, query)
 
     @bus.serve(endpoints.APPROVAL_REFERRING, description="An approval this person may decide naming a draft or order.")
     async def referring_approval(query: FindReferringApprovalV1) -> ReferringApprovalV1:

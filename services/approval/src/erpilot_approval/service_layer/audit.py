@@ -71,8 +71,9 @@ async def delegation_given(trail: AuditLog, delegation: Delegation) -> None:
                        data=_delegation_data(delegation))
 
 
-async def delegation_revoked(trail: AuditLog, delegation: Delegation) -> None:
-    await trail.append("delegation_revoked", pending_id=None, operation_id=None, actor=delegation.delegator,
+async def delegation_revoked(trail: AuditLog, delegation: Delegation, *, by: str) -> None:
+    """``by``: who revoked it, the delegator or an admin."""
+    await trail.append("delegation_revoked", pending_id=None, operation_id=None, actor=by,
                        data=_delegation_data(delegation))
 
 

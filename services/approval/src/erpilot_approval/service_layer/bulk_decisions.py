@@ -38,7 +38,7 @@ async def decide_many(cmd: DecideManyV1, ports: Ports) -> DecisionsV1:
     async def work(unit: Work) -> tuple[list[ApprovalRecordV1], list[ApprovalRecordV1]]:
         locked = {pid: await unit.approvals.get(pid, lock=True) for pid in sorted(ids)}
         now = await unit.now()
-        lent = await delegations_to(unit, actor.sub, now, lock=True)
+        lent = await delegations_to(unit, ports, actor.sub, now, lock=True)
         records, decided = [], []
         for index, item in enumerate(cmd.items):
             approval = locked[item.pending_id]

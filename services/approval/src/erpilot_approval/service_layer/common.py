@@ -6,11 +6,11 @@ import uuid
 from datetime import datetime
 
 from erpilot_approval.domain.approvals import ApprovalError, PendingApproval, expire
-from erpilot_approval.domain.delegation import Delegation
+from erpilot_approval.domain.delegation import Delegation, answerable
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer import audit
 from erpilot_approval.service_layer.mapping import has_votes, requested_event, resolved_event, voted_event
-from erpilot_approval.service_layer.ports import Work
+from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import CommitOperationV1
@@ -66,10 +66,13 @@ async def emit_voted(unit: Work, approval: PendingApproval, vote: Vote) -> None:
         await unit.emit(subjects.APPROVAL_EVT_VOTED, voted_event(approval, vote))
 
 
-async def delegations_to(unit: Work, actor_sub: str, now: datetime, *, lock: bool = False) -> list[Delegation]:
-    """The delegations in force to this person now (what they may decide as a delegate); ``lock`` holds them for a
-    decision: a revocation then waits for it."""
-    return await unit.delegations.in_force([actor_sub], now, delegate_only=True, lock=lock)
+async def delegations_to(unit: Work, ports: Ports, actor_sub: str, now: datetime, *, lock: bool = False
+                         ) -> list[Delegation]:
+    """The delegations in force to this person now, each lending what its giver still holds now per the people
+    directory (``delegation.answerable``): what they may decide as a delegate. ``lock`` holds them for a decision:
+    a revocation then waits for it."""
+    found = await unit.delegations.in_force([actor_sub], now, delegate_only=True, lock=lock)
+    return answerable(found, ports.people())
 
 
 async def expire_if_due(unit: Work, approval: PendingApproval, now: datetime) -> bool:

@@ -69,7 +69,7 @@ async def decide(cmd: DecideV1, ports: Ports) -> ApprovalRecordV1:
         if approval is None:
             raise not_found(cmd.pending_id)
         now = await unit.now()  # read after the lock: a wait for it counts against the deadline
-        lent = await delegations_to(unit, cmd.actor.sub, now, lock=True)
+        lent = await delegations_to(unit, ports, cmd.actor.sub, now, lock=True)
         try:
             outcome = domain.decide(approval, cmd.action, cmd.fingerprint, cmd.actor.sub, cmd.actor.roles,
                                     cmd.comment, now, lent)

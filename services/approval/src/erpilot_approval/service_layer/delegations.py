@@ -54,19 +54,20 @@ async def give_delegation(cmd: GiveDelegationV1, ports: Ports) -> DelegationV1:
 
 
 async def revoke_delegation(cmd: RevokeDelegationV1, ports: Ports) -> DelegationV1:
-    """The delegator ends it now (again: the recorded revocation); anyone else: 404, as for an unknown one."""
+    """The delegator or an admin ends it now (again: the recorded revocation); anyone else: 404, as for an unknown
+    one."""
 
     async def work(unit: Work) -> DelegationV1:
         found = await unit.delegations.get(cmd.delegation_id, lock=True)  # waits for decisions that use it
         now = await unit.now()
         try:
-            revoked = domain.revoke(found, cmd.actor.sub, now)
+            revoked = domain.revoke(found, cmd.actor.sub, cmd.actor.roles, now)
         except DelegationError as error:
             raise refused(error) from None
         if revoked is None:
             return delegation_record(found)
         await unit.delegations.save_revocation(revoked)
-        await audit.delegation_revoked(unit.audit, revoked)
+        await audit.delegation_revoked(unit.audit, revoked, by=cmd.actor.sub)
         return delegation_record(revoked)
 
     return await ports.uow.run(work)

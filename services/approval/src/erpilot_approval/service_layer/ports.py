@@ -31,6 +31,7 @@ from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import AuditRow, Checkpoint
 from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
+from erpilot_approval.domain.people import Directory
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import GrantV1
@@ -267,3 +268,6 @@ class Ports:
     assertion_key: Ed25519PublicKey
     ledger_key: Ed25519PublicKey
     new_deadline: Callable[[], None] = lambda: None  # wakes the expiry and escalation sweepers after a new approval
+    # Each person's roles now (``domain.people``: the policy's [people] and ERPILOT_ROLE_SOURCE); None: neither
+    # is configured. Asked at each decision, so a changed role source counts at once.
+    people: Callable[[], Directory | None] = lambda: None

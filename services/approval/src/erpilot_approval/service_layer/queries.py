@@ -9,7 +9,7 @@ from erpilot_approval.domain.delegation import Delegation, scopes
 from erpilot_approval.domain.permissions import can_view, may_decide
 from erpilot_approval.service_layer.common import delegations_to, not_found
 from erpilot_approval.service_layer.mapping import record_for
-from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, ListFilter, Work
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, ListFilter, Ports, Work
 from erpilot_contracts.approval.v1 import (
     ApprovalPageV1,
     ApprovalRecordV1,
@@ -26,22 +26,22 @@ from erpilot_platform.refusals import Refused
 REFERRING_LOOKED_AT = 50
 
 
-async def get_approval(uow: ApprovalUnitOfWork, query: GetApprovalV1) -> ApprovalRecordV1:
+async def get_approval(ports: Ports, query: GetApprovalV1) -> ApprovalRecordV1:
     """The record with its decision for whoever may decide it (in their own right or as a delegate), the
     requester, or an admin; else not_found."""
     actor = query.actor
 
     async def look(unit: Work) -> tuple[PendingApproval | None, datetime, list[Delegation]]:
         now = await unit.now()
-        return await unit.approvals.get(query.pending_id), now, await delegations_to(unit, actor.sub, now)
+        return await unit.approvals.get(query.pending_id), now, await delegations_to(unit, ports, actor.sub, now)
 
-    approval, now, lent = await uow.read(look)
+    approval, now, lent = await ports.uow.read(look)
     if approval is None or not (can_view(approval, actor.sub, actor.roles, lent, now) or "admin" in actor.roles):
         raise not_found(query.pending_id)  # "not yours" and "unknown" look the same (SPEC §5)
     return record_for(approval, actor.sub, actor.roles, now, lent)
 
 
-async def list_approvals(uow: ApprovalUnitOfWork, query: ListApprovalsV1) -> ApprovalPageV1:
+async def list_approvals(ports: Ports, query: ListApprovalsV1) -> ApprovalPageV1:
     """Approvals the actor holds a required role for, in their own right or as a delegate in force (the
     delegator's roles, for the delegation's tools), newest first; ``status`` defaults to ``pending``; filtered by
     session, tool, requester and creation time; ``next_cursor`` when there may be more.
@@ -58,12 +58,12 @@ async def list_approvals(uow: ApprovalUnitOfWork, query: ListApprovalsV1) -> App
 
     async def look(unit: Work) -> tuple[list[PendingApproval], datetime, list[Delegation]]:
         now = await unit.now()
-        lent = await delegations_to(unit, actor.sub, now)
+        lent = await delegations_to(unit, ports, actor.sub, now)
         found = await unit.approvals.list_decidable(actor.roles, status=query.status or "pending", where=where,
                                                     limit=query.limit + 1, delegated=scopes(lent))
         return found, now, lent
 
-    found, now, lent = await uow.read(look)
+    found, now, lent = await ports.uow.read(look)
     page = found[:query.limit]
     next_cursor = cursors.encode(page[-1].created_at, page[-1].pending_id) if len(found) > query.limit else None
     return ApprovalPageV1(items=[record_for(approval, actor.sub, actor.roles, now, lent) for approval in page],

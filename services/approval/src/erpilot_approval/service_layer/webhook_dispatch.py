@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -116,8 +117,11 @@ class WebhookDispatcher:
     async def _dead_letter(self, row: Any, error: str) -> None:
         if self.dead_letters is None:
             return
+        # Named after the delivery, then a random part (as ``outbox.published_msg_id``): the dead-letter stream takes
+        # every service's dead letters, and an id another publisher could foresee (``wh-<serial>``) would let it
+        # store a message under that id first and have this copy dropped as a duplicate.
         headers = {"Erpilot-Reason": scrubbed(error, row.url)[:500], "Erpilot-Webhook-Url": redacted(row.url),
-                   "Nats-Msg-Id": f"wh-{row.delivery_id}"}
+                   "Nats-Msg-Id": f"wh-{row.delivery_id}.{uuid.uuid4().hex}"}
         try:
             await self.dead_letters.publish(row.body.encode(), source=f"webhook.{row.event_type}", headers=headers)
         except Exception:  # the row (status dead) is the record; the stream copy is for `erpilot dlq`

@@ -8,7 +8,6 @@ by ``input_guard`` for every body); nothing is sent to the approval service.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -27,6 +26,7 @@ from erpilot_contracts.approval.v1 import (
 from erpilot_gateway.auth import CurrentUser
 from erpilot_gateway.bodies import BulkDecisionBody, DecisionBody, EditBody
 from erpilot_gateway.problems import Problem
+from erpilot_gateway.query_times import Since
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 Status = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded", "withdrawn"]
@@ -71,17 +71,15 @@ def _documented(model: type[BaseModel]) -> dict:
 
 
 @router.get("")
-async def list_approvals(request: Request, user: CurrentUser, status: Status | None = None,
+async def list_approvals(request: Request, user: CurrentUser, since: Since, status: Status | None = None,
                          session_id: str | None = None, tool: str | None = None, requested_by: str | None = None,
-                         since: datetime | None = None, cursor: Annotated[str | None, Query(max_length=200)] = None,
+                         cursor: Annotated[str | None, Query(max_length=200)] = None,
                          limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict:
     """Approvals this person may decide (holds a required role for, or a delegator's role as their delegate:
     ``can_decide_for``), newest first; ``status`` defaults to ``pending``; ``tool``, ``requested_by``,
     ``session_id`` and ``since`` (created at or after, ISO 8601 with a zone) narrow it; ``next_cursor`` of the
     answer, passed as ``cursor``, gives the next page. Anyone signed in may ask: without a deciding role or a
     delegation in force the list is empty."""
-    if since is not None and since.tzinfo is None:
-        raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     query = ListApprovalsV1(actor=user.actor(), status=status, session_id=session_id, tool=tool,
                             requested_by=requested_by, since=since, cursor=cursor, limit=limit)
     return (await request.app.state.services.call(requests.APPROVAL_LIST, query)).model_dump(mode="json")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -11,19 +10,18 @@ from erpilot_contracts import requests
 from erpilot_contracts.approval.v1 import AuditQueryV1
 from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.problems import Problem
+from erpilot_gateway.query_times import Since
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
 
 @router.get("", dependencies=[require_roles("admin")])
-async def audit(request: Request, user: CurrentUser,
+async def audit(request: Request, user: CurrentUser, since: Since,
                 pending_id: Annotated[str | None, Query(max_length=100)] = None,
                 operation_id: Annotated[str | None, Query(max_length=100)] = None,
-                since: datetime | None = None, limit: Annotated[int, Query(ge=1, le=5000)] = 1000) -> dict:
+                limit: Annotated[int, Query(ge=1, le=5000)] = 1000) -> dict:
     """The audit rows about one approval (``pending_id``) or operation (``operation_id``), or since a time,
     oldest first, each with ``seq``, ``prev_hash``, ``hash`` and ``signature`` (``erpilot audit verify``)."""
-    if since is not None and since.tzinfo is None:
-        raise Problem(422, "invalid_since", "since needs a time zone, e.g. 2026-12-01T08:00:00Z")
     if pending_id is None and operation_id is None and since is None:
         raise Problem(422, "invalid_query", "give pending_id, operation_id or since")
     query = AuditQueryV1(actor=user.actor(), pending_id=pending_id, operation_id=operation_id, since=since,

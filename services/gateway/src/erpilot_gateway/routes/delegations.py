@@ -1,4 +1,4 @@
-"""Delegations (SPEC §10): an approver or manager lets someone decide with their roles while away.
+"""Delegations (SPEC §10, §11): an approver or manager lets someone decide with their roles while away.
 
 The approval service owns them (``cmd.approval.delegate``, ``cmd.approval.revoke_delegation``,
 ``query.approval.delegations``); like decisions, only the gateway may send those commands, always for the
@@ -35,8 +35,9 @@ async def delegation_body(request: Request) -> DelegationBody:
 async def give(request: Request, user: CurrentUser, body: Annotated[DelegationBody, Depends(delegation_body)]) -> dict:
     """Let ``to`` decide with your deciding roles, for ``tools`` (absent: every write tool), until ``until``:
     201 ``{delegation_id, from, to, until, tools, roles, created_at, revoked_at}``. Refused 422: to yourself
-    (``delegation_to_self``), ``until`` not in the future (``delegation_in_past``), a chain (``delegation_chain``:
-    you are someone's delegate, or ``to`` has delegated theirs)."""
+    (``delegation_to_self``), ``until`` not in the future (``delegation_in_past``) or more than 90 days ahead
+    (``delegation_too_long``), a chain (``delegation_chain``: you are someone's delegate, or ``to`` has delegated
+    theirs)."""
     cmd = GiveDelegationV1(delegation_id=f"dlg_{uuid.uuid4().hex}", to=body.to, until=body.until, tools=body.tools,
                            actor=user.actor())
     return (await request.app.state.services.call(requests.APPROVAL_DELEGATE, cmd)).model_dump(mode="json")
@@ -51,7 +52,8 @@ async def mine(request: Request, user: CurrentUser) -> dict:
 
 @router.delete("/{delegation_id}", status_code=204)
 async def revoke(request: Request, delegation_id: DelegationId, user: CurrentUser) -> Response:
-    """End a delegation you gave, now: 204 (again: 204). Someone else's, or an unknown one: 404."""
+    """End a delegation you gave, now: 204 (again: 204); an admin ends anyone's. Someone else's, or an unknown
+    one: 404."""
     cmd = RevokeDelegationV1(delegation_id=delegation_id, actor=user.actor())
     await request.app.state.services.call(requests.APPROVAL_REVOKE_DELEGATION, cmd)
     return Response(status_code=204)
