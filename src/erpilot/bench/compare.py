@@ -155,7 +155,8 @@ def compare_table(result: dict) -> list[str]:
         judged += sum(1 for _, ok in verdicts if ok is not None)
         lines_rows.append(cells + [verdict_text(verdicts)])
     total = sum(len(row.targets) for row in rows)
-    return table(header, lines_rows) + [f"targets met: {met} of {total} ({total - judged} without a figure)"]
+    # the blank line ends the Markdown table: a line right below it would be read as one more row
+    return table(header, lines_rows) + ["", f"targets met: {met} of {total} ({total - judged} without a figure)"]
 
 
 def peer_notes(result: dict) -> list[str]:
