@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from erpilot.bench.report import ROLES, fmt, get, table
 from erpilot.bench.stats import ratio
+from erpilot.bench.tables import ROLES, fmt, get, table
 
 # What the stored messages are, by stream; a stream not named here is shown by its name.
 STREAM_LABELS = {"ERPILOT_COMMANDS": "commands", "ERPILOT_EVENTS": "events", "ERPILOT_SESSIONS": "session events"}

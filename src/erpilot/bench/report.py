@@ -2,35 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import partial
 
-ROLES = ("gateway", "agent", "approval", "erp", "nats", "postgres")
-
-
-def fmt(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
-    return str(value)
-
-
-def get(d: dict, *path):
-    """d[path[0]][path[1]]…, or None where a key is missing."""
-    for key in path:
-        if not isinstance(d, dict) or key not in d:
-            return None
-        d = d[key]
-    return d
-
-
-def table(header: list[str], rows: list[list]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(fmt(cell) if not isinstance(cell, str) else cell for cell in row) + " |"
-              for row in rows]
-    return lines
+from erpilot.bench.compare import compare_table, peer_notes
+from erpilot.bench.tables import ROLES, fmt, get, table
 
 
 def _pct(stage: dict | None) -> str:
@@ -103,8 +79,6 @@ def render(result: dict) -> str:
         if level.get("first_failure"):
             lines.append(f"{level['concurrency']} in flight, first failure: {level['first_failure']}")
     if "peers" in result:
-        from erpilot.bench.compare import compare_table, peer_notes  # compare builds on this module's helpers
-
         lines += ["", *compare_table(result), "", *peer_notes(result)]
     machine = result.get("machine") or {}
     if machine:
