@@ -8,7 +8,7 @@ import pytest
 
 from erpilot.bench.db import admin_url
 from erpilot.bench.proc import parse_stat
-from erpilot.bench.report import fmt, level_table, peer_table, render
+from erpilot.bench.report import fmt, level_table, render
 from erpilot.bench.stats import (
     busy_fraction,
     cpu_ms_per_unit,
@@ -120,21 +120,6 @@ def test_jetstream_messages_are_summed_and_listed_by_stream_without_the_empty_on
     lines = level_table({"levels": [figures]})
     assert ("| JetStream messages stored per cycle, by stream | 17.0: ERPILOT_COMMANDS 7.00, ERPILOT_EVENTS 3.00, "
             "ERPILOT_SESSIONS 7.00 |") in lines
-
-
-def test_peer_table_gives_erpilot_over_peer_per_level():
-    peer = {"concurrency": 1, "cycles_per_s": 100.0, "start_to_interrupt": {"p50_ms": 5.0},
-            "resume_to_committed": {"p50_ms": 4.0}, "cpu_ms": {"total": 10.0, "postgres": 4.0}, "commits": 16.0,
-            "write_xacts": 12.0, "memory": {"total": {"pss_peak_mb": 250.0}}}
-    result = {"levels": [level(1, 9.0, 120.0), level(32, 16.0, 110.0)], "peer": {"levels": [peer]}}
-    lines = peer_table(result)
-    assert "| 1 in flight: cycles/s | 9.00 | 100.0 | 0.09 | higher |" in lines
-    assert ("| 1 in flight: request → approval_pending p50 ms (peer: start → interrupt) | 30.0 | 5.00 | 6.00 "
-            "| lower |") in lines
-    assert ("| 1 in flight: CPU ms per cycle (product processes; peer: itself + PostgreSQL) | 120.0 | 10.0 | 12.0 "
-            "| lower |") in lines
-    assert "| 1 in flight:   … PostgreSQL | – | 4.00 | – | lower |" in lines
-    assert not any(line.startswith("| 32 in flight") for line in lines)  # no peer figures at 32: no rows
 
 
 def test_render_names_failures_and_the_machine():

@@ -3,9 +3,11 @@
 Per level: cycles/s (draft included), p50/p90/p99 of request → ``approval_pending`` and decision →
 ``tool_finished``, the read tool call (``get_product`` via ``POST …/tool-calls``), CPU per cycle of
 every process role (gateway, agent, approval, ERP, NATS, PostgreSQL backends included: ``proc``),
-database commits and write transactions per cycle (``db``), peak RSS and PSS; an idle window first
-(CPU and commits per second of the idle stack). ``--peer`` then runs the project's LangGraph peer
-(benchmarks/peer_langgraph.py) on the same PostgreSQL and prints both side by side with ratios.
+database commits and write transactions per cycle (``db``), JetStream messages stored per cycle by
+stream, peak RSS and PSS; an idle window first (CPU, commits and memory of the idle stack just started)
+and another after the levels (the warm stack's memory). ``--peer`` then runs both peers (``peer``):
+LangGraph on the same PostgreSQL, then, with the stack stopped, DBOS on a PostgreSQL of its own, and
+``compare`` prints Erpilot beside them with ratios and the targets of issue 31.
 
 By default it starts its own stack (embedded NATS with ``sync_interval: always``, embedded PostgreSQL,
 every service as a process, the default policy and log level, as ``erpilot up`` runs them) in a temp
@@ -108,6 +110,9 @@ async def run_levels(running: stack.Stack, roles: dict[str, list[int]], nats_url
         for level in levels:
             out["levels"].append(await measure_level(meter_args, idle_figures, clients, watch, level, cycles, reads,
                                                      skus))
+        async with Meter(roles, counters, database, jetstream=jetstream) as warm:  # what the warm stack keeps
+            await asyncio.sleep(IDLE_SECONDS)
+        out["idle_warm_per_second"] = warm.result(round(IDLE_SECONDS))
         return out
     finally:
         await clients.aclose()
@@ -126,11 +131,14 @@ async def create_database(database_url: str, name: str) -> None:
 
 def run_bench(levels: list[int], cycles: int, data_dir: Path | None, *, cluster: int = 0, replicas: int = 1,
               reads: int = 64, peer: bool = False, peer_cycles: int = 300, env: dict[str, str] | None = None) -> dict:
-    """Start a stack, measure every level, stop it; with ``peer`` the peer after it on the same PostgreSQL."""
-    from erpilot.bench.peer import ensure_peer_env, peer_database_url, run_peer
+    """Start a stack, measure every level, stop it; with ``peer`` the LangGraph peer after it on the same
+    PostgreSQL, then, everything of the stack stopped, the DBOS peer (it starts a PostgreSQL of its own)."""
+    from erpilot.bench.peer import ensure_peer_env, peer_database_url, run_dbos, run_langgraph, shared_peers_dir
     from erpilot.stack.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres
 
-    peer_python = ensure_peer_env() if peer else None  # fail before the long part, not after it
+    if peer:  # fail before the long part, not after it
+        peer_python = ensure_peer_env()
+        shared_peers_dir()
     work = Path(data_dir or tempfile.mkdtemp(prefix="erpilot-bench-"))
     nats_server = EmbeddedNatsCluster(work / "nats-cluster", cluster) if cluster else EmbeddedNats(work)
     postgres = EmbeddedPostgres(work)
@@ -154,13 +162,16 @@ def run_bench(levels: list[int], cycles: int, data_dir: Path | None, *, cluster:
             running.stop()
             running = None
             asyncio.run(create_database(database_url, "peer"))
-            result["peer"] = run_peer(peer_python, peer_database_url(database_url), levels, peer_cycles)
-        return result
+            result["peers"] = {"LangGraph": run_langgraph(peer_python, peer_database_url(database_url), levels,
+                                                          peer_cycles)}
     finally:
         if running is not None:
             running.stop()
         postgres.stop()
         nats_server.stop()
+    if peer:
+        result["peers"]["DBOS"] = run_dbos(peer_python, levels, peer_cycles)
+    return result
 
 
 def machine_info() -> dict:

@@ -65,8 +65,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--cycles", type=int, default=64, help="measured cycles per concurrency level")
     bench.add_argument("--reads", type=int, default=64, help="measured read tool calls per concurrency level")
     bench.add_argument("--peer", action="store_true",
-                       help="then the LangGraph peer (benchmarks/peer_langgraph.py, own venv) and the ratios")
-    bench.add_argument("--peer-cycles", type=int, default=300, help="the peer's cycles per level")
+                       help="then the LangGraph and DBOS peers (own venv), the ratios and issue 31's targets")
+    bench.add_argument("--peer-cycles", type=int, default=300, help="each peer's cycles per level")
     bench.add_argument("--log-level", help="the services' ERPILOT_LOG_LEVEL (default: theirs, as erpilot up)")
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     bench.add_argument("--data-dir", help="where the benchmark's own NATS and PostgreSQL live (default: a temp dir)")
