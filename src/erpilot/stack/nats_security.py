@@ -225,13 +225,9 @@ def apart_inboxes() -> dict[tuple[str, str], str]:
     connections ``create_broker`` really makes (less each connection's random token)."""
     from erpilot_platform.broker import create_broker
 
-    found = {}
-    for service in ANSWERED_APART:
-        broker = create_broker("nats://127.0.0.1:4222", service)  # nothing connects
-        for answerer, side in getattr(broker, "apart", {}).items():
-            prefix = side._connection_kwargs["inbox_prefix"]
-            found[(service, answerer)] = prefix.rsplit(".", 1)[0]
-    return found
+    brokers = {service: create_broker("nats://127.0.0.1:4222", service) for service in ANSWERED_APART}  # unconnected
+    return {(service, answerer): side._connection_kwargs["inbox_prefix"].rsplit(".", 1)[0]
+            for service, broker in brokers.items() for answerer, side in getattr(broker, "apart", {}).items()}
 
 
 def inboxes_isolated(inboxes: Mapping[str, str] | None = None,
@@ -295,8 +291,8 @@ def build_users(inboxes: Mapping[str, str] | None = None,
                 apart: Mapping[tuple[str, str], str] | None = None) -> dict[str, Permissions]:
     inboxes = inboxes or service_inboxes()
     apart = apart_inboxes() if apart is None else apart
-    return {**{service: service_permissions(service, inboxes, apart) for service in SERVICES},
-            ADMIN: admin_permissions()}
+    users = {service: service_permissions(service, inboxes, apart) for service in SERVICES}
+    return {**users, ADMIN: admin_permissions()}
 
 
 def password_variable(user: str) -> str:
