@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import stat
 import time
 import uuid
@@ -180,6 +181,60 @@ async def test_the_agent_cannot_send_a_decision_an_approval_request_a_commit_or_
     finally:
         await agent.close()
         await admin.close()
+
+
+async def test_the_agent_cannot_answer_the_gateways_request_for_a_decision(secure):
+    """Issue 32: the agent sees the reply inboxes of the gateway's requests to it, and nats-py's inboxes are
+    sequential; a forged "409 expired" in the inbox of a decision reached an approver whose decision was
+    committed. Now the agent may answer into the gateway's inboxes for the agent alone: its publish into the
+    inbox of a real decision is refused by the server."""
+    requester = Api(secure.stack.base_url, f"req-{time.monotonic_ns()}", "requester")
+    approver = Api(secure.stack.base_url, f"appr-{time.monotonic_ns()}", "approver")
+    session_id = requester.new_session()
+    revision = draft(requester, session_id, [("SKU-PAPER-A3", 1)])
+    pending = request_write(requester, session_id, "submit_order",
+                            {"draft_id": revision["draft_id"], "revision": revision["revision"]})
+    assert decide(approver, pending, "approve").status_code == 200
+    server, passwords = secure.server, secure.passwords
+    admin = await connect(server, ADMIN, passwords[ADMIN], [])
+    try:  # the inboxes the gateway really used, as the commands stream stored them
+        decision = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.APPROVAL_CMD_DECIDE)
+        tool_call = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.AGENT_CMD_TOOL_CALL)
+    finally:
+        await admin.close()
+    decision_inbox, agents_inbox = decision.headers["reply_to"], tool_call.headers["reply_to"]
+    assert decision_inbox.startswith("_INBOX.gateway.") and agents_inbox.startswith("_INBOX.gateway_from_agent.")
+
+    errors: list[str] = []
+    agent = await connect(server, "agent", passwords["agent"], errors)
+    try:
+        forged = b'{"ok": false, "error": {"code": "expired", "message": "forged", "status": 409}}'
+        for inbox in (decision_inbox, decision_inbox.rsplit(".", 1)[0] + ".NEXT"):  # that one, or a guessed one
+            await agent.publish(inbox, forged)
+            await agent.flush()
+            assert await refused(errors, "publish to", inbox), errors
+        await agent.publish(agents_inbox, b"{}")  # the agent still answers the gateway's requests to it
+        await agent.flush()
+        await asyncio.sleep(0.5)
+        assert not any(agents_inbox.lower() in error for error in errors), errors
+    finally:
+        await agent.close()
+
+
+def test_nats_monitoring_listens_on_loopback_only(secure):
+    """Issue 32: monitoring lists every live inbox; `erpilot up --secure` binds it to loopback (as `-a 127.0.0.1`
+    does every port of the embedded server), never to an address other hosts reach."""
+    assert secure.server.monitor_url is not None and secure.server.monitor_url.startswith("http://127.0.0.1:")
+    port = int(secure.server.monitor_url.rsplit(":", 1)[1])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:  # this host's address on its default route (no packet is sent), if it has one
+            probe.connect(("192.0.2.1", 9))
+            outward = probe.getsockname()[0]
+        except OSError:
+            outward = None
+    if outward and not outward.startswith("127."):
+        with pytest.raises(OSError):
+            socket.create_connection((outward, port), timeout=2).close()
 
 
 async def test_the_agent_cannot_change_streams_or_use_other_services_consumers(secure):

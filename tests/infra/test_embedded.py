@@ -16,7 +16,7 @@ import nats
 import pytest
 
 from erpilot.stack.embedded import EmbeddedNats, EmbeddedPostgres
-from erpilot_platform.embedded_pg import _pg_bin_dir, _pg_system_user
+from erpilot_platform.embedded_pg import HBA, PASSWORD_FILE, _pg_bin_dir, _pg_system_user
 from erpilot_platform.testing import postgres_scratch_dir
 
 pytestmark = pytest.mark.integration
@@ -113,11 +113,48 @@ async def test_nats_jetstream_publish_and_stop(tmp_path: Path) -> None:
         again.stop()
 
 
+async def test_postgres_asks_every_local_connection_for_the_password(pg_dir: Path) -> None:
+    """Issue 32 (low): with ``trust`` any local process was the superuser. Now the superuser's password is
+    generated once (0600), the URL carries it, and a connection without it, or with another, is refused."""
+    server = EmbeddedPostgres(pg_dir)
+    url = server.start()
+    try:
+        password_file = pg_dir / PASSWORD_FILE
+        assert oct(password_file.stat().st_mode & 0o777) == "0o600" and len(password_file.read_text()) >= 32
+        password = password_file.read_text().strip()
+        for wrong in (url.replace(f":{password}@", "@"), url.replace(f":{password}@", ":guess@")):
+            with pytest.raises(asyncpg.InvalidPasswordError):
+                await asyncpg.connect(wrong)
+        conn = await asyncpg.connect(url)
+        assert await conn.fetchval("select rolpassword like 'SCRAM-SHA-256$%' from pg_authid "
+                                   "where rolname = 'postgres'")
+        await conn.close()
+    finally:
+        server.stop()
+
+    # A data dir an earlier version initialised with trust is switched to scram at its next start.
+    (pg_dir / "postgres" / "pg_hba.conf").write_text("local all all trust\n")
+    password_file.unlink()
+    url = server.start()
+    try:
+        assert (pg_dir / "postgres" / "pg_hba.conf").read_text() == HBA
+        new_password = password_file.read_text().strip()
+        assert f":{new_password}@" in url
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await asyncpg.connect(url.replace(f":{new_password}@", "@"))
+        conn = await asyncpg.connect(url)
+        assert await conn.fetchval("select 1") == 1
+        await conn.close()
+    finally:
+        server.stop()
+
+
 async def test_postgres_unix_socket_select_and_stop(pg_dir: Path) -> None:
     server = EmbeddedPostgres(pg_dir)
     url = server.start()
     try:
-        assert url == f"postgresql://postgres@/erpilot?host={server.socket_dir}"
+        password = (pg_dir / PASSWORD_FILE).read_text().strip()
+        assert url == f"postgresql://postgres:{password}@/erpilot?host={server.socket_dir}"
         conn = await asyncpg.connect(url)
         assert await conn.fetchval("select 1") == 1
         await conn.execute("create table kept (id int)")

@@ -63,3 +63,21 @@ def test_the_gateway_checks_an_issuer_and_an_audience_and_the_token_service_mint
         with pytest.raises(Problem) as refused:
             decode_token(foreign, rules)
         assert refused.value.status == 401
+
+
+# Every way a nats-server configuration can open its HTTP monitoring port.
+MONITORING = re.compile(r"^\s*(?P<key>http|https|http_port|https_port|monitor_port|http_host)\s*[:=]\s*(?P<value>\S+)",
+                        re.MULTILINE)
+
+
+@pytest.mark.parametrize("config", ["nats_conf", "nats_cluster_conf"])
+def test_nats_monitoring_listens_on_loopback_only(compose, config):
+    """Issue 32: NATS monitoring (/connz, /subsz) lists every client's live inboxes; no other container (the
+    agent's above all) may reach it. Only the healthcheck, inside the NATS container, asks it."""
+    content = compose["configs"][config]["content"]
+    settings = [(m["key"], m["value"]) for m in MONITORING.finditer(content)]
+    assert settings == [("http", "127.0.0.1:8222")]
+    for name, service in compose["services"].items():
+        assert not any("8222" in str(port) for port in service.get("ports", [])), name
+        if "nats" in name:
+            assert "http://127.0.0.1:8222/healthz?js-enabled-only=true" in service["healthcheck"]["test"], name

@@ -126,8 +126,29 @@ def test_with_per_service_inboxes_no_service_reaches_another_services_inbox():
     agent = users["agent"]
     assert not agent.may_subscribe("_INBOX.>") and not agent.may_subscribe("_INBOX.approval.x")
     assert not agent.may_publish("_INBOX.approval.x.y") and not agent.may_publish("_INBOX.erp.x")
-    assert agent.may_publish("_INBOX.gateway.x")  # it answers the gateway's commands
+    assert agent.may_publish("_INBOX.gateway_from_agent.x")  # it answers the gateway's commands
     assert users["erp"].may_publish("_INBOX.approval.x") and not users["gateway"].may_publish("_INBOX.agent.x")
+    assert not ns.inboxes_isolated(ISOLATED, {("gateway", "agent"): "_INBOX.gateway.agent"})  # inside the gateway's
+
+
+def test_the_agent_may_answer_only_into_the_gateways_inboxes_apart_for_the_agent():
+    """Issue 32: the agent sees the reply inboxes of the gateway's requests to it; it may publish there and to no
+    other inbox of the gateway, so it cannot answer the gateway's requests to the approval service or the ERP (a
+    forged "409 expired" to an approver whose decision was committed)."""
+    from erpilot_platform.broker import create_broker
+
+    agent, gateway = USERS["agent"], create_broker("nats://127.0.0.1:4222", "gateway")  # nothing connects
+    asking_the_agent = gateway.apart["agent"]._connection_kwargs["inbox_prefix"]
+    asking_the_others = gateway._connection_kwargs["inbox_prefix"]
+
+    assert [p for p in agent.publish_allow if p.startswith("_INBOX")] == ["_INBOX.gateway_from_agent.>"]
+    assert agent.may_publish(f"{asking_the_agent}.NUID") and agent.may_publish(f"{asking_the_agent}.NUID.tok")
+    for inbox in (f"{asking_the_others}.NUID", f"{asking_the_others}.NUID.tok", "_INBOX.gateway.x"):
+        assert not agent.may_publish(inbox), inbox
+    assert all(USERS["gateway"].may_subscribe(f"{inbox}.>") for inbox in (asking_the_agent, asking_the_others))
+    for other in ("approval", "erp"):  # they answer the gateway's requests to them, not those to the agent
+        assert USERS[other].may_publish(f"{asking_the_others}.NUID")
+        assert not USERS[other].may_publish(f"{asking_the_agent}.NUID"), other
 
 
 def _app_subscriptions(service: str, monkeypatch, tmp_path) -> set[tuple]:

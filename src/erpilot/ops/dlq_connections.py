@@ -11,6 +11,7 @@ import argparse
 import getpass
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ class Connections:
         if user not in self.open:
             if user is not None and password is None:
                 password = self._password(user)
-            inbox = service_inboxes().get(user, DEFAULT_INBOX)  # what each user may subscribe to
+            # What each user may subscribe to, and a random token: its NUID inboxes are not guessed (issue 32).
+            inbox = f"{service_inboxes().get(user, DEFAULT_INBOX)}.{secrets.token_hex(16)}"
             self.open[user] = await nats.connect(self.servers, user=user, password=password, inbox_prefix=inbox,
                                                  connect_timeout=5, max_reconnect_attempts=2, name="erpilot-dlq")
         return self.open[user].jetstream()

@@ -8,7 +8,8 @@ service's tables. Services then connect as their role, so a compromised agent th
 ``erp`` or ``approval`` tables is refused by PostgreSQL itself.
 
 Passwords: ``ERPILOT_DB_<SERVICE>_PASSWORD`` at migrate time sets (or rotates) the role's password; a
-role without one can log in only where the server trusts local connections (the embedded PostgreSQL).
+role without one can log in only where the server trusts connections (not the embedded PostgreSQL, which
+asks every connection for its password: ``erpilot up`` gives each role a fresh one at every start).
 """
 
 from __future__ import annotations

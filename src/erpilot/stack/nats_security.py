@@ -30,8 +30,11 @@ How JetStream maps onto subject permissions:
   bridge: a nats-py ordered consumer is an ephemeral consumer the client recreates at every gap, so the
   gateway may create ephemerals on ``ERPILOT_SESSIONS`` alone (``$JS.API.CONSUMER.CREATE.ERPILOT_SESSIONS``:
   the server refuses a durable name on that subject; every named form is denied).
-- Each user subscribes only to its own inbox prefix (``_INBOX`` for everyone while ``create_broker``
-  gives every service the default prefix: see ``inboxes_isolated``).
+- Each user subscribes only to its own inbox prefixes (``_INBOX`` for everyone while ``create_broker``
+  gives every service the default prefix: see ``inboxes_isolated``). A service answers into its callers'
+  inboxes, and the agent only into the prefix apart where the gateway waits for the agent's answers
+  (``erpilot_platform.broker.ANSWERED_APART``): it may not publish to the inboxes of the gateway's requests to
+  the approval service or the ERP (issue 32).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from dataclasses import dataclass
 
 from erpilot_contracts import subjects as s
 from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM, EVENTS_STREAM, PREFIX, SESSIONS_STREAM
-from erpilot_platform.broker import leader_elected_subject
+from erpilot_platform.broker import ANSWERED_APART, leader_elected_subject
 
 SERVICES = ("gateway", "agent", "approval", "erp")
 ADMIN = "admin"
@@ -217,10 +220,22 @@ def service_inboxes() -> dict[str, str]:
     return found
 
 
-def inboxes_isolated(inboxes: Mapping[str, str] | None = None) -> bool:
-    """True when no service can subscribe to (or publish into) another service's inboxes."""
+def apart_inboxes() -> dict[tuple[str, str], str]:
+    """(caller, answerer) → the inbox prefix where the caller waits for that answerer alone, read from the
+    connections ``create_broker`` really makes (less each connection's random token)."""
+    from erpilot_platform.broker import create_broker
+
+    brokers = {service: create_broker("nats://127.0.0.1:4222", service) for service in ANSWERED_APART}  # unconnected
+    return {(service, answerer): side._connection_kwargs["inbox_prefix"].rsplit(".", 1)[0]
+            for service, broker in brokers.items() for answerer, side in getattr(broker, "apart", {}).items()}
+
+
+def inboxes_isolated(inboxes: Mapping[str, str] | None = None,
+                     apart: Mapping[tuple[str, str], str] | None = None) -> bool:
+    """True when no service can subscribe to (or publish into) another service's inboxes, and no prefix apart
+    lies inside another prefix."""
     inboxes = inboxes or service_inboxes()
-    prefixes = list(inboxes.values())
+    prefixes = [*inboxes.values(), *(apart_inboxes() if apart is None else apart).values()]
     return all(not covers(f"{a}.>", f"{b}.x") for i, a in enumerate(prefixes)
                for j, b in enumerate(prefixes) if i != j)
 
@@ -231,15 +246,19 @@ def callers(service: str) -> list[str]:
     return [other for other in SERVICES if other != service and mine & set(TRAFFIC[other].sends_commands)]
 
 
-def service_permissions(service: str, inboxes: Mapping[str, str] | None = None) -> Permissions:
+def service_permissions(service: str, inboxes: Mapping[str, str] | None = None,
+                        apart: Mapping[tuple[str, str], str] | None = None) -> Permissions:
     inboxes = inboxes or service_inboxes()
+    apart = apart_inboxes() if apart is None else apart
     traffic = TRAFFIC[service]
     publish: list[str] = [*traffic.sends_commands, *traffic.outbox_commands, *traffic.sends_queries,
                           *traffic.publishes_events]
     subscribe: list[str] = [*traffic.answers_queries, f"{inboxes[service]}.>"]
+    subscribe += [f"{prefix}.>" for (caller, _), prefix in apart.items() if caller == service]
     if traffic.watches_session_events:
         subscribe.append(s.SESSION_EVENTS_ALL)
-    publish += [f"{inboxes[caller]}.>" for caller in callers(service)]  # answers to JetStream requests
+    # Answers to JetStream requests: into the caller's prefix apart for this service where it has one.
+    publish += [f"{apart.get((caller, service), inboxes[caller])}.>" for caller in callers(service)]
     if traffic.runs_service_app:
         publish.append(s.dead_letter_subject(service, ">"))
         publish += [f"$JS.API.STREAM.INFO.{stream.name}" for stream in ALL_STREAMS]  # verified at start-up
@@ -268,9 +287,12 @@ def admin_permissions() -> Permissions:
     return Permissions(("$JS.API.>", f"$JS.{JS_DOMAIN}.API.>"), (), (f"{DEFAULT_INBOX}.>",))
 
 
-def build_users(inboxes: Mapping[str, str] | None = None) -> dict[str, Permissions]:
+def build_users(inboxes: Mapping[str, str] | None = None,
+                apart: Mapping[tuple[str, str], str] | None = None) -> dict[str, Permissions]:
     inboxes = inboxes or service_inboxes()
-    return {**{service: service_permissions(service, inboxes) for service in SERVICES}, ADMIN: admin_permissions()}
+    apart = apart_inboxes() if apart is None else apart
+    users = {service: service_permissions(service, inboxes, apart) for service in SERVICES}
+    return {**users, ADMIN: admin_permissions()}
 
 
 def password_variable(user: str) -> str:

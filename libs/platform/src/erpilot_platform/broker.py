@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from typing import Any
 
 import nats.aio.client
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.requests import Endpoint, Rep, Req
-from erpilot_contracts.subjects import COMMANDS_STREAM
+from erpilot_contracts.subjects import COMMANDS_STREAM, PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +70,75 @@ def payload_limit(broker: NatsBroker) -> int:
     return max_payload - HEADER_ROOM_BYTES
 
 
+# The agent runs the model and is the least trusted service: it may use whatever reaches it, a request's reply
+# inbox included. So a service that asks the agent waits for the agent's answers on a connection of its own, under
+# an inbox prefix apart (``inbox_root(service, "agent")``), the only one of its prefixes the agent may publish to
+# (src/erpilot/stack/nats_security.py); its requests to the approval service and the ERP wait under its own
+# ``_INBOX.<service>``, which the agent may not publish to and never sees (issue 32: a forged "409 expired" reached
+# an approver whose decision was committed).
+ANSWERED_APART: dict[str, tuple[str, ...]] = {"gateway": ("agent",)}
+
+
+def inbox_root(service: str, answerer: str | None = None) -> str:
+    """The fixed part of ``service``'s inboxes, the one NATS permissions name: its own, or the one apart where it
+    waits for ``answerer``'s answers."""
+    return f"_INBOX.{service}" if answerer is None else f"_INBOX.{service}_from_{answerer}"
+
+
+def new_inbox_prefix(service: str, answerer: str | None = None) -> str:
+    """``inbox_root`` and a random token, fresh for each connection or consumer.
+
+    nats-py's inboxes are ``<prefix>.<NUID>`` and its NUIDs are sequential (a random increment of at most a few
+    hundred): who sees one inbox guesses the next. Under a random prefix, seeing the inboxes of one connection
+    tells nothing of another's.
+    """
+    return f"{inbox_root(service, answerer)}.{secrets.token_hex(16)}"
+
+
+def answering_service(subject: str) -> str | None:
+    """The service that answers a command or query subject (``erpilot.v1.cmd.<service>.…``), else None."""
+    parts = subject.split(".")
+    if subject.startswith(f"{PREFIX}.") and len(parts) > 4 and parts[2] in ("cmd", "query"):
+        return parts[3]
+    return None
+
+
+class SplitInboxBroker(NatsBroker):
+    """A broker whose requests to the services in ``apart`` go out on those services' own connections (their
+    answers arrive there); everything else (subscriptions, publishes, other requests) is this broker's."""
+
+    def __init__(self, *args: Any, apart: dict[str, NatsBroker], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.apart = apart
+
+    async def _connect(self) -> Any:
+        for side in self.apart.values():
+            await side.connect()  # a no-op once connected: ``connect_with_retry`` may call this again
+        return await super()._connect()
+
+    async def stop(self, *args: Any) -> None:
+        await super().stop(*args)
+        for side in self.apart.values():
+            await side.stop()
+
+    async def request(self, message: Any, subject: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        side = self.apart.get(answering_service(subject) or "")
+        if side is None:
+            return await super().request(message, subject, *args, **kwargs)
+        return await side.request(message, subject, *args, **kwargs)
+
+
 def create_broker(nats_url: str, service: str, *, user: str | None = None, password: str | None = None,
                   middlewares: tuple = ()) -> NatsBroker:
-    """A broker that reconnects forever: a NATS restart pauses a service, it does not stop it."""
+    """A broker that reconnects forever: a NATS restart pauses a service, it does not stop it. Where ``service``
+    asks the agent (``ANSWERED_APART``), its requests to the agent use a connection of their own."""
+    apart = {answerer: _broker(nats_url, service, answerer, user, password, middlewares)
+             for answerer in ANSWERED_APART.get(service, ())}
+    return _broker(nats_url, service, None, user, password, middlewares, apart=apart)
+
+
+def _broker(nats_url: str, service: str, answerer: str | None, user: str | None, password: str | None,
+            middlewares: tuple, *, apart: dict[str, NatsBroker] | None = None) -> NatsBroker:
     # Telemetry: a span per publish and per processed message, with the trace context carried in
     # message headers, so one tool call is one trace across every service it touches.
     middlewares = (NatsTelemetryMiddleware(), *middlewares)
@@ -79,12 +146,13 @@ def create_broker(nats_url: str, service: str, *, user: str | None = None, passw
     async def reconnected() -> None:
         await rearm_pulls(broker)
 
-    broker = NatsBroker(
+    options: dict[str, Any] = {"apart": apart} if apart else {}
+    broker = (SplitInboxBroker if apart else NatsBroker)(
         [url.strip() for url in nats_url.split(",")],
         # Replies, PubAcks and pull-consumer deliveries come to this service's own inboxes, so NATS
         # permissions can stop any other service from reading (or forging) them.
-        inbox_prefix=f"_INBOX.{service}",
-        name=f"erpilot-{service}",
+        inbox_prefix=new_inbox_prefix(service, answerer),
+        name=f"erpilot-{service}" + (f"-to-{answerer}" if answerer else ""),
         security=SASLPlaintext(username=user, password=password) if user else None,
         max_reconnect_attempts=-1,
         reconnect_time_wait=1,
@@ -95,6 +163,7 @@ def create_broker(nats_url: str, service: str, *, user: str | None = None, passw
         # A plain logger: ``configure_logging`` sends it through the JSON formatter with everything else.
         logger=logging.getLogger("faststream.access.nats"),
         reconnected_cb=reconnected,
+        **options,
     )
     return broker
 

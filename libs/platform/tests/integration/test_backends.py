@@ -1,5 +1,6 @@
 """start_backend: embedded servers by default, a fresh database on a given server, nothing left behind."""
 
+import re
 import shutil
 import subprocess
 import time
@@ -61,7 +62,7 @@ async def _publish_and_select(backend) -> None:
 async def test_embedded_by_default(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
     backend = start_backend(tmp_path)
     try:
-        assert backend.database_url.startswith("postgresql://postgres@/erpilot?host=")
+        assert re.match(r"postgresql://postgres:[\w-]+@/erpilot\?host=", backend.database_url)
         await _publish_and_select(backend)
         pg_dir = backend.database_url.split("host=")[1]
         assert _live_mentioning(str(tmp_path)) and _live_mentioning(pg_dir)
