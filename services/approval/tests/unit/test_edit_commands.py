@@ -129,13 +129,14 @@ async def test_a_request_superseding_an_operation_without_an_intent_is_an_invali
     assert desk.uow.sent == sent
 
 
-@pytest.mark.parametrize("change", [
-    {"arguments": {"draft_id": "D-8", "revision": 3},
-     "fingerprint": fingerprint("submit_order", 1, {"draft_id": "D-8", "revision": 3})},
-    {"supersedes": "op-elsewhere"},
-    {"call_id": "call-elsewhere"},  # (another requester fails earlier: the assertion names the old one's)
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"arguments": {"draft_id": "D-8", "revision": 3},
+      "fingerprint": fingerprint("submit_order", 1, {"draft_id": "D-8", "revision": 3})}, "edit_not_requested"),
+    ({"supersedes": "op-elsewhere"}, "edit_not_requested"),
+    # another call (or another requester) fails earlier: the assertion is the old call's, for the old requester
+    ({"call_id": "call-elsewhere"}, "assertion_call_mismatch"),
 ])
-async def test_a_request_unlike_the_recorded_intent_is_an_invalid_message(desk, change):
+async def test_a_request_unlike_the_recorded_intent_is_an_invalid_message(desk, change, reason):
     record = await desk.request("submit_order")
     desk.erp.hold = True
     editing = asyncio.create_task(edit(edit_cmd(record), desk.ports))
@@ -144,7 +145,7 @@ async def test_a_request_unlike_the_recorded_intent_is_an_invalid_message(desk, 
 
     # The ledger's (signed) request for a prepare the agent sent with `supersedes`, unlike the intent.
     refused = await refusal_of(request_approval(signed(request.model_copy(update=change)), desk.ports))
-    assert refused.details == {"reason": "edit_not_requested"}
+    assert refused.details == {"reason": reason}
     assert desk.approval(record["pending_id"]).status == "pending"
     await desk.erp.relay()  # the ledger's own request still makes the version
     assert (await editing).supersedes == record["pending_id"]

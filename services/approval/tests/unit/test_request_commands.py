@@ -95,6 +95,8 @@ FORGED_KEY = Ed25519PrivateKey.generate()
     (lambda request: vouched(request, key=FORGED_KEY), "assertion_invalid"),  # not the gateway's key
     (lambda request: vouched(request, sub="mallory"), "assertion_subject_mismatch"),  # vouches for someone else
     (lambda request: vouched(request, session_id="sess-other"), "assertion_session_mismatch"),
+    # the assertion of another call of the requester, the read the agent took it from (issue #32)
+    (lambda request: vouched(request, call_id="call-a-read"), "assertion_call_mismatch"),
     # Accepted by the ledger two hours after the gateway vouched: expired then (1 h lifetime).
     (lambda request: signed(vouched(request).model_copy(update={"asserted_at": NOW + timedelta(hours=2)})),
      "assertion_expired"),

@@ -19,6 +19,7 @@ from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.service_layer import operations
+from erpilot_platform import deliveries
 from erpilot_platform.assertions import verify_assertion
 from erpilot_platform.ledger_signatures import verify_request
 from erpilot_platform.refusals import InvalidMessage, Refused
@@ -126,6 +127,45 @@ async def test_a_prepare_without_an_assertion_for_its_requester_and_session_stor
     assert desk.state.operations == {} and requests_sent(desk) == [] and desk.ledger.inbox == {}
 
 
+@pytest.mark.parametrize("bound", [{"call_id": "call-a-read"}, {"call_id": "run-desk"}])
+async def test_the_assertion_of_another_call_prepares_nothing(desk, bound):
+    """Issue #32: the person's assertion for a read (or for another run) taken from the agent's records, reused
+    for a write of the same person in the same session."""
+    cmd = desk.prepare_cmd("adjust_stock", STOCK, assertion=desk.assertion(**bound))
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(cmd)
+
+    assert refused.value.reason == "assertion_call_mismatch"
+    assert desk.state.operations == {} and requests_sent(desk) == [] and desk.ledger.inbox == {}
+
+
+class Stored:
+    """A JetStream message as ``deliveries.handling`` reads it: stored at ``timestamp``."""
+
+    def __init__(self, timestamp):
+        self.metadata = type("Metadata", (), {"timestamp": timestamp})()
+
+
+async def test_a_prepare_is_checked_when_jetstream_stored_it_so_a_redelivery_after_a_crash_verifies(desk):
+    """A direct call's assertion lives a minute; the prepare comes back minutes later (a crashed ERP, ack waits):
+    it is checked at the time the stream stored it, a time no publisher chooses."""
+    call_id = desk.call_id()
+    cmd = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id,
+                           assertion=desk.assertion(call_id=call_id, ttl=timedelta(seconds=60)))
+    stored = desk.ledger.clock()
+    desk.ledger.advance(timedelta(minutes=5))
+    with deliveries.handling(Stored(stored)):
+        await desk.operations.prepare(cmd)
+    assert desk.state.operations[cmd.operation_id].asserted_at == stored
+
+    late = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id,
+                            assertion=desk.assertion(call_id=call_id, ttl=timedelta(seconds=60),
+                                                     issued=stored - timedelta(minutes=5)))
+    with deliveries.handling(Stored(stored)), pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(late)  # stored when its assertion had expired
+    assert refused.value.reason == "assertion_expired"
+
+
 async def test_an_expired_assertion_is_refused_at_prepare(desk):
     cmd = desk.prepare_cmd("adjust_stock", STOCK)
     desk.ledger.advance(timedelta(hours=1, minutes=1))
@@ -158,7 +198,7 @@ async def test_an_edit_takes_requester_and_assertion_from_the_version_it_superse
     assert second["asserted_at"] == first["asserted_at"] == asked_at.isoformat().replace("+00:00", "Z")
     assert second["prepared_at"] != first["prepared_at"]
     assert verify_assertion(second["assertion"], desk.assertion_key.public_key(), session_id=cmd.session_id,
-                            sub="tester", at=asked_at).sub == "tester"
+                            sub="tester", call_id=cmd.call_id, at=asked_at).sub == "tester"
     assert all(verify_request(RequestApprovalV1.model_validate(sent), desk.ledger_key.public_key())
                for sent in (first, second))  # the edited version's request is the ledger's, signed alike
     assert desk.state.operations[edit.operation_id].supersedes == cmd.operation_id

@@ -41,6 +41,7 @@ from erpilot_erp.service_layer.ports import Ledger, NewOperation, Outcome, Work
 from erpilot_erp.service_layer.replies import answered, business_error, business_refusal, normalised, once
 from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
 from erpilot_erp.service_layer.write_state import write_state
+from erpilot_platform.deliveries import stored_at
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import verify_grant
 from erpilot_platform.ledger_signatures import sign_request
@@ -108,13 +109,17 @@ class OperationService:
     async def _requester(self, w: Work, cmd: PrepareOperationV1, now: datetime) -> tuple[str, str, datetime]:
         """Who asked, the assertion that says so and when it was accepted.
 
-        A new operation: the command's ``requested_by``, vouched for by its assertion now. An edit (``supersedes``,
+        A new operation: the command's ``requested_by``, vouched for by its assertion for this call when JetStream
+        stored the command (``deliveries.stored_at``, a time no publisher chooses), so a prepare redelivered after a
+        crash still verifies with a direct call's short-lived assertion. An edit (``supersedes``,
         sent by the approval service, which checked the editor): the requester, assertion and acceptance time of the
         version it replaces, from the ledger's own record, so an edit can neither change nor invent who asked.
         """
         if cmd.supersedes is None:
-            self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, requested_by=cmd.requested_by, at=now)
-            return cmd.requested_by, cmd.assertion, now
+            asserted_at = stored_at(now)
+            self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id,
+                                  requested_by=cmd.requested_by, at=asserted_at)
+            return cmd.requested_by, cmd.assertion, asserted_at
         old = await w.ledger.operation(cmd.supersedes)
         if old is None or (old.session_id, old.call_id, old.tool) != (cmd.session_id, cmd.call_id, cmd.tool):
             raise InvalidMessage("supersedes_unknown", f"operation {cmd.supersedes} is not an earlier version of "
