@@ -2,8 +2,10 @@
 
 An assertion is a compact JWS (PyJWT, ``EdDSA``: Ed25519) with the claims ``sub``, ``roles``, ``session_id``,
 ``purpose``, ``call_id`` or ``run_id``, ``iat`` and ``exp`` (SPEC §11). It vouches for one command, not for a person
-in a session: ``purpose = "tool_call"`` with the ``call_id`` of one tool call, or ``purpose = "run"`` with the
-``run_id`` of one chat run, which covers the run's calls (``<run_id>:*``) and its cancel. The gateway signs it with
+in a session: ``purpose = "tool_call"`` with the ``call_id`` and the ``tool`` of one tool call (the tool too: the
+ERP records no read, so a read's call id alone could be taken again for a write), or ``purpose = "run"`` with the
+``run_id`` of one chat run, which covers the run's calls (``<run_id>:*``, whatever tool the model picks) and its
+cancel. The gateway signs it with
 ``ERPILOT_ASSERTION_SIGNING_KEY`` after it checked the session is the caller's; the agent stores it and forwards it
 unchanged; the ERP (read, draft, prepare) and the approval service (request, withdrawal) accept a ``requested_by``
 only with an assertion that verifies with ``ERPILOT_ASSERTION_VERIFY_KEY``, names that person and that session,
@@ -69,43 +71,46 @@ class Requester:
     purpose: str = TOOL_CALL
     call_id: str | None = None
     run_id: str | None = None
+    tool: str | None = None
 
 
 def sign_assertion(key: Ed25519PrivateKey, *, sub: str, roles: list[str] | tuple[str, ...], session_id: str,
-                   call_id: str | None = None, run_id: str | None = None, now: datetime | None = None,
-                   ttl: timedelta = DEFAULT_TTL) -> str:
+                   call_id: str | None = None, tool: str | None = None, run_id: str | None = None,
+                   now: datetime | None = None, ttl: timedelta = DEFAULT_TTL) -> str:
     """The gateway's assertion for ``sub`` (with ``roles``) acting in ``session_id`` for exactly one tool call
-    (``call_id``) or one chat run (``run_id``), valid ``ttl`` from ``now``."""
-    if (call_id is None) == (run_id is None):
-        raise ValueError("an assertion vouches for one tool call or one run: give call_id or run_id")
+    (``call_id`` of ``tool``) or one chat run (``run_id``), valid ``ttl`` from ``now``."""
+    if (call_id is None) == (run_id is None) or (call_id is None) != (tool is None):
+        raise ValueError("an assertion vouches for one tool call (call_id and tool) or one run (run_id)")
     issued = (now or datetime.now(UTC)).replace(microsecond=0)
-    bound = {"purpose": TOOL_CALL, "call_id": call_id} if call_id is not None else {"purpose": RUN, "run_id": run_id}
+    bound = ({"purpose": TOOL_CALL, "call_id": call_id, "tool": tool} if call_id is not None
+             else {"purpose": RUN, "run_id": run_id})
     claims = {"sub": sub, "roles": list(roles), "session_id": session_id, **bound,
               "iat": int(issued.timestamp()), "exp": int((issued + ttl).timestamp())}
     return jwt.encode(claims, key, algorithm=ALGORITHM)
 
 
-def covers(requester: Requester, *, call_id: str | None = None, run_id: str | None = None) -> bool:
-    """Whether the assertion vouches for the call ``call_id`` (its own call, or a call of its run) or for the run
-    ``run_id`` (only a run's assertion: a tool call's never stands for a run)."""
+def covers(requester: Requester, *, call_id: str | None = None, tool: str | None = None,
+           run_id: str | None = None) -> bool:
+    """Whether the assertion vouches for the call ``call_id`` of ``tool`` (its own call and tool, or any call of
+    its run) or for the run ``run_id`` (only a run's assertion: a tool call's never stands for a run)."""
     if run_id is not None:
         return requester.purpose == RUN and requester.run_id == run_id
     if requester.purpose == TOOL_CALL:
-        return requester.call_id == call_id
+        return (requester.call_id, requester.tool) == (call_id, tool)
     return call_id is not None and call_id.startswith(f"{requester.run_id}:")
 
 
 def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: str, sub: str | None = None,
-                     call_id: str | None = None, run_id: str | None = None, at: datetime | None = None,
-                     leeway: timedelta = LEEWAY) -> Requester:
+                     call_id: str | None = None, tool: str | None = None, run_id: str | None = None,
+                     at: datetime | None = None, leeway: timedelta = LEEWAY) -> Requester:
     """The requester ``token`` vouches for, if it was signed by ``key``, names ``session_id`` (and ``sub`` when
-    given), covers the command's ``call_id`` (or, for a cancel, ``run_id``) and was valid at ``at`` (default
-    now: the moment the assertion is used, e.g. the ERP's prepare).
+    given), covers the command's ``call_id`` and ``tool`` (or, for a cancel, ``run_id``) and was valid at ``at``
+    (default now: the moment the assertion is used, e.g. the ERP's prepare).
 
     Raises ``AssertionRefused`` otherwise.
     """
-    if (call_id is None) == (run_id is None):  # every command is checked against what it is for
-        raise ValueError("verify an assertion against the command's call_id or run_id")
+    if (call_id is None) == (run_id is None) or (call_id is None) != (tool is None):
+        raise ValueError("verify an assertion against the command's call_id and tool, or its run_id")
     if not token:
         raise AssertionRefused("assertion_missing", "the command carries no requester assertion")
     try:
@@ -121,7 +126,8 @@ def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: st
         if not isinstance(claims["sub"], str) or not isinstance(claims["session_id"], str) or not (
                 isinstance(roles, list) and all(isinstance(role, str) for role in roles)):
             raise ValueError("malformed claims")
-        if bound_to is None or not isinstance(claims.get(bound_to), str) or not claims[bound_to]:
+        if bound_to is None or not isinstance(claims.get(bound_to), str) or not claims[bound_to] or (
+                claims["purpose"] == TOOL_CALL and not isinstance(claims.get("tool"), str)):
             raise ValueError("the assertion is bound to no tool call and no run")
     except (jwt.InvalidTokenError, ValueError, TypeError, OverflowError) as exc:
         raise AssertionRefused("assertion_invalid", f"the requester assertion does not verify: {exc}") from None
@@ -137,18 +143,20 @@ def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: st
         raise AssertionRefused("assertion_subject_mismatch", "the requester assertion names another person")
     requester = Requester(sub=claims["sub"], roles=tuple(roles), session_id=claims["session_id"], issued_at=issued,
                           expires_at=expires, purpose=claims["purpose"], call_id=claims.get("call_id"),
-                          run_id=claims.get("run_id"))
-    if not covers(requester, call_id=call_id, run_id=run_id):
-        what = f"call {call_id}" if call_id is not None else f"run {run_id}"
+                          run_id=claims.get("run_id"), tool=claims.get("tool"))
+    if not covers(requester, call_id=call_id, tool=tool, run_id=run_id):
+        what = f"call {call_id} of {tool}" if call_id is not None else f"run {run_id}"
         raise AssertionRefused("assertion_call_mismatch", f"the requester assertion does not cover {what}")
     return requester
 
 
 def require_vouched(token: str | None, key: Ed25519PublicKey, *, session_id: str, sub: str,
-                    call_id: str | None = None, run_id: str | None = None, at: datetime | None = None) -> Requester:
+                    call_id: str | None = None, tool: str | None = None, run_id: str | None = None,
+                    at: datetime | None = None) -> Requester:
     """``verify_assertion``, refused as every service answers a message whose requester nobody vouched for:
     ``InvalidMessage`` (``invalid_message``, dead-lettered, nothing stored) whose ``reason`` names the rule."""
     try:
-        return verify_assertion(token, key, session_id=session_id, sub=sub, call_id=call_id, run_id=run_id, at=at)
+        return verify_assertion(token, key, session_id=session_id, sub=sub, call_id=call_id, tool=tool,
+                                run_id=run_id, at=at)
     except AssertionRefused as refusal:
         raise InvalidMessage(refusal.reason, refusal.message) from None

@@ -196,7 +196,8 @@ def vouch(cmd: RequestApprovalV1, *, key: Ed25519PrivateKey = ASSERTION_KEY, sub
     and signed by the ledger."""
     moment = at or datetime.now(UTC)
     assertion = sign_assertion(key, sub=sub or cmd.requested_by, roles=["requester"],
-                               session_id=session_id or cmd.session_id, call_id=cmd.call_id, now=moment)
+                               session_id=session_id or cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
+                               now=moment)
     return signed(cmd.model_copy(update={"assertion": assertion, "asserted_at": moment, "prepared_at": moment}))
 
 

@@ -61,7 +61,8 @@ def vouched(request: ApprovalRequest, *, key: Ed25519PrivateKey = ASSERTION_KEY,
     by the ledger (``LEDGER_KEY``)."""
     assertion = sign_assertion(key, sub=claims.get("sub", request.requested_by), roles=["requester"],
                                session_id=claims.get("session_id", request.session_id),
-                               call_id=claims.get("call_id", request.call_id), now=at)
+                               call_id=claims.get("call_id", request.call_id),
+                               tool=claims.get("tool", request.tool), now=at)
     return signed(RequestApprovalV1(**asdict(request), assertion=assertion, asserted_at=at, prepared_at=at))
 
 

@@ -173,10 +173,10 @@ class Desk:
         return f"{RUN}:{self.next('call')}"
 
     def assertion(self, *, sub: str = requester, session_id: str = SESSION, key: Ed25519PrivateKey | None = None,
-                  issued: datetime | None = None, call_id: str | None = None, **kw: Any) -> str:
+                  issued: datetime | None = None, **kw: Any) -> str:
         """The gateway's requester assertion (valid for an hour from ``issued``, default now) for the desk's run
-        ``RUN``, or for the one tool call ``call_id``."""
-        bound = {"call_id": call_id} if call_id is not None else {"run_id": RUN}
+        ``RUN``, or for what ``kw`` names (``call_id`` and ``tool`` of one call, ``run_id``; ``ttl``)."""
+        bound = {} if "call_id" in kw or "run_id" in kw else {"run_id": RUN}
         return sign_assertion(key or self.assertion_key, sub=sub, roles=["requester"], session_id=session_id,
                               now=issued or self.ledger.clock(), **bound, **kw)
 

@@ -127,11 +127,17 @@ async def test_a_prepare_without_an_assertion_for_its_requester_and_session_stor
     assert desk.state.operations == {} and requests_sent(desk) == [] and desk.ledger.inbox == {}
 
 
-@pytest.mark.parametrize("bound", [{"call_id": "call-a-read"}, {"call_id": "run-desk"}])
+@pytest.mark.parametrize("bound", [
+    {"call_id": "call-a-read", "tool": "search_products"},
+    {"call_id": "SAME", "tool": "search_products"},  # the read's own call id, given to the write
+    {"run_id": "run-another"},
+])
 async def test_the_assertion_of_another_call_prepares_nothing(desk, bound):
     """Issue #32: the person's assertion for a read (or for another run) taken from the agent's records, reused
     for a write of the same person in the same session."""
-    cmd = desk.prepare_cmd("adjust_stock", STOCK, assertion=desk.assertion(**bound))
+    cmd = desk.prepare_cmd("adjust_stock", STOCK)
+    bound = {**bound, "call_id": cmd.call_id} if bound.get("call_id") == "SAME" else bound
+    cmd = cmd.model_copy(update={"assertion": desk.assertion(**bound)})
     with pytest.raises(InvalidMessage) as refused:
         await desk.operations.prepare(cmd)
 
@@ -151,7 +157,7 @@ async def test_a_prepare_is_checked_when_jetstream_stored_it_so_a_redelivery_aft
     it is checked at the time the stream stored it, a time no publisher chooses."""
     call_id = desk.call_id()
     cmd = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id,
-                           assertion=desk.assertion(call_id=call_id, ttl=timedelta(seconds=60)))
+                           assertion=desk.assertion(call_id=call_id, tool="adjust_stock", ttl=timedelta(seconds=60)))
     stored = desk.ledger.clock()
     desk.ledger.advance(timedelta(minutes=5))
     with deliveries.handling(Stored(stored)):
@@ -159,8 +165,8 @@ async def test_a_prepare_is_checked_when_jetstream_stored_it_so_a_redelivery_aft
     assert desk.state.operations[cmd.operation_id].asserted_at == stored
 
     late = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id,
-                            assertion=desk.assertion(call_id=call_id, ttl=timedelta(seconds=60),
-                                                     issued=stored - timedelta(minutes=5)))
+                            assertion=desk.assertion(call_id=call_id, tool="adjust_stock",
+                                                     ttl=timedelta(seconds=60), issued=stored - timedelta(minutes=5)))
     with deliveries.handling(Stored(stored)), pytest.raises(InvalidMessage) as refused:
         await desk.operations.prepare(late)  # stored when its assertion had expired
     assert refused.value.reason == "assertion_expired"
@@ -198,7 +204,7 @@ async def test_an_edit_takes_requester_and_assertion_from_the_version_it_superse
     assert second["asserted_at"] == first["asserted_at"] == asked_at.isoformat().replace("+00:00", "Z")
     assert second["prepared_at"] != first["prepared_at"]
     assert verify_assertion(second["assertion"], desk.assertion_key.public_key(), session_id=cmd.session_id,
-                            sub="tester", call_id=cmd.call_id, at=asked_at).sub == "tester"
+                            sub="tester", call_id=cmd.call_id, tool=cmd.tool, at=asked_at).sub == "tester"
     assert all(verify_request(RequestApprovalV1.model_validate(sent), desk.ledger_key.public_key())
                for sent in (first, second))  # the edited version's request is the ledger's, signed alike
     assert desk.state.operations[edit.operation_id].supersedes == cmd.operation_id

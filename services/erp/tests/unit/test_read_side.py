@@ -131,8 +131,9 @@ async def test_an_operation_is_seen_as_prepared_then_committed(desk):
 async def test_a_read_with_the_assertion_of_another_call_is_refused(desk):
     """Issue #32: an assertion vouches for its own call (or its run's calls), not for anything in the session."""
     cmd = read(desk, "search_products", query="widget")
+    another = desk.assertion(call_id="call-another", tool="search_products")
     with pytest.raises(InvalidMessage) as refused:
-        await desk.reads.run(cmd.model_copy(update={"assertion": desk.assertion(call_id="call-another")}))
+        await desk.reads.run(cmd.model_copy(update={"assertion": another}))
     assert refused.value.reason == "assertion_call_mismatch"
-    assert (await desk.reads.run(cmd.model_copy(update={"assertion": desk.assertion(call_id=cmd.call_id)}))).outcome \
-        == "succeeded"
+    its_own = desk.assertion(call_id=cmd.call_id, tool=cmd.tool)
+    assert (await desk.reads.run(cmd.model_copy(update={"assertion": its_own}))).outcome == "succeeded"

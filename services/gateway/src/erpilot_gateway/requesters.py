@@ -29,11 +29,11 @@ class RequesterAssertions:
         self.run_ttl = run_ttl
         self.call_ttl = call_ttl
 
-    def for_call(self, user: User, session_id: str, call_id: str, *, now: datetime | None = None) -> str:
-        """The assertion of one direct tool call (HTTP or MCP)."""
+    def for_call(self, user: User, session_id: str, call_id: str, tool: str, *, now: datetime | None = None) -> str:
+        """The assertion of one direct tool call (HTTP or MCP) of ``tool``."""
         now, ttl = self._lifetime(user, self.call_ttl, now)
         return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, call_id=call_id,
-                              now=now, ttl=ttl)
+                              tool=tool, now=now, ttl=ttl)
 
     def for_run(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None,
                 ttl: timedelta | None = None) -> str:

@@ -58,11 +58,11 @@ class Services:
             raise Problem.from_error(reply.error)
         return reply.data or {}
 
-    async def vouch_call(self, user: User, session_id: str, call_id: str) -> str:
-        """The requester assertion for ``user``'s one tool call ``call_id`` in ``session_id``, once the session is
-        found to be theirs (else the Problem 404 ``not_found``)."""
+    async def vouch_call(self, user: User, session_id: str, call_id: str, tool: str) -> str:
+        """The requester assertion for ``user``'s one tool call ``call_id`` of ``tool`` in ``session_id``, once the
+        session is found to be theirs (else the Problem 404 ``not_found``)."""
         await self.check_owner(user, session_id)
-        return self.assertions.for_call(user, session_id, call_id)
+        return self.assertions.for_call(user, session_id, call_id, tool)
 
     async def vouch_run(self, user: User, session_id: str, run_id: str, *, cancel: bool = False) -> str:
         """The requester assertion for ``user``'s chat run ``run_id`` in ``session_id`` (its calls), once the session

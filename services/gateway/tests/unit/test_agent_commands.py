@@ -109,17 +109,20 @@ def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or
     _, [(_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/run_1/cancel", {})
 
     assert create.assertion is None  # creating a session vouches for nothing
-    bound = ((call, {"call_id": call.call_id}), (message, {"call_id": f"{message.run_id}:call_0"}),
+    bound = ((call, {"call_id": call.call_id, "tool": call.tool}),
+             (message, {"call_id": f"{message.run_id}:call_0", "tool": "adjust_stock"}),
              (message, {"run_id": message.run_id}), (cancel, {"run_id": "run_1"}))
     for cmd, covered in bound:
         requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice", **covered)
         assert requester.roles == ("requester", "approver") and cmd.owner == "alice"
     lifetimes = [(r.expires_at - r.issued_at) for r in (
-        verify_assertion(call.assertion, VERIFY_KEY, session_id=session_id, call_id=call.call_id),
+        verify_assertion(call.assertion, VERIFY_KEY, session_id=session_id, call_id=call.call_id, tool=call.tool),
         verify_assertion(cancel.assertion, VERIFY_KEY, session_id=session_id, run_id="run_1"),
         verify_assertion(message.assertion, VERIFY_KEY, session_id=session_id, run_id=message.run_id))]
     assert lifetimes == [TOOL_CALL_TTL, TOOL_CALL_TTL, DEFAULT_TTL]  # a direct call's and a cancel's: seconds
-    for cmd, other in ((call, {"call_id": "another-call"}), (message, {"call_id": "call_0"}),
+    for cmd, other in ((call, {"call_id": "another-call", "tool": call.tool}),
+                       (call, {"call_id": call.call_id, "tool": "adjust_stock"}),  # a read's, for a write
+                       (message, {"call_id": "call_0", "tool": "adjust_stock"}),
                        (call, {"run_id": call.call_id}), (cancel, {"run_id": "run_2"})):
         with pytest.raises(AssertionRefused) as refused:
             verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, **other)

@@ -31,7 +31,7 @@ def test_a_run_lasts_its_ttl_and_a_direct_call_seconds_while_the_token_lasts_lon
     user = User(sub="alice", roles=("requester",), expires_at=(NOW + timedelta(hours=8)).timestamp())
     assertions = RequesterAssertions(KEY)
     assert expiry_of(assertions.for_run(user, "ses_1", "run_1", now=NOW)) == NOW + DEFAULT_TTL
-    assert expiry_of(assertions.for_call(user, "ses_1", "call_1", now=NOW)) == NOW + TOOL_CALL_TTL
+    assert expiry_of(assertions.for_call(user, "ses_1", "call_1", "get_product", now=NOW)) == NOW + TOOL_CALL_TTL
     assert TOOL_CALL_TTL <= timedelta(seconds=60)
 
 
@@ -42,9 +42,10 @@ def test_an_assertion_ends_with_a_token_that_ends_sooner():
 
 def test_each_assertion_names_its_purpose_and_what_it_is_bound_to():
     user = User(sub="alice", roles=("requester",), expires_at=None)
-    call = claims_of(RequesterAssertions(KEY).for_call(user, "ses_1", "call_1", now=NOW))
+    call = claims_of(RequesterAssertions(KEY).for_call(user, "ses_1", "call_1", "get_product", now=NOW))
     run = claims_of(RequesterAssertions(KEY).for_run(user, "ses_1", "run_1", now=NOW))
-    assert (call["purpose"], call["call_id"], "run_id" in call) == ("tool_call", "call_1", False)
+    assert (call["purpose"], call["call_id"], call["tool"], "run_id" in call) == (
+        "tool_call", "call_1", "get_product", False)
     assert (run["purpose"], run["run_id"], "call_id" in run) == ("run", "run_1", False)
 
 

@@ -69,7 +69,7 @@ def verify_requester(cmd: RequestApprovalV1, ports: Ports) -> None:
     """The gateway vouched for ``requested_by`` in this session, for this call (or its run), when the ledger
     accepted the request."""
     require_vouched(cmd.assertion, ports.assertion_key, session_id=cmd.session_id, sub=cmd.requested_by,
-                    call_id=cmd.call_id, at=cmd.asserted_at)
+                    call_id=cmd.call_id, tool=cmd.tool, at=cmd.asserted_at)
 
 
 def admit(request: ApprovalRequest, policy: Policy, now: datetime, pending_id: str,

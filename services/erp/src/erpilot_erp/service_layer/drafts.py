@@ -52,7 +52,7 @@ class DraftService:
         # assertion (checked here, not taken from the agent), becomes a new draft's owner, and only the owner edits.
         # Checked at the time JetStream stored the command, so a redelivery after a crash still verifies with a
         # direct call's short-lived assertion (no publisher chooses that time; outside JetStream: now).
-        self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id,
+        self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
                               requested_by=cmd.requested_by, at=stored_at(now))
         try:
             if cmd.tool == "create_order_draft":

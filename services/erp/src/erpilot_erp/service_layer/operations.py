@@ -117,7 +117,7 @@ class OperationService:
         """
         if cmd.supersedes is None:
             asserted_at = stored_at(now)
-            self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id,
+            self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
                                   requested_by=cmd.requested_by, at=asserted_at)
             return cmd.requested_by, cmd.assertion, asserted_at
         old = await w.ledger.operation(cmd.supersedes)

@@ -26,9 +26,11 @@ class Requesters:
     def __init__(self, verify_key: Ed25519PublicKey):
         self.verify_key = verify_key
 
-    def vouch(self, assertion: str | None, *, session_id: str, call_id: str, requested_by: str,
+    def vouch(self, assertion: str | None, *, session_id: str, call_id: str, tool: str, requested_by: str,
               at: datetime) -> None:
-        """Nothing when ``assertion`` vouches for ``requested_by`` in ``session_id`` for ``call_id`` at ``at``;
+        """Nothing when ``assertion`` vouches for ``requested_by`` in ``session_id`` for ``call_id`` of ``tool`` at
+        ``at``;
         otherwise ``InvalidMessage`` whose reason names the rule (``assertion_missing``, ``assertion_expired``,
         ``assertion_call_mismatch``, ...)."""
-        require_vouched(assertion, self.verify_key, session_id=session_id, sub=requested_by, call_id=call_id, at=at)
+        require_vouched(assertion, self.verify_key, session_id=session_id, sub=requested_by, call_id=call_id, tool=tool,
+                        at=at)
