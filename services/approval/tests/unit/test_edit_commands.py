@@ -20,10 +20,11 @@ from erpilot_contracts.approval.v1 import Actor, EditApprovalV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.broker import TransientError
+from erpilot_platform.grants import verify_edit
 from erpilot_platform.refusals import InvalidMessage
 
 from ..fakes import NOW
-from .conftest import Desk, refusal_of, signed
+from .conftest import SIGNING_KEY, Desk, refusal_of, signed
 
 pytestmark = pytest.mark.unit
 
@@ -55,6 +56,7 @@ async def test_an_edit_asks_the_ledger_and_its_request_supersedes_the_old_versio
     [asked] = desk.erp.prepares
     assert (asked.operation_id, asked.supersedes, asked.edited_by, asked.requested_by, asked.assertion,
             asked.stock_check) == (new.operation_id, record["operation_id"], "bob", "alice", None, "exact")
+    assert verify_edit(asked, SIGNING_KEY.public_key())  # the ERP takes `supersedes` from this service only (#32)
     old, stored = desk.approval(record["pending_id"]), desk.approval(new.pending_id)
     assert (old.status, old.superseded_by, old.decided_by) == ("superseded", new.pending_id, "bob")
     assert (stored.supersedes, stored.edited_by, stored.editors, stored.requested_by) == (

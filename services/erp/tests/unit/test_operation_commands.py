@@ -21,6 +21,7 @@ from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.service_layer import operations
 from erpilot_platform import deliveries
 from erpilot_platform.assertions import verify_assertion
+from erpilot_platform.grants import sign_edit
 from erpilot_platform.ledger_signatures import verify_request
 from erpilot_platform.refusals import InvalidMessage, Refused
 
@@ -181,12 +182,35 @@ async def test_an_expired_assertion_is_refused_at_prepare(desk):
     assert refused.value.reason == "assertion_expired" and requests_sent(desk) == []
 
 
-def edit_of(desk, cmd, arguments, **changes):
-    """The approval service's prepare of an edited version (no assertion of its own)."""
+def edit_of(desk, cmd, arguments, *, key=None, **changes):
+    """The approval service's prepare of an edited version (no assertion of its own), signed with its grant key
+    (``key``: another one, to forge)."""
     args = normalise(cmd.tool, arguments)
-    return cmd.model_copy(update={"operation_id": f"{cmd.operation_id}-e", "arguments": args,
-                                  "fingerprint": fingerprint(cmd.tool, 1, args), "supersedes": cmd.operation_id,
-                                  "edited_by": "editor", "requested_by": "tester", "assertion": None, **changes})
+    return sign_edit(cmd.model_copy(update={
+        "operation_id": f"{cmd.operation_id}-e", "arguments": args, "fingerprint": fingerprint(cmd.tool, 1, args),
+        "supersedes": cmd.operation_id, "edited_by": "editor", "requested_by": "tester", "assertion": None,
+        **changes}), key or desk.key)
+
+
+@pytest.mark.parametrize(("forge", "reason"), [
+    (lambda edit: edit.model_copy(update={"edit_signature": None}), "edit_signature_missing"),
+    (lambda edit: sign_edit(edit, Ed25519PrivateKey.generate()), "edit_signature_invalid"),  # the agent's own key
+    (lambda edit: edit.model_copy(update={"edited_by": "someone-else"}), "edit_signature_invalid"),  # changed
+])
+async def test_an_edit_is_taken_only_from_the_approval_service(desk, forge, reason):
+    """Issue #32 (low): the agent may publish cmd.erp.prepare too; with ``supersedes`` it would make a new version
+    of a pending write with the requester and assertion of the old one. Only the approval service's signed edit
+    supersedes anything."""
+    cmd = await desk.prepared("adjust_stock", STOCK)
+    edit = forge(edit_of(desk, cmd, {**STOCK, "delta": -250}))
+    answers = dict(desk.ledger.inbox)
+
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(edit)
+
+    assert refused.value.reason == reason
+    assert edit.operation_id not in desk.state.operations and len(requests_sent(desk)) == 1
+    assert desk.ledger.inbox == answers  # no answer kept: the approval service's own edit may still come
 
 
 async def test_an_edit_takes_requester_and_assertion_from_the_version_it_supersedes(desk):

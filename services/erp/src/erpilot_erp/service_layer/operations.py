@@ -1,7 +1,8 @@
 """PREPARE and COMMIT of the write tools (SPEC §3, §10), each one database transaction.
 
-prepare: check the requester (the gateway's assertion for ``requested_by`` in the session, valid now; an edit
-takes requester and assertion from the ledger's record of the version it supersedes), run the domain's prepare
+prepare: check the requester (the gateway's assertion for ``requested_by`` in the session and that call, valid
+when the command was stored; an edit, signed by the approval service with its grant key, takes requester and
+assertion from the ledger's record of the version it supersedes), run the domain's prepare
 for that requester (a draft or an order that is not theirs is not_found: ``domain.owners``),
 store the operation (arguments, fingerprint, facts, preview, requester, assertion) and, in the same transaction,
 put ``cmd.approval.request`` built from that record and signed with the ledger key in the outbox (the approval
@@ -43,7 +44,7 @@ from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
 from erpilot_erp.service_layer.write_state import write_state
 from erpilot_platform.deliveries import stored_at
 from erpilot_platform.failpoints import failpoint
-from erpilot_platform.grants import verify_grant
+from erpilot_platform.grants import verify_edit, verify_grant
 from erpilot_platform.ledger_signatures import sign_request
 from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.telemetry import commit_outcomes, step
@@ -120,6 +121,12 @@ class OperationService:
             self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
                                   requested_by=cmd.requested_by, at=asserted_at)
             return cmd.requested_by, cmd.assertion, asserted_at
+        if not cmd.edit_signature:  # the agent may publish cmd.erp.prepare too: an edit is the approval service's
+            raise InvalidMessage("edit_signature_missing", "an edit (supersedes) is taken only from the approval "
+                                                           "service, with its signature")
+        if not verify_edit(cmd, self.verify_key):
+            raise InvalidMessage("edit_signature_invalid", "the edit's signature does not verify (another key, or a "
+                                                           "field changed since it was signed)")
         old = await w.ledger.operation(cmd.supersedes)
         if old is None or (old.session_id, old.call_id, old.tool) != (cmd.session_id, cmd.call_id, cmd.tool):
             raise InvalidMessage("supersedes_unknown", f"operation {cmd.supersedes} is not an earlier version of "
