@@ -99,14 +99,16 @@ class Bench:
         else:
             arguments = {"sku": sku, "delta": -1, "reason": "benchmark"}
         args = normalise(tool, arguments)
-        cmd = PrepareOperationV1(operation_id=uuid.uuid4().hex, session_id=session_id, call_id=uuid.uuid4().hex,
+        call_id = uuid.uuid4().hex
+        cmd = PrepareOperationV1(operation_id=uuid.uuid4().hex, session_id=session_id, call_id=call_id,
                                  tool=tool, arguments=args, fingerprint=fingerprint(tool, 1, args),
-                                 requested_by="bench", assertion=self.assertion(session_id))
+                                 requested_by="bench", assertion=self.assertion(session_id, call_id, tool))
         await self.ask(subjects.ERP_CMD_PREPARE, cmd)
         return cmd
 
-    def assertion(self, session_id: str) -> str:
-        return sign_assertion(self.assertion_key, sub="bench", roles=["requester"], session_id=session_id)
+    def assertion(self, session_id: str, call_id: str, tool: str) -> str:
+        return sign_assertion(self.assertion_key, sub="bench", roles=["requester"], session_id=session_id,
+                              call_id=call_id, tool=tool)
 
     def grant(self, cmd: PrepareOperationV1) -> CommitOperationV1:
         grant = sign_grant(GrantV1(pending_id=uuid.uuid4().hex, operation_id=cmd.operation_id,

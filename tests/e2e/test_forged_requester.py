@@ -14,8 +14,10 @@ It tries to make "victim" the requester of a write in Alice's session:
 Each is refused `invalid_message` with `details.reason` naming the rule (the ERP: the assertion's; the approval
 service: `ledger_signature_missing`), dead-lettered with that reason, and stores nothing: no operation in the
 ledger, and no approval names "victim" (the approval service asked as an admin who holds every deciding role).
-An honest prepare with the same assertion, naming Alice, goes through: the forgeries fail for their requester (and,
-at the approval service, for not being the ledger's), not for their shape.
+Alice's assertion naming Alice is refused too (`assertion_call_mismatch`, issue #32): it vouches for her draft
+call, not for a write. An honest prepare, with the assertion the gateway signs for that very call, goes through:
+the forgeries fail for their requester (and, at the approval service, for not being the ledger's), not for their
+shape.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from erpilot_contracts.erp.v1 import PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import create_broker, request
+from erpilot_platform.grants import load_signing_key
 from tests.e2e.conftest import Api, wait_for
 from tests.e2e.test_write_flow import draft
 
@@ -68,7 +71,7 @@ async def test_a_compromised_agent_cannot_make_anyone_else_the_requester(stack):
     print_ = fingerprint("submit_order", 1, arguments)
     alices = await assertion_of_alices_call(stack.database_url, session_id)
     own_key = sign_assertion(Ed25519PrivateKey.generate(), sub=VICTIM, roles=["requester", "manager"],
-                             session_id=session_id)
+                             session_id=session_id, call_id=f"call_{uuid.uuid4().hex}", tool="submit_order")
     assertions = {"assertion_missing": None, "assertion_subject_mismatch": alices, "assertion_invalid": own_key}
     forged: list[tuple[str, str, str]] = []  # (service, operation_id, reason) of every forged message
 
@@ -87,8 +90,18 @@ async def test_a_compromised_agent_cannot_make_anyone_else_the_requester(stack):
             assert refusal(reply) == (False, "invalid_message", {"reason": reason}), reply
             forged.append(("erp", cmd.operation_id, reason))
 
-        # The same assertion, naming the person it was given for: the ledger records it and asks for approval.
-        honest = prepare(alice.sub, alices)
+        # The same assertion, naming the person it was given for, vouches for her draft call only (#32).
+        reused = prepare(alice.sub, alices)
+        reply = await request(agent, subjects.ERP_CMD_PREPARE, reused, durable=True)
+        assert refusal(reply) == (False, "invalid_message", {"reason": "assertion_call_mismatch"}), reply
+        forged.append(("erp", reused.operation_id, "assertion_call_mismatch"))
+
+        # The gateway's assertion for this very call: the ledger records it and asks for approval.
+        honest = prepare(alice.sub, None)
+        gateway_key = load_signing_key(stack.env_for("gateway")[0]["ERPILOT_ASSERTION_SIGNING_KEY"])
+        honest = honest.model_copy(update={"assertion": sign_assertion(
+            gateway_key, sub=alice.sub, roles=["requester"], session_id=session_id, call_id=honest.call_id,
+            tool=honest.tool)})
         reply = await request(agent, subjects.ERP_CMD_PREPARE, honest, durable=True)
         assert reply.ok, reply
         record = wait_for(lambda: next(iter(auditor.get("/v1/approvals", session_id=session_id).json()["items"]),

@@ -13,10 +13,11 @@ from typing import Any
 _stored_at: ContextVar[datetime | None] = ContextVar("erpilot_stored_at", default=None)
 
 
-def stored_at() -> datetime:
+def stored_at(default: datetime | None = None) -> datetime:
     """When JetStream stored the message the current durable handler handles: a time no publisher chooses (a
-    field of the message, such as ``cancelled_at``, its publisher does). Outside a durable handler: now."""
-    return _stored_at.get() or datetime.now(UTC)
+    field of the message, such as ``cancelled_at``, its publisher does). Outside a durable handler: ``default``,
+    else now."""
+    return _stored_at.get() or default or datetime.now(UTC)
 
 
 @contextmanager

@@ -1,5 +1,10 @@
 """Ed25519 grant signing (SPEC §3.3, §7): the approval service signs, the ERP verifies.
 
+The same key signs the approval service's re-prepare of an edited version (``cmd.erp.prepare`` with
+``supersedes``, ``edit_signature``): the agent may publish that subject too, so the ERP accepts ``supersedes`` only
+with the approval service's signature (issue #32). A grant's signed bytes are never a prepare's (each is the RFC 8785
+JSON of its own message's fields), so neither signature can pass for the other.
+
 Keys are raw 32-byte Ed25519 keys in base64, in ``ERPILOT_GRANT_SIGNING_KEY`` /
 ``ERPILOT_GRANT_VERIFY_KEY`` or, in dev mode when those are unset, in the data dir's development key files, a
 file per service (``erpilot_platform.dev_keys``).
@@ -13,6 +18,7 @@ import binascii
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_contracts.erp.v1 import PrepareOperationV1
 from erpilot_platform.signed_messages import signature, signature_verifies, signed_payload
 
 GRANT_KEYS_HINT = ("outside dev mode the approval service needs ERPILOT_GRANT_SIGNING_KEY and the ERP "
@@ -36,6 +42,16 @@ def sign_grant(grant: GrantV1, private_key: Ed25519PrivateKey) -> GrantV1:
 def verify_grant(grant: GrantV1, public_key: Ed25519PublicKey) -> bool:
     """True only when the signature is valid base64 and signs exactly these fields with this key."""
     return signature_verifies(grant, public_key, signature_field="signature")
+
+
+def sign_edit(cmd: PrepareOperationV1, private_key: Ed25519PrivateKey) -> PrepareOperationV1:
+    """A copy of the approval service's re-prepare of an edited version with its ``edit_signature``."""
+    return cmd.model_copy(update={"edit_signature": signature(cmd, private_key, signature_field="edit_signature")})
+
+
+def verify_edit(cmd: PrepareOperationV1, public_key: Ed25519PublicKey) -> bool:
+    """True only when ``edit_signature`` signs exactly this prepare's other fields with the approval service's key."""
+    return signature_verifies(cmd, public_key, signature_field="edit_signature")
 
 
 def load_signing_key(b64: str, *, kind: str = "grant signing") -> Ed25519PrivateKey:

@@ -65,10 +65,10 @@ def test_the_halves_in_different_directories_are_one_pair_and_each_service_reads
     signer = dev_keys.signing_key(tmp_path, "grant")  # created on first use
     assert verify_grant(sign_grant(GRANT, signer), dev_keys.verify_key(tmp_path, "grant", "erp"))
     token = sign_assertion(dev_keys.signing_key(tmp_path, "assertion"), sub="alice", roles=["requester"],
-                           session_id="ses_1")
+                           session_id="ses_1", call_id="call_1", tool="get_product")
     for verifier in ("erp", "approval"):
-        assert verify_assertion(token, dev_keys.verify_key(tmp_path, "assertion", verifier), session_id="ses_1").sub \
-            == "alice"
+        assert verify_assertion(token, dev_keys.verify_key(tmp_path, "assertion", verifier), session_id="ses_1",
+                                call_id="call_1", tool="get_product").sub == "alice"
     assert verify_request(sign_request(REQUEST, dev_keys.signing_key(tmp_path, "ledger")),
                           dev_keys.verify_key(tmp_path, "ledger", "approval"))
     with pytest.raises(ValueError, match="does not verify"):

@@ -539,6 +539,20 @@ async def test_the_same_message_id_with_another_text_is_a_conflict_and_an_unknow
     assert (refused.value.code, refused.value.status) == ("not_found", 404)
 
 
+async def test_a_run_takes_the_id_the_gateway_fixed_and_a_repeat_of_its_message_keeps_it():
+    """Issue #32: the run's requester assertion is bound to the run id the gateway chose, so the agent starts the
+    run under that id (its calls are ``<run_id>:…``); a repeat of the message answers the same run."""
+    h = Harness(ScriptedModel(text("ok")))
+    started = await h.service.post_message(PostMessageV1(session_id=SESSION, owner=OWNER, message_id="m1",
+                                                         text="hi", run_id="run_from_gateway", assertion="as-1"))
+    again = await h.service.post_message(PostMessageV1(session_id=SESSION, owner=OWNER, message_id="m1",
+                                                       text="hi", run_id="run_from_gateway", assertion="as-1"))
+    await h.service.wait_idle()
+
+    assert started.run_id == again.run_id == "run_from_gateway"
+    assert h.run("run_from_gateway").assertion == "as-1"
+
+
 def cancel(run_id: str, owner: str = OWNER) -> CancelRunV1:
     return CancelRunV1(session_id=SESSION, owner=owner, run_id=run_id, assertion="as-cancel")
 

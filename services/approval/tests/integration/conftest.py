@@ -156,10 +156,10 @@ async def later_marker(approvals: Approvals, events: Events, *, expiring: bool =
 def cancelled(session_id: str, *call_ids: str, owner: str = "alice", vouched_for: str | None = None,
               key: Ed25519PrivateKey = ASSERTION_KEY, signed_at: datetime | None = None) -> RunCancelledV1:
     """The agent's record of a cancel, with the assertion of the gateway's cancel command (for the owner)."""
-    now = datetime.now(UTC)
+    now, run_id = datetime.now(UTC), uid("run_")
     assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id,
-                               now=signed_at or now)
-    return RunCancelledV1(session_id=session_id, run_id=uid("run_"), owner=owner, call_ids=list(call_ids),
+                               run_id=run_id, now=signed_at or now)
+    return RunCancelledV1(session_id=session_id, run_id=run_id, owner=owner, call_ids=list(call_ids),
                           cancelled_at=now, assertion=assertion)
 
 
@@ -196,7 +196,8 @@ def vouch(cmd: RequestApprovalV1, *, key: Ed25519PrivateKey = ASSERTION_KEY, sub
     and signed by the ledger."""
     moment = at or datetime.now(UTC)
     assertion = sign_assertion(key, sub=sub or cmd.requested_by, roles=["requester"],
-                               session_id=session_id or cmd.session_id, now=moment)
+                               session_id=session_id or cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
+                               now=moment)
     return signed(cmd.model_copy(update={"assertion": assertion, "asserted_at": moment, "prepared_at": moment}))
 
 

@@ -116,7 +116,8 @@ async def test_a_request_the_policy_refuses_stores_nothing_and_the_agent_is_told
     bad = cmd.model_copy(update=changes)
     if "fingerprint" not in changes:  # a correct fingerprint, so the check under test is the one that fails
         bad = bad.model_copy(update={"fingerprint": fingerprint(bad.tool, 1, bad.arguments)})
-    bad = signed(bad)  # as the ledger would send it
+    # as the ledger would send it, vouched for a call of its tool (an assertion names its call's tool, #32)
+    bad = vouch(bad)
     reply = await approvals.send(subjects.APPROVAL_CMD_REQUEST, bad)
     assert (reply.ok, reply.error.code, reply.error.status) == (False, code, status)
     [told] = await events.wait(lambda: events.refused(cmd.operation_id))

@@ -60,7 +60,9 @@ def vouched(request: ApprovalRequest, *, key: Ed25519PrivateKey = ASSERTION_KEY,
     its session, accepted by the ledger at ``at`` (``claims``: other ``sub`` / ``session_id`` to sign), and signed
     by the ledger (``LEDGER_KEY``)."""
     assertion = sign_assertion(key, sub=claims.get("sub", request.requested_by), roles=["requester"],
-                               session_id=claims.get("session_id", request.session_id), now=at)
+                               session_id=claims.get("session_id", request.session_id),
+                               call_id=claims.get("call_id", request.call_id),
+                               tool=claims.get("tool", request.tool), now=at)
     return signed(RequestApprovalV1(**asdict(request), assertion=assertion, asserted_at=at, prepared_at=at))
 
 

@@ -20,10 +20,11 @@ from erpilot_contracts.approval.v1 import Actor, EditApprovalV1
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.broker import TransientError
+from erpilot_platform.grants import verify_edit
 from erpilot_platform.refusals import InvalidMessage
 
 from ..fakes import NOW
-from .conftest import Desk, refusal_of, signed
+from .conftest import SIGNING_KEY, Desk, refusal_of, signed
 
 pytestmark = pytest.mark.unit
 
@@ -55,6 +56,7 @@ async def test_an_edit_asks_the_ledger_and_its_request_supersedes_the_old_versio
     [asked] = desk.erp.prepares
     assert (asked.operation_id, asked.supersedes, asked.edited_by, asked.requested_by, asked.assertion,
             asked.stock_check) == (new.operation_id, record["operation_id"], "bob", "alice", None, "exact")
+    assert verify_edit(asked, SIGNING_KEY.public_key())  # the ERP takes `supersedes` from this service only (#32)
     old, stored = desk.approval(record["pending_id"]), desk.approval(new.pending_id)
     assert (old.status, old.superseded_by, old.decided_by) == ("superseded", new.pending_id, "bob")
     assert (stored.supersedes, stored.edited_by, stored.editors, stored.requested_by) == (
@@ -129,13 +131,14 @@ async def test_a_request_superseding_an_operation_without_an_intent_is_an_invali
     assert desk.uow.sent == sent
 
 
-@pytest.mark.parametrize("change", [
-    {"arguments": {"draft_id": "D-8", "revision": 3},
-     "fingerprint": fingerprint("submit_order", 1, {"draft_id": "D-8", "revision": 3})},
-    {"supersedes": "op-elsewhere"},
-    {"call_id": "call-elsewhere"},  # (another requester fails earlier: the assertion names the old one's)
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"arguments": {"draft_id": "D-8", "revision": 3},
+      "fingerprint": fingerprint("submit_order", 1, {"draft_id": "D-8", "revision": 3})}, "edit_not_requested"),
+    ({"supersedes": "op-elsewhere"}, "edit_not_requested"),
+    # another call (or another requester) fails earlier: the assertion is the old call's, for the old requester
+    ({"call_id": "call-elsewhere"}, "assertion_call_mismatch"),
 ])
-async def test_a_request_unlike_the_recorded_intent_is_an_invalid_message(desk, change):
+async def test_a_request_unlike_the_recorded_intent_is_an_invalid_message(desk, change, reason):
     record = await desk.request("submit_order")
     desk.erp.hold = True
     editing = asyncio.create_task(edit(edit_cmd(record), desk.ports))
@@ -144,7 +147,7 @@ async def test_a_request_unlike_the_recorded_intent_is_an_invalid_message(desk, 
 
     # The ledger's (signed) request for a prepare the agent sent with `supersedes`, unlike the intent.
     refused = await refusal_of(request_approval(signed(request.model_copy(update=change)), desk.ports))
-    assert refused.details == {"reason": "edit_not_requested"}
+    assert refused.details == {"reason": reason}
     assert desk.approval(record["pending_id"]).status == "pending"
     await desk.erp.relay()  # the ledger's own request still makes the version
     assert (await editing).supersedes == record["pending_id"]

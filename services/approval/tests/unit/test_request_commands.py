@@ -95,6 +95,9 @@ FORGED_KEY = Ed25519PrivateKey.generate()
     (lambda request: vouched(request, key=FORGED_KEY), "assertion_invalid"),  # not the gateway's key
     (lambda request: vouched(request, sub="mallory"), "assertion_subject_mismatch"),  # vouches for someone else
     (lambda request: vouched(request, session_id="sess-other"), "assertion_session_mismatch"),
+    # the assertion of another call of the requester, the read the agent took it from (issue #32)
+    (lambda request: vouched(request, call_id="call-a-read", tool="search_products"), "assertion_call_mismatch"),
+    (lambda request: vouched(request, tool="search_products"), "assertion_call_mismatch"),  # the read's own id
     # Accepted by the ledger two hours after the gateway vouched: expired then (1 h lifetime).
     (lambda request: signed(vouched(request).model_copy(update={"asserted_at": NOW + timedelta(hours=2)})),
      "assertion_expired"),
@@ -217,8 +220,9 @@ async def test_a_tool_the_policy_denies_or_allows_as_is_gets_no_approval(policy,
 
 
 async def test_an_unknown_tool_is_refused_and_told(desk):
-    cmd = signed(desk.request_cmd("submit_order").model_copy(update={
-        "tool": "rm_rf", "arguments": {}, "fingerprint": fingerprint("submit_order", 1, {})}))
+    request = replace(build_request("submit_order"), tool="rm_rf", arguments={},
+                      fingerprint=fingerprint("submit_order", 1, {}))
+    cmd = vouched(request)  # the gateway vouched for a call of that tool (an assertion names its call's tool)
     refused = await refusal_of(request_approval(cmd, desk.ports))
     assert refused.code == "unknown_tool" and desk.state.approvals == {}
     assert len(desk.events(subjects.APPROVAL_EVT_REQUEST_REFUSED)) == 1

@@ -26,7 +26,8 @@ def cancelled(session_id: str, *call_ids: str, owner: str = "alice", vouched_for
               key: Ed25519PrivateKey = ASSERTION_KEY, at=NOW, **changes) -> RunCancelledV1:
     """The agent's record of a cancel, with the cancel command's assertion (for ``vouched_for``, the owner by
     default), as the gateway signed it at ``at``."""
-    assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id, now=at)
+    assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id,
+                               run_id="run-1", now=at)
     values = dict(session_id=session_id, run_id="run-1", owner=owner, cancelled_at=NOW, call_ids=list(call_ids),
                   assertion=assertion)
     return RunCancelledV1(**{**values, **changes})
@@ -75,6 +76,8 @@ async def test_a_pending_approval_past_its_deadline_expires_instead_of_being_wit
     (lambda call: cancelled("S-7", call, vouched_for="mallory"), "assertion_subject_mismatch"),
     (lambda call: cancelled("S-7", call).model_copy(update={"assertion": cancelled("S-other", call).assertion}),
      "assertion_session_mismatch"),
+    # The assertion of the cancel of another run (issue #32: a cancel's assertion is bound to its run).
+    (lambda call: cancelled("S-7", call, run_id="run-other"), "assertion_call_mismatch"),
     # The assertion had expired when the cancel was recorded (signed two hours before).
     (lambda call: cancelled("S-7", call, at=NOW - timedelta(hours=2)), "assertion_expired"),
     # An old assertion, and a cancelled_at the agent chose inside its lifetime: what counts is when the event

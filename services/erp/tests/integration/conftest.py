@@ -48,9 +48,18 @@ LEDGER_KEY = Ed25519PrivateKey.generate()  # the ERP's own: it signs the approva
 REQUESTER = "tester"
 
 
+# The chat run the tests' calls belong to (``<RUN>:call-…``): its assertion covers every one of them.
+RUN = "run-erp-tests"
+
+
+def call_uid() -> str:
+    return f"{RUN}:{uid('call-')}"
+
+
 def assertion(session_id: str, *, sub: str = REQUESTER, key: Ed25519PrivateKey = ASSERTION_KEY, **kw: Any) -> str:
-    """The gateway's requester assertion for ``sub`` in ``session_id``."""
-    return sign_assertion(key, sub=sub, roles=["requester"], session_id=session_id, **kw)
+    """The gateway's requester assertion for ``sub`` in ``session_id``, for the run ``RUN`` (or ``call_id=``)."""
+    bound = {} if "call_id" in kw or "run_id" in kw else {"run_id": RUN}
+    return sign_assertion(key, sub=sub, roles=["requester"], session_id=session_id, **bound, **kw)
 
 
 def uid(prefix: str = "") -> str:
@@ -75,11 +84,11 @@ class ErpClient:
 
     def draft_cmd(self, tool: str, arguments: dict, *, session_id: str, operation_id: str | None = None
                   ) -> ExecuteToolV1:
-        return ExecuteToolV1(session_id=session_id, call_id=uid("call-"), operation_id=operation_id or uid("op-"),
+        return ExecuteToolV1(session_id=session_id, call_id=call_uid(), operation_id=operation_id or uid("op-"),
                              tool=tool, arguments=arguments, requested_by=REQUESTER, assertion=assertion(session_id))
 
     def read_cmd(self, tool: str, arguments: dict, *, session_id: str) -> ExecuteToolV1:
-        return ExecuteToolV1(session_id=session_id, call_id=uid("call-"), operation_id=uid("op-"), tool=tool,
+        return ExecuteToolV1(session_id=session_id, call_id=call_uid(), operation_id=uid("op-"), tool=tool,
                              arguments=arguments, requested_by=REQUESTER, assertion=assertion(session_id))
 
     async def draft(self, tool: str, arguments: dict, *, session_id: str, operation_id: str | None = None
@@ -97,7 +106,7 @@ class ErpClient:
                     stock_check: str | None = None) -> PrepareOperationV1:
         args = normalise(tool, arguments)
         return PrepareOperationV1(
-            operation_id=operation_id or uid("op-"), session_id=session_id, call_id=uid("call-"), tool=tool,
+            operation_id=operation_id or uid("op-"), session_id=session_id, call_id=call_uid(), tool=tool,
             arguments=args, fingerprint=fingerprint(tool, 1, args), requested_by=REQUESTER, stock_check=stock_check,
             assertion=assertion(session_id))
 

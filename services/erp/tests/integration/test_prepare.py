@@ -13,9 +13,10 @@ from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.subjects import DEAD_LETTER_STREAM, dead_letter_subject
 from erpilot_contracts.tools.v1 import normalise
+from erpilot_platform.grants import sign_edit
 from erpilot_platform.ledger_signatures import verify_request
 
-from .conftest import LEDGER_KEY
+from .conftest import LEDGER_KEY, SIGNING_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,8 @@ async def test_prepare_stores_the_operation_and_answers_its_preview(erp, session
     assert (row.status, row.fingerprint, row.arguments, row.call_id, row.tool_schema_version) == (
         "prepared", cmd.fingerprint, cmd.arguments, cmd.call_id, 1)
     assert (row.requested_by, row.assertion, row.supersedes) == ("tester", cmd.assertion, None)
-    assert row.asserted_at == row.prepared_at and row.prepared_at is not None
+    # the assertion was checked at the time JetStream stored the command, a little before the prepare (#32)
+    assert row.prepared_at is not None and row.asserted_at <= row.prepared_at
     assert row.facts["stock_before"] == {sku: 8}
     assert row.preview["effects"] == [{"label": f"stock {sku}", "before": 8, "after": 6, "unit": "pcs"}]
     status = (await erp.operation(cmd.operation_id)).data
@@ -150,10 +152,13 @@ async def test_an_edit_is_prepared_for_the_requester_of_the_version_it_supersede
         "operation_id": first.operation_id + "-e1", "arguments": args,
         "fingerprint": fingerprint("adjust_stock", 1, args), "supersedes": first.operation_id,
         "edited_by": "approver-1", "assertion": None, "requested_by": "someone"})
+    edit = sign_edit(edit, SIGNING_KEY)  # the approval service's (its grant key)
 
     reply = await erp.send(subjects.ERP_CMD_PREPARE, edit)
-    stray = await erp.send(subjects.ERP_CMD_PREPARE, edit.model_copy(update={
-        "operation_id": first.operation_id + "-e2", "call_id": "another-call"}))
+    stray = await erp.send(subjects.ERP_CMD_PREPARE, sign_edit(edit.model_copy(update={
+        "operation_id": first.operation_id + "-e2", "call_id": "another-call"}), SIGNING_KEY))
+    unsigned = await erp.send(subjects.ERP_CMD_PREPARE, edit.model_copy(update={
+        "operation_id": first.operation_id + "-e3", "edit_signature": None}))  # what the agent could send
 
     assert reply.ok, reply
     [original] = await erp.approval_requests(first.operation_id)
@@ -164,3 +169,5 @@ async def test_an_edit_is_prepared_for_the_requester_of_the_version_it_supersede
     assert verify_request(RequestApprovalV1.model_validate(edited), LEDGER_KEY.public_key())  # signed alike
     assert (stray.error.code, stray.error.details) == ("invalid_message", {"reason": "supersedes_unknown"})
     assert await erp.operation_row(first.operation_id + "-e2") is None
+    assert (unsigned.error.code, unsigned.error.details) == ("invalid_message", {"reason": "edit_signature_missing"})
+    assert await erp.operation_row(first.operation_id + "-e3") is None

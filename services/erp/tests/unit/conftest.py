@@ -32,6 +32,8 @@ from services.erp.tests.fakes import LedgerState, memory_ledger
 NOW = datetime(2026, 10, 1, 12, 0, tzinfo=UTC)
 SESSION = "S-1"
 OWNER = "tester"  # the person the drafts of these tests are vouched for (Desk.requester too)
+# The chat run the desk's calls belong to (``<RUN>:call-N``): its assertion covers every one of them.
+RUN = "run-desk"
 
 
 class Catalog:
@@ -167,15 +169,20 @@ class Desk:
     def next(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
 
+    def call_id(self) -> str:
+        return f"{RUN}:{self.next('call')}"
+
     def assertion(self, *, sub: str = requester, session_id: str = SESSION, key: Ed25519PrivateKey | None = None,
-                  issued: datetime | None = None) -> str:
-        """The gateway's requester assertion (valid for an hour from ``issued``, default now)."""
+                  issued: datetime | None = None, **kw: Any) -> str:
+        """The gateway's requester assertion (valid for an hour from ``issued``, default now) for the desk's run
+        ``RUN``, or for what ``kw`` names (``call_id`` and ``tool`` of one call, ``run_id``; ``ttl``)."""
+        bound = {} if "call_id" in kw or "run_id" in kw else {"run_id": RUN}
         return sign_assertion(key or self.assertion_key, sub=sub, roles=["requester"], session_id=session_id,
-                              now=issued or self.ledger.clock())
+                              now=issued or self.ledger.clock(), **bound, **kw)
 
     def draft_cmd(self, tool: str, arguments: dict[str, Any], *, operation_id: str | None = None,
                   session_id: str = SESSION, **changes: Any) -> ExecuteToolV1:
-        cmd = ExecuteToolV1(session_id=session_id, call_id=self.next("call"), tool=tool, requested_by=self.requester,
+        cmd = ExecuteToolV1(session_id=session_id, call_id=self.call_id(), tool=tool, requested_by=self.requester,
                             operation_id=operation_id or self.next("op"), arguments=arguments,
                             assertion=self.assertion(session_id=session_id))
         return cmd.model_copy(update=changes)
@@ -190,7 +197,7 @@ class Desk:
                     stock_check: str | None = None, **changes: Any) -> PrepareOperationV1:
         args = normalise(tool, arguments)
         cmd = PrepareOperationV1(operation_id=operation_id or self.next("op"), session_id=SESSION,
-                                 call_id=self.next("call"), tool=tool, arguments=args,
+                                 call_id=self.call_id(), tool=tool, arguments=args,
                                  fingerprint=fingerprint(tool, 1, args), requested_by=self.requester,
                                  stock_check=stock_check, assertion=self.assertion())
         return cmd.model_copy(update=changes)

@@ -48,7 +48,7 @@ async def test_a_draft_command_and_a_read_query_run_through_the_built_endpoints(
         drafted = await ask(broker, subjects.ERP_CMD_DRAFT, cmd, durable=True)
         draft_id = drafted.data["result"]["draft_id"]
         read = await ask(broker, subjects.ERP_QUERY_READ, ExecuteToolV1(
-            session_id=cmd.session_id, call_id="call-read", tool="get_product", requested_by="tester",
+            session_id=cmd.session_id, call_id="run-desk:call-read", tool="get_product", requested_by="tester",
             operation_id="op-read", arguments={"sku": "SKU-A"}, assertion=real_time_assertion(desk)), durable=False)
 
     assert drafted.ok and drafted.data["outcome"] == "succeeded"

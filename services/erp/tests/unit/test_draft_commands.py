@@ -103,6 +103,8 @@ def other_key_assertion(desk, **kw):
     (lambda desk: desk.assertion(session_id="S-other"), "assertion_session_mismatch"),
     (lambda desk: desk.assertion(sub="mallory"), "assertion_subject_mismatch"),
     (lambda desk: desk.assertion(issued=desk.ledger.clock() - timedelta(hours=2)), "assertion_expired"),
+    # the assertion of another call (a read, say) of the same person in the same session (issue #32)
+    (lambda desk: desk.assertion(call_id="call-a-read", tool="search_products"), "assertion_call_mismatch"),
 ])
 async def test_a_draft_without_a_valid_assertion_for_its_requester_and_session_stores_nothing(
         desk, assertion, reason):

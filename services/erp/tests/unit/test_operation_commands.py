@@ -19,7 +19,9 @@ from erpilot_contracts.approval.v1 import RequestApprovalV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.service_layer import operations
+from erpilot_platform import deliveries
 from erpilot_platform.assertions import verify_assertion
+from erpilot_platform.grants import sign_edit
 from erpilot_platform.ledger_signatures import verify_request
 from erpilot_platform.refusals import InvalidMessage, Refused
 
@@ -126,6 +128,51 @@ async def test_a_prepare_without_an_assertion_for_its_requester_and_session_stor
     assert desk.state.operations == {} and requests_sent(desk) == [] and desk.ledger.inbox == {}
 
 
+@pytest.mark.parametrize("bound", [
+    {"call_id": "call-a-read", "tool": "search_products"},
+    {"call_id": "SAME", "tool": "search_products"},  # the read's own call id, given to the write
+    {"run_id": "run-another"},
+])
+async def test_the_assertion_of_another_call_prepares_nothing(desk, bound):
+    """Issue #32: the person's assertion for a read (or for another run) taken from the agent's records, reused
+    for a write of the same person in the same session."""
+    cmd = desk.prepare_cmd("adjust_stock", STOCK)
+    bound = {**bound, "call_id": cmd.call_id} if bound.get("call_id") == "SAME" else bound
+    cmd = cmd.model_copy(update={"assertion": desk.assertion(**bound)})
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(cmd)
+
+    assert refused.value.reason == "assertion_call_mismatch"
+    assert desk.state.operations == {} and requests_sent(desk) == [] and desk.ledger.inbox == {}
+
+
+class Stored:
+    """A JetStream message as ``deliveries.handling`` reads it: stored at ``timestamp``."""
+
+    def __init__(self, timestamp):
+        self.metadata = type("Metadata", (), {"timestamp": timestamp})()
+
+
+async def test_a_prepare_is_checked_when_jetstream_stored_it_so_a_redelivery_after_a_crash_verifies(desk):
+    """A direct call's assertion lives a minute; the prepare comes back minutes later (a crashed ERP, ack waits):
+    it is checked at the time the stream stored it, a time no publisher chooses."""
+    call_id = desk.call_id()
+    cmd = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id,
+                           assertion=desk.assertion(call_id=call_id, tool="adjust_stock", ttl=timedelta(seconds=60)))
+    stored = desk.ledger.clock()
+    desk.ledger.advance(timedelta(minutes=5))
+    with deliveries.handling(Stored(stored)):
+        await desk.operations.prepare(cmd)
+    assert desk.state.operations[cmd.operation_id].asserted_at == stored
+
+    late = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id,
+                            assertion=desk.assertion(call_id=call_id, tool="adjust_stock",
+                                                     ttl=timedelta(seconds=60), issued=stored - timedelta(minutes=5)))
+    with deliveries.handling(Stored(stored)), pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(late)  # stored when its assertion had expired
+    assert refused.value.reason == "assertion_expired"
+
+
 async def test_an_expired_assertion_is_refused_at_prepare(desk):
     cmd = desk.prepare_cmd("adjust_stock", STOCK)
     desk.ledger.advance(timedelta(hours=1, minutes=1))
@@ -135,12 +182,35 @@ async def test_an_expired_assertion_is_refused_at_prepare(desk):
     assert refused.value.reason == "assertion_expired" and requests_sent(desk) == []
 
 
-def edit_of(desk, cmd, arguments, **changes):
-    """The approval service's prepare of an edited version (no assertion of its own)."""
+def edit_of(desk, cmd, arguments, *, key=None, **changes):
+    """The approval service's prepare of an edited version (no assertion of its own), signed with its grant key
+    (``key``: another one, to forge)."""
     args = normalise(cmd.tool, arguments)
-    return cmd.model_copy(update={"operation_id": f"{cmd.operation_id}-e", "arguments": args,
-                                  "fingerprint": fingerprint(cmd.tool, 1, args), "supersedes": cmd.operation_id,
-                                  "edited_by": "editor", "requested_by": "tester", "assertion": None, **changes})
+    return sign_edit(cmd.model_copy(update={
+        "operation_id": f"{cmd.operation_id}-e", "arguments": args, "fingerprint": fingerprint(cmd.tool, 1, args),
+        "supersedes": cmd.operation_id, "edited_by": "editor", "requested_by": "tester", "assertion": None,
+        **changes}), key or desk.key)
+
+
+@pytest.mark.parametrize(("forge", "reason"), [
+    (lambda edit: edit.model_copy(update={"edit_signature": None}), "edit_signature_missing"),
+    (lambda edit: sign_edit(edit, Ed25519PrivateKey.generate()), "edit_signature_invalid"),  # the agent's own key
+    (lambda edit: edit.model_copy(update={"edited_by": "someone-else"}), "edit_signature_invalid"),  # changed
+])
+async def test_an_edit_is_taken_only_from_the_approval_service(desk, forge, reason):
+    """Issue #32 (low): the agent may publish cmd.erp.prepare too; with ``supersedes`` it would make a new version
+    of a pending write with the requester and assertion of the old one. Only the approval service's signed edit
+    supersedes anything."""
+    cmd = await desk.prepared("adjust_stock", STOCK)
+    edit = forge(edit_of(desk, cmd, {**STOCK, "delta": -250}))
+    answers = dict(desk.ledger.inbox)
+
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(edit)
+
+    assert refused.value.reason == reason
+    assert edit.operation_id not in desk.state.operations and len(requests_sent(desk)) == 1
+    assert desk.ledger.inbox == answers  # no answer kept: the approval service's own edit may still come
 
 
 async def test_an_edit_takes_requester_and_assertion_from_the_version_it_supersedes(desk):
@@ -158,7 +228,7 @@ async def test_an_edit_takes_requester_and_assertion_from_the_version_it_superse
     assert second["asserted_at"] == first["asserted_at"] == asked_at.isoformat().replace("+00:00", "Z")
     assert second["prepared_at"] != first["prepared_at"]
     assert verify_assertion(second["assertion"], desk.assertion_key.public_key(), session_id=cmd.session_id,
-                            sub="tester", at=asked_at).sub == "tester"
+                            sub="tester", call_id=cmd.call_id, tool=cmd.tool, at=asked_at).sub == "tester"
     assert all(verify_request(RequestApprovalV1.model_validate(sent), desk.ledger_key.public_key())
                for sent in (first, second))  # the edited version's request is the ledger's, signed alike
     assert desk.state.operations[edit.operation_id].supersedes == cmd.operation_id

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
 
 
 def read(desk, tool: str, session_id: str = "S-1", **arguments) -> ExecuteToolV1:
-    return ExecuteToolV1(session_id=session_id, call_id="c-1", operation_id="op-read", tool=tool,
+    return ExecuteToolV1(session_id=session_id, call_id="run-desk:c-1", operation_id="op-read", tool=tool,
                          arguments=arguments, requested_by="tester", assertion=desk.assertion(session_id=session_id))
 
 
@@ -126,3 +126,14 @@ async def test_an_operation_is_seen_as_prepared_then_committed(desk):
     assert (before.status, before.call_id, before.pending_id) == ("prepared", cmd.call_id, None)
     assert (after.status, after.decided_by) == ("committed", "approver")
     assert (unknown.value.code, unknown.value.status) == ("not_found", 404)
+
+
+async def test_a_read_with_the_assertion_of_another_call_is_refused(desk):
+    """Issue #32: an assertion vouches for its own call (or its run's calls), not for anything in the session."""
+    cmd = read(desk, "search_products", query="widget")
+    another = desk.assertion(call_id="call-another", tool="search_products")
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.reads.run(cmd.model_copy(update={"assertion": another}))
+    assert refused.value.reason == "assertion_call_mismatch"
+    its_own = desk.assertion(call_id=cmd.call_id, tool=cmd.tool)
+    assert (await desk.reads.run(cmd.model_copy(update={"assertion": its_own}))).outcome == "succeeded"

@@ -1,32 +1,60 @@
-"""Requester assertions (SPEC §10): the gateway vouches for the person behind every command it sends to the agent.
+"""Requester assertions (SPEC §10, §11): the gateway vouches for the person behind one command it sends to the agent.
 
 The agent runs the model and is the least trusted service: it forwards the assertion unchanged to the ERP and the
 approval service, which accept a requester only with it. The person is the verified JWT's ``sub`` with its roles,
-in the session the command is for; only the gateway holds the signing key (``ERPILOT_ASSERTION_SIGNING_KEY``).
+in the session the command is for, for the one tool call (``call_id``) or the one chat run (``run_id``, covering
+the run's calls ``<run_id>:*``) the person asked for; only the gateway holds the signing key
+(``ERPILOT_ASSERTION_SIGNING_KEY``). ``Services.vouch_call`` / ``vouch_run`` sign only after the session was found
+to be the caller's.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_gateway.auth import User
-from erpilot_platform.assertions import DEFAULT_TTL, sign_assertion
+from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL, sign_assertion
 
 
 class RequesterAssertions:
-    """Signs one assertion per command: ``sub`` and ``roles`` of the caller, ``session_id`` of the command."""
+    """Signs one assertion per command: ``sub`` and ``roles`` of the caller, ``session_id`` and the call or run of
+    the command. A direct tool call's lives ``call_ttl`` (seconds: ``TOOL_CALL_TTL``), a run's ``run_ttl``."""
 
-    def __init__(self, key: Ed25519PrivateKey, *, ttl: timedelta = DEFAULT_TTL):
+    def __init__(self, key: Ed25519PrivateKey, *, run_ttl: timedelta = DEFAULT_TTL,
+                 call_ttl: timedelta = TOOL_CALL_TTL):
         self.key = key
-        self.ttl = ttl
+        self.run_ttl = run_ttl
+        self.call_ttl = call_ttl
 
-    def vouch(self, user: User, session_id: str, *, now: datetime | None = None) -> str:
-        """Valid ``ttl`` from now, never past the token's own ``exp``: the gateway vouches for no longer than the
-        identity provider did (a run started with a token about to expire cannot act in that name for an hour)."""
+    def for_call(self, user: User, session_id: str, call_id: str, tool: str, *, now: datetime | None = None) -> str:
+        """The assertion of one direct tool call (HTTP or MCP) of ``tool``."""
+        now, ttl = self._lifetime(user, self.call_ttl, now)
+        return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, call_id=call_id,
+                              tool=tool, now=now, ttl=ttl)
+
+    def for_run(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None,
+                ttl: timedelta | None = None) -> str:
+        """The assertion of one chat run: its calls, and its cancel (with a shorter ``ttl``)."""
+        now, ttl = self._lifetime(user, ttl or self.run_ttl, now)
+        return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, run_id=run_id,
+                              now=now, ttl=ttl)
+
+    def run_id(self, session_id: str, message_id: str) -> str:
+        """The run a message starts, fixed by the gateway before it signs (the run's assertion names it): the same
+        session and message id give the same run, so a retry keeps ``post_message``'s idempotency. Derived with
+        the signing key (Ed25519 signatures are deterministic), so nobody else can predict a run's id, and with it
+        the call ids ``<run_id>:*`` the agent gives the model's calls, and claim one first."""
+        tag = self.key.sign(f"erpilot run id\x00{session_id}\x00{message_id}".encode())
+        return f"run_{hashlib.sha256(tag).hexdigest()[:32]}"
+
+    @staticmethod
+    def _lifetime(user: User, ttl: timedelta, now: datetime | None) -> tuple[datetime, timedelta]:
+        """Never past the token's own ``exp``: the gateway vouches for no longer than the identity provider did
+        (a run started with a token about to expire cannot act in that name for an hour)."""
         now = (now or datetime.now(UTC)).replace(microsecond=0)
-        ttl = self.ttl
         if user.expires_at is not None:
             ttl = min(ttl, datetime.fromtimestamp(int(user.expires_at), UTC) - now)
-        return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, now=now, ttl=ttl)
+        return now, ttl

@@ -1,6 +1,6 @@
 """The gateway's one way to the other services (its port): typed NATS requests that return the reply's model or
-raise Problem, the requester assertion each command to the agent carries, a session's events (live, or from the
-start for the SSE stream) and the readiness pings.
+raise Problem, the requester assertion a tool call or a run carries (signed only once the session was found to be
+the caller's), a session's events (live, or from the start for the SSE stream) and the readiness pings.
 
 Only this module and its NATS side (``session_watch``) touch the broker; the edges (``routes``, ``console``,
 ``mcp_server``) and what they share (``tool_calls``, ``catalogue``, ``sse``) ask through ``Services``
@@ -18,7 +18,8 @@ from typing import Any
 from faststream.nats import NatsBroker
 
 from erpilot_contracts import json_input
-from erpilot_contracts.requests import Endpoint, Rep, Req
+from erpilot_contracts.agent.v1 import GetSessionV1
+from erpilot_contracts.requests import AGENT_SESSION, Endpoint, Rep, Req
 from erpilot_contracts.subjects import ping_subject
 from erpilot_gateway.auth import User
 from erpilot_gateway.problems import Problem
@@ -29,6 +30,8 @@ from erpilot_platform.runtime import PingV1
 
 # The services readiness asks (each answers its ping from its database).
 PINGED = ("agent", "approval", "erp")
+# Sessions whose owner this process has seen (a session's owner never changes); cleared when it grows past this.
+OWNERS_KEPT = 10_000
 
 
 class Services:
@@ -36,6 +39,7 @@ class Services:
         self.broker = broker
         self.timeout = timeout
         self.assertions = assertions
+        self._owners: dict[str, str] = {}
 
     async def call(self, endpoint: Endpoint[Req, Rep], payload: Req) -> Rep:
         """The reply's ``data`` as ``endpoint``'s reply model; a service's refusal as the Problem of its ``ErrorV1``."""
@@ -54,9 +58,36 @@ class Services:
             raise Problem.from_error(reply.error)
         return reply.data or {}
 
-    def vouch(self, user: User, session_id: str) -> str:
-        """The requester assertion for ``user`` acting in ``session_id`` (every command sent to the agent)."""
-        return self.assertions.vouch(user, session_id)
+    async def vouch_call(self, user: User, session_id: str, call_id: str, tool: str) -> str:
+        """The requester assertion for ``user``'s one tool call ``call_id`` of ``tool`` in ``session_id``, once the
+        session is found to be theirs (else the Problem 404 ``not_found``)."""
+        await self.check_owner(user, session_id)
+        return self.assertions.for_call(user, session_id, call_id, tool)
+
+    async def vouch_run(self, user: User, session_id: str, run_id: str, *, cancel: bool = False) -> str:
+        """The requester assertion for ``user``'s chat run ``run_id`` in ``session_id`` (its calls), once the session
+        is found to be theirs. A cancel's lives as long as a direct call's: it only has to reach the approval
+        service with the agent's ``evt.agent.run_cancelled``, and the URL's run id is the caller's word."""
+        await self.check_owner(user, session_id)
+        ttl = self.assertions.call_ttl if cancel else None
+        return self.assertions.for_run(user, session_id, run_id, ttl=ttl)
+
+    def run_id(self, session_id: str, message_id: str) -> str:
+        """The run the message ``message_id`` starts in ``session_id`` (the same for a retry)."""
+        return self.assertions.run_id(session_id, message_id)
+
+    async def check_owner(self, user: User, session_id: str) -> None:
+        """Nothing when ``session_id`` is ``user``'s; else the Problem 404 ``not_found`` of an unknown session. The
+        first look asks the agent (the owner check of ``GET .../events``); a session's owner never changes, so
+        the answer is kept and later calls cost no hop."""
+        owner = self._owners.get(session_id)
+        if owner is None:
+            await self.call(AGENT_SESSION, GetSessionV1(session_id=session_id, owner=user.sub, summary_only=True))
+            if len(self._owners) >= OWNERS_KEPT:
+                self._owners.clear()
+            self._owners[session_id] = owner = user.sub
+        if owner != user.sub:
+            raise Problem(404, "not_found", f"session {session_id} not found")
 
     def watch_session(self, session_id: str) -> AbstractAsyncContextManager[SessionWatch]:
         """A watch on the session's events, from now until the ``async with`` ends."""

@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from erpilot_contracts.requests import Endpoint
 from erpilot_gateway.app import create_app
-from erpilot_gateway.auth import User
 from erpilot_gateway.requesters import RequesterAssertions
+from erpilot_gateway.services import Services
 from erpilot_gateway.session_watch import SessionWatch
 from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.grants import load_signing_key, new_keypair_env
@@ -40,6 +40,7 @@ class RecordingServices:
         self.timeout = timeout
         self.events = events or (lambda session_id: [])
         self.assertions = RequesterAssertions(load_signing_key(ASSERTION_KEYS["ERPILOT_ASSERTION_SIGNING_KEY"]))
+        self._owners: dict[str, str] = {}
         self.sent: list[tuple[str, Any]] = []
         self.queries: list[tuple[str, Any]] = []
         self.log: list[str] = []
@@ -52,8 +53,11 @@ class RecordingServices:
     async def call(self, endpoint: Endpoint, payload: Any) -> Any:
         return endpoint.reply.model_validate(await self.data(endpoint, payload))
 
-    def vouch(self, user: User, session_id: str) -> str:
-        return self.assertions.vouch(user, session_id)
+    # The real port's signing, owner check first (its look at the session is one more recorded query).
+    vouch_call = Services.vouch_call
+    vouch_run = Services.vouch_run
+    run_id = Services.run_id
+    check_owner = Services.check_owner
 
     @asynccontextmanager
     async def watch_session(self, session_id: str) -> AsyncIterator[SessionWatch]:

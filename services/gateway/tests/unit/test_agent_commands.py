@@ -1,7 +1,8 @@
 """What the gateway sends the agent, and how it answers from it:
 
-- every command to the agent (create_session, tool_call, post_message, cancel_run) carries the gateway's requester
-  assertion for the caller (the verified token's ``sub`` and roles) in that command's session (SPEC §10);
+- a tool call, a message and a cancel carry the gateway's requester assertion for the caller (the verified token's
+  ``sub`` and roles) in that command's session, bound to that call or to that run (SPEC §10, §11), signed only
+  after the session was found to be the caller's; creating a session carries none;
 - the 202 of a write tool call names its approval: the gateway watches the session's events from before it sends
   the command, and when the agent answers ``running`` it answers from that call's ``approval_pending`` (or
   ``tool_finished``), else, after its bound, from one look at the call;
@@ -20,8 +21,9 @@ import jwt
 import pytest
 
 from erpilot_contracts import subjects
+from erpilot_gateway.problems import Problem
 from erpilot_gateway.routes import sessions
-from erpilot_platform.assertions import verify_assertion
+from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL, AssertionRefused, verify_assertion
 from erpilot_platform.grants import load_verify_key
 
 from .fake_services import ASSERTION_KEYS, RecordingServices, gateway_client, sending
@@ -55,6 +57,11 @@ class Stack:
         self.client = gateway_client(self.services, SECRET)
 
     def answer(self, subject: str, payload: Any) -> dict:
+        if subject == subjects.AGENT_QUERY_SESSION:  # the owner check before signing: every session is alice's
+            if payload.owner != "alice":
+                raise Problem(404, "not_found", f"session {payload.session_id} not found")
+            return {"session_id": payload.session_id, "owner": "alice", "created_at": "2026-10-01T12:00:00Z",
+                    "last_seq": 0, "run_status": "idle"}
         if subject == subjects.AGENT_CMD_CREATE_SESSION:
             return {"session_id": payload.session_id}
         if subject == subjects.AGENT_CMD_POST_MESSAGE:
@@ -75,9 +82,16 @@ class Stack:
                     "expires_at": "2026-10-01T12:15:00Z", "status": status, "policy_version": "p"}
         raise AssertionError(f"unexpected {subject}")
 
-    def post(self, path: str, body: dict, *, who: str = "alice") -> tuple[Any, list[tuple[str, Any]]]:
-        return sending(self.services, lambda: self.client.post(
-            path, json=body, headers={"Authorization": f"Bearer {token(who)}"}))
+    def post(self, path: str, body: dict, *, who: str = "alice",
+             key: str | None = None) -> tuple[Any, list[tuple[str, Any]]]:
+        headers = {"Authorization": f"Bearer {token(who)}"} | ({"Idempotency-Key": key} if key else {})
+        return sending(self.services, lambda: self.client.post(path, json=body, headers=headers))
+
+
+def owner_checked(queries: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The queries after the owner check each first signing in a session starts with."""
+    assert queries[:1] == [] or queries[0][0] == subjects.AGENT_QUERY_SESSION
+    return queries[1:]
 
 
 @pytest.fixture
@@ -85,20 +99,64 @@ def stack() -> Stack:
     return Stack()
 
 
-def test_every_command_to_the_agent_carries_an_assertion_for_the_caller_in_its_session(stack):
+def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or_run(stack):
     stack.call_status = "finished"
     created, [(_, create)] = stack.post("/v1/sessions", {})
     session_id = created.json()["session_id"]
     _, [(_, call)] = stack.post(f"/v1/sessions/{session_id}/tool-calls",
                                 {"tool": "get_product", "arguments": {"sku": "SKU-PEN-BLUE"}})
-    _, [(_, message)] = stack.post(f"/v1/sessions/{session_id}/messages", {"text": "hi"})
+    _, [(_, message)] = stack.post(f"/v1/sessions/{session_id}/messages", {"text": "hi"}, key="m-1")
     _, [(_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/run_1/cancel", {})
 
-    for cmd in (create, call, message, cancel):
-        requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice")
+    assert create.assertion is None  # creating a session vouches for nothing
+    bound = ((call, {"call_id": call.call_id, "tool": call.tool}),
+             (message, {"call_id": f"{message.run_id}:call_0", "tool": "adjust_stock"}),
+             (message, {"run_id": message.run_id}), (cancel, {"run_id": "run_1"}))
+    for cmd, covered in bound:
+        requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice", **covered)
         assert requester.roles == ("requester", "approver") and cmd.owner == "alice"
-    other, [(_, theirs)] = stack.post("/v1/sessions", {}, who="bob")
-    assert verify_assertion(theirs.assertion, VERIFY_KEY, session_id=other.json()["session_id"]).sub == "bob"
+    lifetimes = [(r.expires_at - r.issued_at) for r in (
+        verify_assertion(call.assertion, VERIFY_KEY, session_id=session_id, call_id=call.call_id, tool=call.tool),
+        verify_assertion(cancel.assertion, VERIFY_KEY, session_id=session_id, run_id="run_1"),
+        verify_assertion(message.assertion, VERIFY_KEY, session_id=session_id, run_id=message.run_id))]
+    assert lifetimes == [TOOL_CALL_TTL, TOOL_CALL_TTL, DEFAULT_TTL]  # a direct call's and a cancel's: seconds
+    for cmd, other in ((call, {"call_id": "another-call", "tool": call.tool}),
+                       (call, {"call_id": call.call_id, "tool": "adjust_stock"}),  # a read's, for a write
+                       (message, {"call_id": "call_0", "tool": "adjust_stock"}),
+                       (call, {"run_id": call.call_id}), (cancel, {"run_id": "run_2"})):
+        with pytest.raises(AssertionRefused) as refused:
+            verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, **other)
+        assert refused.value.reason == "assertion_call_mismatch"
+
+
+def test_a_message_starts_the_run_the_gateway_named_and_a_retry_names_the_same_one(stack):
+    _, [(_, first)] = stack.post("/v1/sessions/ses_1/messages", {"text": "hi"}, key="m-1")
+    _, [(_, again)] = stack.post("/v1/sessions/ses_1/messages", {"text": "hi"}, key="m-1")
+    _, [(_, other)] = stack.post("/v1/sessions/ses_1/messages", {"text": "hi"}, key="m-2")
+    _, [(_, elsewhere)] = stack.post("/v1/sessions/ses_2/messages", {"text": "hi"}, key="m-1")
+
+    assert first.run_id == again.run_id and first.run_id.startswith("run_")
+    assert len({first.run_id, other.run_id, elsewhere.run_id}) == 3
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-9"}),
+    ("/v1/sessions/ses_1/messages", {"text": "hi"}),
+    ("/v1/sessions/ses_1/runs/run_1/cancel", {}),
+])
+def test_nothing_is_signed_or_sent_for_a_session_that_is_not_the_callers(stack, path, body):
+    """Issue #32: the gateway checks the session is the caller's before it signs; a session's owner is looked up
+    once, then kept."""
+    response, sent = stack.post(path, body, who="mallory")
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert sent == [] and [subject for subject, _ in stack.services.queries] == [subjects.AGENT_QUERY_SESSION]
+
+    stack.post(path, body)
+    stack.post(path, body)
+    owner_checks = [query for subject, query in stack.services.queries if subject == subjects.AGENT_QUERY_SESSION]
+    assert [query.owner for query in owner_checks] == ["mallory", "alice"]  # alice's answer is kept
+    again, sent = stack.post(path, body, who="mallory")
+    assert again.status_code == 404 and sent == []  # from what was kept: no hop
 
 
 @pytest.mark.parametrize("session_id", ["*", ">", "a.b", "ses 1", "s%C3%A9s"])
@@ -120,8 +178,9 @@ def test_a_write_answered_running_is_answered_from_its_approval_pending(stack):
     assert response.status_code == 202, response.text
     assert response.json() == {"call_id": "c-1", "status": "awaiting_approval", **PENDING,
                                "expires_at": "2026-10-01T12:15:00Z"}
-    assert stack.services.log == ["watch ses_1", f"send {subjects.AGENT_CMD_TOOL_CALL}", "unwatch ses_1"]
-    assert stack.services.queries == []  # answered from the event alone
+    assert stack.services.log == [f"send {subjects.AGENT_QUERY_SESSION}",  # the owner check, before signing
+                                  "watch ses_1", f"send {subjects.AGENT_CMD_TOOL_CALL}", "unwatch ses_1"]
+    assert owner_checked(stack.services.queries) == []  # answered from the event alone
 
 
 def test_a_write_the_policy_refuses_after_the_agents_answer_is_answered_from_its_tool_finished(stack):
@@ -141,7 +200,7 @@ def test_without_an_event_in_time_the_call_is_looked_at_once_and_answered_as_it_
 
     assert time.monotonic() - started < 2.0  # bounded by the request timeout (0.3 s here)
     assert (response.status_code, response.json()) == (202, {"call_id": "c-3", "status": "running"})
-    [(subject, query)] = stack.services.queries
+    [(subject, query)] = owner_checked(stack.services.queries)
     assert (subject, query.call_id, query.owner) == (subjects.AGENT_QUERY_TOOL_CALL, "c-3", "alice")
 
 
@@ -152,7 +211,7 @@ def test_an_answer_that_already_says_it_all_is_given_at_once(stack, status):
     response, _ = stack.post("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-4"})
 
     assert response.json()["status"] == status and response.json().get("pending_id") != "pa_late"
-    assert stack.services.queries == []
+    assert owner_checked(stack.services.queries) == []
 
 
 def test_a_cancel_sends_no_withdrawal_and_answers_each_approval_once_none_is_pending(stack, monkeypatch):
@@ -164,7 +223,7 @@ def test_a_cancel_sends_no_withdrawal_and_answers_each_approval_once_none_is_pen
         {"pending_id": "pa_1", "status": "withdrawn"}, {"pending_id": "pa_2", "status": "approved"}]}
     reads = [query.pending_id for subject, query in stack.services.queries if subject == subjects.APPROVAL_QUERY_GET]
     assert reads == ["pa_1", "pa_2", "pa_1", "pa_1"]  # only the pending one is read again
-    assert all(query.actor.sub == "alice" for _, query in stack.services.queries)  # as the owner
+    assert all(query.actor.sub == "alice" for _, query in owner_checked(stack.services.queries))  # as the owner
 
 
 def test_a_cancel_answers_after_its_bound_even_if_an_approval_stays_pending(stack, monkeypatch):

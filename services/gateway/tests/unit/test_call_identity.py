@@ -25,6 +25,9 @@ CALL = {"tool": "get_product", "arguments": {"sku": "SKU-PEN-BLUE"}}
 
 
 def answer(subject: str, payload: Any) -> dict:
+    if subject == subjects.AGENT_QUERY_SESSION:  # the owner check before signing
+        return {"session_id": payload.session_id, "owner": payload.owner, "created_at": "2026-10-01T12:00:00Z",
+                "last_seq": 0, "run_status": "idle"}
     if subject == subjects.AGENT_CMD_POST_MESSAGE:
         return {"run_id": "run_1"}
     return {"call_id": payload.call_id, "session_id": payload.session_id, "tool": payload.tool,

@@ -1,4 +1,5 @@
-"""The gateway's requester assertion lasts its ttl, but never past the signed-in token's own expiry."""
+"""The gateway's requester assertion is bound to one tool call or one run, lasts its ttl (a direct call's:
+seconds), but never past the signed-in token's own expiry."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from erpilot_gateway.auth import User
 from erpilot_gateway.requesters import RequesterAssertions
-from erpilot_platform.assertions import DEFAULT_TTL
+from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL
 from erpilot_platform.grants import load_signing_key, new_keypair_env
 
 pytestmark = pytest.mark.unit
@@ -18,16 +19,40 @@ NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 KEY = load_signing_key(new_keypair_env("ERPILOT_ASSERTION")["ERPILOT_ASSERTION_SIGNING_KEY"])
 
 
+def claims_of(token: str) -> dict:
+    return jwt.decode(token, options={"verify_signature": False})
+
+
 def expiry_of(token: str) -> datetime:
-    claims = jwt.decode(token, options={"verify_signature": False})
-    return datetime.fromtimestamp(claims["exp"], UTC)
+    return datetime.fromtimestamp(claims_of(token)["exp"], UTC)
 
 
-def test_an_assertion_lasts_its_ttl_while_the_token_lasts_longer():
+def test_a_run_lasts_its_ttl_and_a_direct_call_seconds_while_the_token_lasts_longer():
     user = User(sub="alice", roles=("requester",), expires_at=(NOW + timedelta(hours=8)).timestamp())
-    assert expiry_of(RequesterAssertions(KEY).vouch(user, "ses_1", now=NOW)) == NOW + DEFAULT_TTL
+    assertions = RequesterAssertions(KEY)
+    assert expiry_of(assertions.for_run(user, "ses_1", "run_1", now=NOW)) == NOW + DEFAULT_TTL
+    assert expiry_of(assertions.for_call(user, "ses_1", "call_1", "get_product", now=NOW)) == NOW + TOOL_CALL_TTL
+    assert TOOL_CALL_TTL <= timedelta(seconds=60)
 
 
 def test_an_assertion_ends_with_a_token_that_ends_sooner():
     user = User(sub="alice", roles=("requester",), expires_at=(NOW + timedelta(minutes=5)).timestamp())
-    assert expiry_of(RequesterAssertions(KEY).vouch(user, "ses_1", now=NOW)) == NOW + timedelta(minutes=5)
+    assert expiry_of(RequesterAssertions(KEY).for_run(user, "ses_1", "run_1", now=NOW)) == NOW + timedelta(minutes=5)
+
+
+def test_each_assertion_names_its_purpose_and_what_it_is_bound_to():
+    user = User(sub="alice", roles=("requester",), expires_at=None)
+    call = claims_of(RequesterAssertions(KEY).for_call(user, "ses_1", "call_1", "get_product", now=NOW))
+    run = claims_of(RequesterAssertions(KEY).for_run(user, "ses_1", "run_1", now=NOW))
+    assert (call["purpose"], call["call_id"], call["tool"], "run_id" in call) == (
+        "tool_call", "call_1", "get_product", False)
+    assert (run["purpose"], run["run_id"], "call_id" in run) == ("run", "run_1", False)
+
+
+def test_a_run_id_is_fixed_by_session_and_message_and_unpredictable_without_the_key():
+    assertions = RequesterAssertions(KEY)
+    run_id = assertions.run_id("ses_1", "m-1")
+    assert run_id == assertions.run_id("ses_1", "m-1") and run_id.startswith("run_")
+    assert len({run_id, assertions.run_id("ses_1", "m-2"), assertions.run_id("ses_2", "m-1")}) == 3
+    other_key = load_signing_key(new_keypair_env("ERPILOT_ASSERTION")["ERPILOT_ASSERTION_SIGNING_KEY"])
+    assert RequesterAssertions(other_key).run_id("ses_1", "m-1") != run_id

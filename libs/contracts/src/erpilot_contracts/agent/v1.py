@@ -83,8 +83,12 @@ class PostMessageV1(Message):
     text: str
     message_id: str = Field(min_length=1, max_length=100,
                             description="The client's Idempotency-Key or the gateway's id, fixed before publishing.")
-    assertion: str | None = Field(None, description="The gateway's requester assertion; the run keeps it for every "
-                                                    "call it makes (ARCHITECTURE, requester assertions).")
+    run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,100}$",
+                               description="The run the message starts, fixed by the gateway (the same for the same "
+                                           "message), which the assertion is bound to; the agent uses it.")
+    assertion: str | None = Field(None, description="The gateway's requester assertion for this run (`purpose: run`, "
+                                                    "`run_id`); the run keeps it for every call it makes "
+                                                    "(ARCHITECTURE, requester assertions).")
 
 
 class RunRefV1(Message):

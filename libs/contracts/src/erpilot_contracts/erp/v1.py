@@ -73,6 +73,9 @@ class PrepareOperationV1(Message):
         None, description="Edits only (sent by the approval service): the operation this one replaces. The ledger "
                           "takes the requester and the assertion from its own record of that operation.")
     edited_by: str | None = Field(None, description="Edits only: the person who edited the arguments.")
+    edit_signature: str | None = Field(
+        None, description="Edits only: the approval service's Ed25519 signature (its grant key) over every other "
+                          "field; the ERP takes `supersedes` from nobody else (the agent may publish this subject).")
 
 
 class PreparedOperationV1(Message):

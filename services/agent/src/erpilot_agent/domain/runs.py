@@ -12,7 +12,8 @@ A run starts with the user's message. Each step the driver looks at the stored h
 What the model answers is turned into one assistant entry (``assistant_turn``) with call ids that are
 globally unique (``<run_id>:<model's id>``, suffixed when the model repeats an id): ``call_id`` is the
 primary key of every tool call the agent records, models reuse ids like ``call_0`` freely, and the
-run id is random, so no other client can claim a model's call id in advance. Each stored call also
+run id is unpredictable (the gateway derives it with its signing key, and binds the run's requester assertion to
+it), so no other client can claim a model's call id in advance. Each stored call also
 keeps the id the model issued, verbatim (``model_id``): the model gets its calls back under those
 (``domain.model_ids.for_model``), never under the global ones.
 """

@@ -46,10 +46,11 @@ class RunRecords:
 
     # --- starting and cancelling ---------------------------------------------------------------
     async def start_run(self, *, session_id: str, owner: str, message_id: str, text: str,
-                        assertion: str | None = None) -> tuple[str, bool]:
+                        assertion: str | None = None, run_id: str | None = None) -> tuple[str, bool]:
         """Record the user message and a new run; (run_id, created). Idempotent by ``message_id``; raises
-        ``Refused`` (unknown session, another text under the id, a run of the session working)."""
-        run_id = f"run_{uuid.uuid4().hex}"
+        ``Refused`` (unknown session, another text under the id, a run of the session working). ``run_id`` is
+        the gateway's (its assertion covers that run's calls only); a new one when none is given."""
+        run_id = run_id or f"run_{uuid.uuid4().hex}"
 
         async def work(w: Work) -> tuple[str, bool]:
             session = await w.sessions.get(session_id, lock=True)

@@ -55,10 +55,11 @@ class RunService:
     # --- entry points ------------------------------------------------------------------------
     async def post_message(self, cmd: PostMessageV1) -> RunRefV1:
         """Start a run for the message (idempotent by ``message_id``) and drive it in the background. The run
-        keeps the message's requester assertion for every call it makes. Raises ``Refused``."""
+        keeps the message's requester assertion for every call it makes, under the gateway's run id, which that
+        assertion is bound to. Raises ``Refused``."""
         run_id, _created = await self.store.start_run(session_id=cmd.session_id, owner=cmd.owner,
                                                       message_id=cmd.message_id, text=cmd.text,
-                                                      assertion=cmd.assertion)
+                                                      assertion=cmd.assertion, run_id=cmd.run_id)
         self.schedule(run_id)
         return RunRefV1(run_id=run_id)
 

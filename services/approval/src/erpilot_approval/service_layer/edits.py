@@ -34,6 +34,7 @@ from erpilot_contracts.erp.v1 import PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_platform.broker import ReplyError, TransientError
 from erpilot_platform.failpoints import failpoint
+from erpilot_platform.grants import sign_edit
 from erpilot_platform.refusals import Refused
 from erpilot_platform.tool_arguments import normalised_or_refusal
 
@@ -82,12 +83,13 @@ class _Edit:
         """Ask the ledger to prepare the edited operation; a refusal there ends the edit (and its intent)."""
         old = self.old
         try:
-            prepared = await self.ports.erp.prepare(PrepareOperationV1(
+            # signed: the ERP takes `supersedes` from this service only (the agent may publish the subject too)
+            prepared = await self.ports.erp.prepare(sign_edit(PrepareOperationV1(
                 operation_id=self.operation_id, session_id=old.session_id, call_id=old.call_id, tool=old.tool,
                 tool_schema_version=old.tool_schema_version, arguments=self.arguments,
                 fingerprint=self.fingerprint, requested_by=old.requested_by,
                 stock_check=self.ports.policy.for_tool(old.tool).stock_check,
-                supersedes=old.operation_id, edited_by=self.actor.sub))
+                supersedes=old.operation_id, edited_by=self.actor.sub), self.ports.signing_key))
         except ReplyError as refusal:  # the ERP answered: it stored nothing, so no request will come
             await self.ports.uow.run(lambda unit: unit.edits.forget(self.operation_id))
             error = refusal.error  # a business rejection conflicts with the ledger's state; 5xx: the ERP failed

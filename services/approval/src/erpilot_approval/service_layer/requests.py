@@ -66,9 +66,10 @@ def verify_ledger_signature(cmd: RequestApprovalV1, ports: Ports) -> None:
 
 
 def verify_requester(cmd: RequestApprovalV1, ports: Ports) -> None:
-    """The gateway vouched for ``requested_by`` in this session when the ledger accepted the request."""
+    """The gateway vouched for ``requested_by`` in this session, for this call (or its run), when the ledger
+    accepted the request."""
     require_vouched(cmd.assertion, ports.assertion_key, session_id=cmd.session_id, sub=cmd.requested_by,
-                    at=cmd.asserted_at)
+                    call_id=cmd.call_id, tool=cmd.tool, at=cmd.asserted_at)
 
 
 def admit(request: ApprovalRequest, policy: Policy, now: datetime, pending_id: str,

@@ -2,9 +2,10 @@
 
 One way in: ``evt.agent.run_cancelled``, from the agent's outbox, written in the cancel's own transaction, with
 the cancel command's requester assertion, forwarded unchanged. The agent is trusted least: the assertion must
-verify for that session and name the event's owner when the event was stored (else ``InvalidMessage``:
-dead-lettered, nothing withdrawn); from the event only the session, the call ids and the owner are taken, and
-the approvals touched are looked up here, among this service's own records: those the owner requested.
+verify for that session, name the event's owner and be bound to that run when the event was stored (else
+``InvalidMessage``: dead-lettered, nothing withdrawn); from the event only the session, the call ids and the owner
+are taken, and the approvals touched are looked up here, among this service's own records: those the owner
+requested.
 
 One transaction, each approval's row locked (in ``pending_id`` order, so two withdrawals never deadlock)
 before its status is read: a decision racing the withdrawal either comes first (the approval stays
@@ -24,11 +25,11 @@ from erpilot_platform.assertions import require_vouched
 
 
 def verify_owner(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) -> None:
-    """The gateway vouched for the event's owner in this session, and the vouching still held when the event was
-    stored: ``stored_at`` (JetStream's time, ``deliveries.stored_at``), never the event's own ``cancelled_at``,
-    which the agent writes (with it an old assertion would withdraw at any later time)."""
+    """The gateway vouched for the event's owner in this session, for cancelling this run, and the vouching still
+    held when the event was stored: ``stored_at`` (JetStream's time, ``deliveries.stored_at``), never the event's
+    own ``cancelled_at``, which the agent writes (with it an old assertion would withdraw at any later time)."""
     require_vouched(event.assertion, ports.assertion_key, session_id=event.session_id, sub=event.owner,
-                    at=stored_at)
+                           run_id=event.run_id, at=stored_at)
 
 
 async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) -> None:

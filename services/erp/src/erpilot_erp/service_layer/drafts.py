@@ -18,6 +18,7 @@ from erpilot_erp.service_layer import to_domain
 from erpilot_erp.service_layer.ports import Ledger, Work
 from erpilot_erp.service_layer.replies import answered, normalised, once, rejected_tool
 from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
+from erpilot_platform.deliveries import stored_at
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.refusals import Refused
 
@@ -49,7 +50,10 @@ class DraftService:
         now = self.clock()
         # Drafts belong to the session and the person that made them: the requester, vouched for by the gateway's
         # assertion (checked here, not taken from the agent), becomes a new draft's owner, and only the owner edits.
-        self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, requested_by=cmd.requested_by, at=now)
+        # Checked at the time JetStream stored the command, so a redelivery after a crash still verifies with a
+        # direct call's short-lived assertion (no publisher chooses that time; outside JetStream: now).
+        self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
+                              requested_by=cmd.requested_by, at=stored_at(now))
         try:
             if cmd.tool == "create_order_draft":
                 revision = await self._create(w, cmd.session_id, cmd.requested_by, to_domain.draft_creation(args), now)

@@ -1,7 +1,8 @@
 """PREPARE and COMMIT of the write tools (SPEC §3, §10), each one database transaction.
 
-prepare: check the requester (the gateway's assertion for ``requested_by`` in the session, valid now; an edit
-takes requester and assertion from the ledger's record of the version it supersedes), run the domain's prepare
+prepare: check the requester (the gateway's assertion for ``requested_by`` in the session and that call, valid
+when the command was stored; an edit, signed by the approval service with its grant key, takes requester and
+assertion from the ledger's record of the version it supersedes), run the domain's prepare
 for that requester (a draft or an order that is not theirs is not_found: ``domain.owners``),
 store the operation (arguments, fingerprint, facts, preview, requester, assertion) and, in the same transaction,
 put ``cmd.approval.request`` built from that record and signed with the ledger key in the outbox (the approval
@@ -41,8 +42,9 @@ from erpilot_erp.service_layer.ports import Ledger, NewOperation, Outcome, Work
 from erpilot_erp.service_layer.replies import answered, business_error, business_refusal, normalised, once
 from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
 from erpilot_erp.service_layer.write_state import write_state
+from erpilot_platform.deliveries import stored_at
 from erpilot_platform.failpoints import failpoint
-from erpilot_platform.grants import verify_grant
+from erpilot_platform.grants import verify_edit, verify_grant
 from erpilot_platform.ledger_signatures import sign_request
 from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.telemetry import commit_outcomes, step
@@ -108,13 +110,23 @@ class OperationService:
     async def _requester(self, w: Work, cmd: PrepareOperationV1, now: datetime) -> tuple[str, str, datetime]:
         """Who asked, the assertion that says so and when it was accepted.
 
-        A new operation: the command's ``requested_by``, vouched for by its assertion now. An edit (``supersedes``,
+        A new operation: the command's ``requested_by``, vouched for by its assertion for this call when JetStream
+        stored the command (``deliveries.stored_at``, a time no publisher chooses), so a prepare redelivered after a
+        crash still verifies with a direct call's short-lived assertion. An edit (``supersedes``,
         sent by the approval service, which checked the editor): the requester, assertion and acceptance time of the
         version it replaces, from the ledger's own record, so an edit can neither change nor invent who asked.
         """
         if cmd.supersedes is None:
-            self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, requested_by=cmd.requested_by, at=now)
-            return cmd.requested_by, cmd.assertion, now
+            asserted_at = stored_at(now)
+            self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
+                                  requested_by=cmd.requested_by, at=asserted_at)
+            return cmd.requested_by, cmd.assertion, asserted_at
+        if not cmd.edit_signature:  # the agent may publish cmd.erp.prepare too: an edit is the approval service's
+            raise InvalidMessage("edit_signature_missing", "an edit (supersedes) is taken only from the approval "
+                                                           "service, with its signature")
+        if not verify_edit(cmd, self.verify_key):
+            raise InvalidMessage("edit_signature_invalid", "the edit's signature does not verify (another key, or a "
+                                                           "field changed since it was signed)")
         old = await w.ledger.operation(cmd.supersedes)
         if old is None or (old.session_id, old.call_id, old.tool) != (cmd.session_id, cmd.call_id, cmd.tool):
             raise InvalidMessage("supersedes_unknown", f"operation {cmd.supersedes} is not an earlier version of "

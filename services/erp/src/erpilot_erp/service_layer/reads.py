@@ -39,8 +39,8 @@ class ReadTools:
         args = normalised(cmd.tool, cmd.arguments)
         if get_tool(cmd.tool).kind is not ToolKind.READ:
             raise Refused("not_a_read_tool", f"{cmd.tool} is not a read tool", 422)
-        self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, requested_by=cmd.requested_by,
-                              at=self.clock())
+        self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
+                              requested_by=cmd.requested_by, at=self.clock())
         return await self.ledger.read(lambda w: _read(w, cmd.tool, args, cmd.session_id, cmd.requested_by))
 
 

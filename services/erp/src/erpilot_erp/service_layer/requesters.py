@@ -1,6 +1,7 @@
-"""Who asked (SPEC §10): the ERP accepts a ``requested_by`` only with the gateway's requester assertion for that
-person in that session, valid now (``erpilot_platform.assertions``). The agent forwards the assertion it was
-given; it holds no key to make one, so it can name no one but the person who asked.
+"""Who asked (SPEC §10, §11): the ERP accepts a ``requested_by`` only with the gateway's requester assertion for
+that person in that session, for that tool call (or the chat run it belongs to), valid when the command came
+(``erpilot_platform.assertions``). The agent forwards the assertion it was given; it holds no key to make one, so it
+can name no one but the person who asked, and only for the call they asked for.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ class Requesters:
     def __init__(self, verify_key: Ed25519PublicKey):
         self.verify_key = verify_key
 
-    def vouch(self, assertion: str | None, *, session_id: str, requested_by: str, at: datetime) -> None:
-        """Nothing when ``assertion`` vouches for ``requested_by`` in ``session_id`` at ``at``; otherwise
-        ``InvalidMessage`` whose reason names the rule (``assertion_missing``, ``assertion_expired``, ...)."""
-        require_vouched(assertion, self.verify_key, session_id=session_id, sub=requested_by, at=at)
+    def vouch(self, assertion: str | None, *, session_id: str, call_id: str, tool: str, requested_by: str,
+              at: datetime) -> None:
+        """Nothing when ``assertion`` vouches for ``requested_by`` in ``session_id`` for ``call_id`` of ``tool`` at
+        ``at``;
+        otherwise ``InvalidMessage`` whose reason names the rule (``assertion_missing``, ``assertion_expired``,
+        ``assertion_call_mismatch``, ...)."""
+        require_vouched(assertion, self.verify_key, session_id=session_id, sub=requested_by, call_id=call_id, tool=tool,
+                        at=at)

@@ -45,8 +45,7 @@ class GatewayTools:
         caller = self.caller_of(ctx)
         session_id = derived_session_id(caller.user.sub, caller.connection_key)
         if session_id not in self._created:
-            cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session",
-                                  assertion=self.services.vouch(caller.user, session_id))
+            cmd = CreateSessionV1(session_id=session_id, owner=caller.user.sub, title="MCP session")
             await self.services.call(requests.AGENT_CREATE_SESSION, cmd)
             if len(self._created) > 10_000:
                 self._created.clear()

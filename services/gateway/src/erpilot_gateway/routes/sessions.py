@@ -45,8 +45,7 @@ async def create_session(request: Request, user: CurrentUser, body: CreateSessio
     title = body.title if body else None
     services = _services(request)
     session_id = f"ses_{uuid.uuid4().hex[:20]}"
-    cmd = CreateSessionV1(session_id=session_id, owner=user.sub, title=title,
-                          assertion=services.vouch(user, session_id))
+    cmd = CreateSessionV1(session_id=session_id, owner=user.sub, title=title)  # vouches for nothing: no assertion
     created = await services.call(requests.AGENT_CREATE_SESSION, cmd)
     return {"session_id": created.session_id}
 
@@ -95,8 +94,11 @@ async def post_message(request: Request, session_id: str, body: PostMessageBody,
     """
     message_id = _checked_key(idempotency_key) or f"msg_{uuid.uuid4().hex}"  # fixed before the first publish
     services = _services(request)
-    cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id,
-                        assertion=services.vouch(user, session_id))  # the run keeps it for every call it makes
+    # The gateway fixes the run's id before it signs, so the assertion (which the run keeps for every call it
+    # makes) covers that run's calls and no other's; a retry of the message names the same run.
+    run_id = services.run_id(session_id, message_id)
+    cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id, run_id=run_id,
+                        assertion=await services.vouch_run(user, session_id, run_id))
     started = await services.call(requests.AGENT_POST_MESSAGE, cmd)
     return {"run_id": started.run_id}
 
@@ -111,7 +113,7 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
     409 ``run_in_progress`` while the run is working, ``run_not_waiting`` once it is over."""
     services = _services(request)
     cancel = CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id,
-                         assertion=services.vouch(user, session_id))
+                         assertion=await services.vouch_run(user, session_id, run_id, cancel=True))
     cancelled = await services.call(requests.AGENT_CANCEL_RUN, cancel)
     # One path withdraws: the approval service acts on the agent's record of the cancel (evt.agent.run_cancelled,
     # with this assertion). The answer reads how each approval ended, as the owner sees it.
