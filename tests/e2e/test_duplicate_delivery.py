@@ -19,12 +19,15 @@ from typing import Any
 
 import pytest
 
+from erpilot.ops.dlq import list_dead_letters
 from tests.e2e.conftest import Api, isolated_stack, wait_for
 from tests.e2e.duplicates import DuplicateInjector
 from tests.e2e.test_model_runs import run_events, start_run
 from tests.e2e.test_write_flow import decide, finished, request_write, stock
 
 pytestmark = pytest.mark.e2e
+# What erpilot_platform.endpoints logs when a handler raised or gave a message up.
+FAILED = ("handler failed on", "query failed on", "dead-lettered message from", "could not dead-letter")
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +141,11 @@ def test_every_request_has_exactly_one_effect_when_every_message_is_delivered_th
         for price in (1111, 2222):  # a late copy of the first change must not undo the second
             assert admin.client.patch("/v1/erp/products/SKU-MOUSE-ERGO", json={"price_minor": price}).status_code == 200
     assert {"cmd", "evt", "sessions", "query"} <= set(injector.copied), injector.copied
+    # Every copy must be handled as a repeat, not survive as an error: a consumer that is not idempotent
+    # (an ERP without its inbox claim) fails on a copy's unique key, which a later retry or the ledger's own
+    # constraints may hide from the counts below; a failure or a dead letter does not go unseen.
+    assert failures(duplicated) == []
+    assert dead_letters(duplicated) == []
 
     sessions = [tools["session"], chat["session"], edit["session"]]
     url = duplicated.database_url
@@ -199,6 +207,33 @@ def test_every_request_has_exactly_one_effect_when_every_message_is_delivered_th
     seen = requester.events(chat["session"], until=lambda evs: evs[-1]["type"] == "run_finished"
                             and evs[-1]["data"]["run_id"] == chat["runs"][-1])
     assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
+
+
+def failures(stack: Any) -> list[str]:
+    """The lines of every service's log saying a handler or query failed, or a message was dead-lettered."""
+    found = []
+    for path in sorted((stack.data_dir / "logs").glob("*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if any(said in line for said in FAILED):
+                said = json.loads(line) if line.startswith("{") else {"msg": line}
+                found.append(f"{path.stem}: {said['msg'][:200]} {said.get('exc', '').strip().splitlines()[-1:]}")
+    return found
+
+
+def dead_letters(stack: Any) -> list[str]:
+    """What the dead-letter stream holds: each letter's original subject and reason."""
+    import nats
+
+    async def read() -> list[str]:
+        nc = await nats.connect(stack.nats_url)
+        try:
+            letters = await list_dead_letters(nc.jetstream(), limit=100)
+            return [f"{letter.original_subject}: {letter.reason}" for letter in letters]
+        finally:
+            await nc.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read()).result()
 
 
 def _data(event: Any) -> dict:

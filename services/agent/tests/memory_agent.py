@@ -96,7 +96,7 @@ class MemorySessionRepository:
     async def add(self, session_id: str, owner: str, title: str | None) -> None:
         self.tx.require_writable()
         if session_id in self.state.sessions:
-            raise KeyError(f"session {session_id} exists")  # the SQL primary key
+            return  # the SQL insert's ON CONFLICT DO NOTHING
         self.state.sessions[session_id] = SessionRecord(session_id, owner, title, self.tx.clock(), 0, None)
 
     async def owned_by(self, owner: str, *, q: str | None, before: tuple[datetime, str] | None,

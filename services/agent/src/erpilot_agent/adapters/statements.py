@@ -23,7 +23,9 @@ def now() -> datetime:
 
 
 async def create_session(conn: AsyncConnection, session_id: str, owner: str, title: str | None) -> None:
-    await conn.execute(sessions.insert().values(session_id=session_id, owner=owner, title=title))
+    # A concurrent copy of the command may insert first: this one then waits for it and inserts nothing.
+    await conn.execute(insert(sessions).values(session_id=session_id, owner=owner, title=title)
+                       .on_conflict_do_nothing(index_elements=[sessions.c.session_id]))
 
 
 async def get_session(conn: AsyncConnection, session_id: str, *, lock: bool = False) -> Any:

@@ -101,7 +101,7 @@ class SessionRepository(Protocol):
         ...
 
     async def add(self, session_id: str, owner: str, title: str | None) -> None:
-        """A new session (the caller checked there is none with this id)."""
+        """A new session; nothing if one with this id exists (a concurrent delivery stored it first)."""
         ...
 
     async def owned_by(self, owner: str, *, q: str | None, before: tuple[datetime, str] | None,

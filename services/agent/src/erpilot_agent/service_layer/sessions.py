@@ -20,12 +20,14 @@ from erpilot_platform.refusals import Refused
 
 
 async def create_session(uow: AgentUnitOfWork, cmd: CreateSessionV1) -> SessionRefV1:
-    """Idempotent by ``session_id``: a redelivery finds the session it created."""
+    """Idempotent by ``session_id``: a redelivery finds the session it created, also when it runs at the same time
+    as the first delivery (both find no session; ``add`` leaves the one stored first)."""
     async def work(w: Work) -> None:
         existing = await w.sessions.get(cmd.session_id)
         if existing is None:
             await w.sessions.add(cmd.session_id, cmd.owner, cmd.title)
-        elif existing.owner != cmd.owner:
+            existing = await w.sessions.get(cmd.session_id)
+        if existing is None or existing.owner != cmd.owner:
             raise Refused("idempotency_conflict", f"session {cmd.session_id} exists", 409)
 
     await uow.run(work)
