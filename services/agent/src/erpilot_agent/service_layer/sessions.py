@@ -15,6 +15,7 @@ from erpilot_contracts.agent.v1 import (
     SessionViewV1,
     ToolCallViewV1,
 )
+from erpilot_contracts.sessions.v1 import GetSessionEventsV1, SessionEventPageV1, SessionEventV1
 from erpilot_platform import cursors
 from erpilot_platform.refusals import Refused
 
@@ -44,6 +45,21 @@ async def session_view(uow: AgentUnitOfWork, query: GetSessionV1) -> SessionView
             return views.session_view(session, runs, None, None)
         return views.session_view(session, runs, await w.calls.in_session(query.session_id),
                                   await w.sessions.events(query.session_id))
+
+    return await uow.read(look)
+
+
+async def session_events(uow: AgentUnitOfWork, query: GetSessionEventsV1) -> SessionEventPageV1:
+    """The owner's stored events after ``after_seq``, a page of ``limit``: the store every reader of the stream
+    replays from (live delivery is core NATS and may drop one)."""
+    async def look(w: Work) -> SessionEventPageV1:
+        session = await w.sessions.get(query.session_id)
+        if session is None or session.owner != query.owner:
+            raise Refused("not_found", f"session {query.session_id} not found", 404)
+        stored = await w.sessions.events(query.session_id, after_seq=query.after_seq, limit=query.limit)
+        return SessionEventPageV1(events=[
+            SessionEventV1(seq=e.seq, type=e.type, session_id=query.session_id, occurred_at=e.occurred_at,
+                           data=e.data) for e in stored])
 
     return await uow.read(look)
 
