@@ -157,8 +157,9 @@ class FakeServices:
 
     def replay_session(self, session_id: str, owner: str, after_seq: int):
         """``Services.replay_session``: the real replay (live on the gateway's broker), reading this fake's store."""
-        async def stored_after(seq: int, limit: int) -> list[dict[str, Any]]:
-            return [e for e in self.events.get(session_id, []) if e["seq"] > seq][:limit]
+        async def stored_after(seq: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+            after = [e for e in self.events.get(session_id, []) if e["seq"] > seq]
+            return after[:limit], len(after) > limit
 
         return replay_session(self.broker, session_id, stored_after, after_seq)
 

@@ -128,6 +128,18 @@ async def test_the_stored_events_are_replayed_to_the_owner_alone_after_a_seq_a_p
     assert (await refusal(sessions.session_events(uow, missing))).status == 404
 
 
+async def test_a_page_of_events_ends_where_its_bytes_would_not_fit_one_reply_and_says_more_are_stored(
+        uow, waiting, monkeypatch):
+    whole = (await sessions.session_events(uow, GetSessionEventsV1(session_id="ses_1", owner="alice"))).events
+    assert len(whole) == 2
+    monkeypatch.setattr(sessions, "EVENT_PAGE_BYTES", 1)  # smaller than any event: one per page, never none
+
+    first = await sessions.session_events(uow, GetSessionEventsV1(session_id="ses_1", owner="alice"))
+    last = await sessions.session_events(uow, GetSessionEventsV1(session_id="ses_1", owner="alice", after_seq=1))
+    assert ([e.seq for e in first.events], first.more) == ([1], True)
+    assert ([e.seq for e in last.events], last.more) == ([2], False)
+
+
 async def test_the_owners_sessions_page_newest_first(uow):
     for n in range(3):
         uow.advance(60)  # a clock that moves

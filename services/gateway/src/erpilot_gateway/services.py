@@ -65,10 +65,10 @@ class Services:
 
     def replay_session(self, session_id: str, owner: str, after_seq: int) -> AbstractAsyncContextManager[SessionReplay]:
         """``owner``'s session's events after ``after_seq``, stored then live, until the ``async with`` ends."""
-        async def stored_after(seq: int, limit: int) -> list[dict[str, Any]]:
+        async def stored_after(seq: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
             page = await self.call(requests.AGENT_EVENTS, GetSessionEventsV1(
                 session_id=session_id, owner=owner, after_seq=seq, limit=limit))
-            return [event.model_dump(mode="json") for event in page.events]
+            return [event.model_dump(mode="json") for event in page.events], page.more
 
         return replay_session(self.broker, session_id, stored_after, after_seq)
 

@@ -27,8 +27,9 @@ from faststream.nats import NatsBroker
 from erpilot_contracts.subjects import session_events_subject
 
 log = logging.getLogger(__name__)
-# The stored events after a seq, at most so many (``query.agent.events``): ``Services.replay_session`` asks.
-StoreFetch = Callable[[int, int], Awaitable[list[dict[str, Any]]]]
+# The stored events after a seq, at most so many, and whether more are stored after them (``query.agent.events``,
+# whose pages are also bounded in bytes): ``Services.replay_session`` asks.
+StoreFetch = Callable[[int, int], Awaitable[tuple[list[dict[str, Any]], bool]]]
 REPLAY_PAGE = 200
 # A quiet stream looks at the store this often: core NATS may have dropped the last event, and no later one
 # (whose seq would skip ahead) shows the gap. One query per open stream and interval.
@@ -122,15 +123,15 @@ class SessionReplay:
         self.last_seq = event["seq"]
 
     async def _read_store(self) -> None:
-        """Queue every stored event after ``last_seq``, page by page, until a page is not full."""
+        """Queue every stored event after ``last_seq``, page by page, until the store has no more."""
         self.looked_at = time.monotonic()
-        while True:
-            page = await self.fetch(self.last_seq, REPLAY_PAGE)
+        more = True
+        while more:
+            page, more = await self.fetch(self.last_seq, REPLAY_PAGE)
             for event in page:
                 if event["seq"] == self.last_seq + 1:
                     self._hand_out(event)
-            if len(page) < REPLAY_PAGE:
-                return
+            more = more and bool(page)
 
 
 @asynccontextmanager

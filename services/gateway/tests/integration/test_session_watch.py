@@ -51,7 +51,7 @@ async def test_the_replay_subscribes_before_it_reads_the_store_so_an_event_commi
     session_id = f"ses_replay_{uuid.uuid4().hex[:12]}"
     stored, reads = [event(session_id, 1, "message", text="hello")], []
 
-    async def store_then_commit_another(after_seq: int, limit: int) -> list[dict]:
+    async def store_then_commit_another(after_seq: int, limit: int) -> tuple[list[dict], bool]:
         """The store's answer; the agent commits seq 2 and publishes it just after this read."""
         reads.append(after_seq)
         page = [e for e in stored if e["seq"] > after_seq][:limit]
@@ -59,7 +59,7 @@ async def test_the_replay_subscribes_before_it_reads_the_store_so_an_event_commi
             stored.append(event(session_id, 2, "run_started", run_id="run_1"))
             await publish(broker, session_id, 2, "run_started", run_id="run_1")
             await broker.connection.flush()
-        return page
+        return page, False
 
     subscriptions = len(broker.connection._subs)
     async with replay_session(broker, session_id, store_then_commit_another, after_seq=0) as replay:

@@ -26,14 +26,18 @@ class Store:
     def __init__(self, last_seq: int = 0):
         self.events = [event(seq) for seq in range(1, last_seq + 1)]
         self.reads: list[tuple[int, int]] = []
+        self.page_events = 10_000  # how many events fit one reply's bytes
 
     def commit(self, seq: int) -> dict:
         self.events.append(stored := event(seq))
         return stored
 
-    async def fetch(self, after_seq: int, limit: int) -> list[dict]:
+    async def fetch(self, after_seq: int, limit: int) -> tuple[list[dict], bool]:
+        """As the agent answers: a page of ``limit`` at most, fewer when they are large (``page_bytes``)."""
         self.reads.append((after_seq, limit))
-        return [e for e in self.events if e["seq"] > after_seq][:limit]
+        after = [e for e in self.events if e["seq"] > after_seq]
+        page = after[:min(limit, self.page_events)]
+        return page, len(after) > len(page)
 
 
 async def live(replay: SessionReplay, stored: dict) -> None:
@@ -55,7 +59,16 @@ async def test_the_stored_events_after_the_readers_seq_come_first_a_page_at_a_ti
     await live(replay, store.commit(451))
 
     assert await drain(replay) == list(range(6, 452))
-    assert store.reads == [(5, 200), (205, 200), (405, 200)]  # the last page was not full: caught up
+    assert store.reads == [(5, 200), (205, 200), (405, 200)]  # the last had no more after it: caught up
+
+
+async def test_pages_cut_short_by_their_bytes_are_read_on_until_the_store_has_no_more():
+    store = Store(last_seq=7)
+    store.page_events = 3  # large events: three fit a reply
+    replay = SessionReplay(store.fetch, after_seq=0)
+
+    assert await drain(replay) == list(range(1, 8))
+    assert [after for after, _ in store.reads] == [0, 3, 6]
 
 
 async def test_a_live_event_that_skips_ahead_has_the_gap_read_from_the_store():

@@ -36,6 +36,8 @@ class GetSessionEventsV1(Message):
 
 
 class SessionEventPageV1(Message):
-    """The answer to ``query.agent.events``: up to ``limit`` events in ``seq`` order (fewer: none stored after)."""
+    """The answer to ``query.agent.events``: events in ``seq`` order, at most ``limit`` of them and as many as fit
+    one NATS message (a draft's events carry its whole revision)."""
 
     events: list[SessionEventV1]
+    more: bool = Field(False, description="More events are stored after the last one: ask again after its seq.")
