@@ -57,7 +57,9 @@ PUBLISHED: dict[str, list[tuple[str, type[Message], str]]] = {
          "(Nats-Msg-Id erp.commit.<operation_id>.<random>)."),
     ],
     "agent": [(subjects.SESSION_EVENTS_ALL, SessionEventV1,
-               "The session's UI events (SPEC §4), gap-free seq per session; bridged to SSE by the gateway."),
+               "The session's UI events (SPEC §4), live on core NATS after the commit that stored them in the "
+               "agent's database (gap-free seq per session); the gateway's SSE replays from that store "
+               "(query.agent.events)."),
               (subjects.AGENT_EVT_RUN_CANCELLED, RunCancelledV1,
                "The owner cancelled a waiting run (in the cancel's transaction); the approval service withdraws.")],
 }

@@ -93,6 +93,7 @@ class FakeServices:
     bulk_decisions: list[list[str]] = field(default_factory=list)  # the pending ids of each accepted bulk decision
     voted: set[tuple[str, str]] = field(default_factory=set)  # (pending_id, sub) of quorum votes cast
     tool_calls: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (session_id, call_id)
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # the agent's store, per session
     audit: list[dict[str, Any]] = field(default_factory=list)  # the audit log's rows, as GET /v1/audit items
     delegations: dict[str, dict[str, Any]] = field(default_factory=dict)  # DelegationV1 bodies by id
     delegation_commands: list[Any] = field(default_factory=list)  # every give / revoke command received
@@ -154,9 +155,13 @@ class FakeServices:
         """The typed request, as ``Services.call``: the answer parsed into its declared reply model."""
         return endpoint.reply.model_validate(self._answer(endpoint.subject, payload))
 
-    def replay_session(self, session_id: str):
-        """``Services.replay_session``: the real JetStream replay, over the gateway's own broker."""
-        return replay_session(self.broker, session_id)
+    def replay_session(self, session_id: str, owner: str, after_seq: int):
+        """``Services.replay_session``: the real replay (live on the gateway's broker), reading this fake's store."""
+        async def stored_after(seq: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+            after = [e for e in self.events.get(session_id, []) if e["seq"] > seq]
+            return after[:limit], len(after) > limit
+
+        return replay_session(self.broker, session_id, stored_after, after_seq)
 
     def vouch(self, user, session_id: str) -> str:
         """``Services.vouch``: the fake agent checks no requester assertion."""
@@ -341,12 +346,14 @@ class ConsoleServer:
         return session_id
 
     def publish(self, session_id: str, *events: tuple[str, dict[str, Any]]) -> None:
-        """Append ``(type, data)`` events to the session's stream with the next gap-free seqs."""
+        """Append ``(type, data)`` events to the session's store with the next gap-free seqs, then publish them live
+        (as the agent does: stored first, published after the commit)."""
         bodies = []
         for event_type, data in events:
             self.seq[session_id] = self.seq.get(session_id, 0) + 1
             bodies.append({"seq": self.seq[session_id], "type": event_type, "session_id": session_id,
                            "occurred_at": now().isoformat(), "data": data, "schema_version": 1})
+        self.fake.events.setdefault(session_id, []).extend(bodies)
         run_async(_publish(self.nats_url, subjects.session_events_subject(session_id), bodies))
 
 
@@ -386,9 +393,9 @@ async def _publish(nats_url: str, subject: str, bodies: list[dict[str, Any]]) ->
 
     connection = await nats.connect(nats_url)
     try:
-        js = connection.jetstream()
         for body in bodies:
-            await js.publish(subject, json.dumps(body).encode())
+            await connection.publish(subject, json.dumps(body).encode())
+        await connection.flush()
     finally:
         await connection.close()
 

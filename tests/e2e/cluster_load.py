@@ -4,7 +4,6 @@ gateway replica, failing over to another gateway when one does not answer."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import threading
@@ -12,11 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 import httpx
-import nats
-import nats.errors
-import nats.js.errors
 
-from erpilot_contracts.subjects import SESSIONS_STREAM, session_events_subject
 from erpilot_platform.embedded import EmbeddedNatsCluster
 
 # One product per cycle worker: concurrent adjustments of one product would refuse each other (stock_changed).
@@ -169,24 +164,13 @@ class EventWatcher(threading.Thread):
         self._stop.set()
 
 
-def stored_events(nats_url: str, session_id: str) -> list[dict]:
-    """Every event of the session as JetStream stores it, in stream order."""
+def stored_events(database_url: str, session_id: str) -> list[dict]:
+    """Every event of the session as the agent stores it (the one store of session events), in seq order."""
+    from tests.e2e.test_duplicate_delivery import sql
 
-    async def read() -> list[dict]:
-        connection = await nats.connect(nats_url.split(","), connect_timeout=5)
-        try:
-            js, subject, events, seq = connection.jetstream(timeout=5), session_events_subject(session_id), [], 1
-            while True:  # the stream's messages on the session's subject, one after another
-                try:
-                    msg = await js.get_msg(SESSIONS_STREAM.name, seq=seq, subject=subject, next=True)
-                except nats.js.errors.NotFoundError:
-                    return events
-                events.append(json.loads(msg.data))
-                seq = msg.seq + 1
-        finally:
-            await connection.close()
-
-    return asyncio.run(read())
+    return [{"seq": row["seq"], "type": row["type"], "data": json.loads(row["data"])} for row in sql(
+        database_url, "select seq, type, data from agent.session_events where session_id = $1 order by seq",
+        session_id)]
 
 
 def until_true(check, timeout: float) -> bool:

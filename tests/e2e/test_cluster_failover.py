@@ -102,7 +102,7 @@ def test_a_node_and_a_replica_of_each_service_die_under_load_and_nothing_is_lost
                          if r["status"] == "committed" and decided.get(r["operation_id"]) != "approved"]
     stock_change = stock(admin) - before
 
-    # Every session's events: stored gap-free in JetStream, up to each accepted call's end; the stream kept
+    # Every session's events: stored gap-free in the agent's database, up to each accepted call's end; the stream kept
     # open through every failure delivered each of them once, in order; a fresh stream replays them all.
     gaps, live_gaps, replay_gaps, unfinished_events = {}, {}, {}, {}
     requester = Api(running.base_url, "cluster-req", "requester")
@@ -111,7 +111,7 @@ def test_a_node_and_a_replica_of_each_service_die_under_load_and_nothing_is_lost
         stored: list[dict] = []
 
         def all_finished_stored(sid=session_id, calls=finished_calls, stored=stored) -> bool:
-            stored[:] = stored_events(running.nats_url, sid)
+            stored[:] = stored_events(running.database_url, sid)
             return calls <= {e["data"].get("call_id") for e in stored if e["type"] == "tool_finished"}
 
         if not until_true(all_finished_stored, timeout=60):  # seen finished, yet its event is not in the stream

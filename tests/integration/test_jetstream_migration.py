@@ -156,3 +156,22 @@ def test_the_replica_setting_is_checked():
     for bad in ("0", "x", "-1", "9"):
         with pytest.raises(ValueError, match="ERPILOT_NATS_REPLICAS"):
             jetstream.replicas_from_env({"ERPILOT_NATS_REPLICAS": bad})
+
+
+async def test_the_retired_session_stream_is_deleted_by_migrate_and_a_service_refuses_to_start_beside_it(js):
+    """Issue 31: session events are stored by the agent and published on core NATS; the stream an older version
+    declared on their subjects would go on storing every publish, so the migration deletes it."""
+    context, url = js
+    await nats_credentials.migrate_jetstream_on(context)
+    await context.add_stream(name="ERPILOT_SESSIONS", subjects=[subjects.SESSION_EVENTS_ALL])  # an old deployment
+    app = _service_app(url)
+    with pytest.raises(jetstream.JetStreamNotReady, match="stream ERPILOT_SESSIONS is retired and still exists"):
+        await app.start()
+    await app.broker.stop()
+
+    assert await nats_credentials.migrate_jetstream_on(context) == ["deleted retired stream ERPILOT_SESSIONS"]
+    with pytest.raises(nats.js.errors.NotFoundError):
+        await context.stream_info("ERPILOT_SESSIONS")
+    app = _service_app(url)
+    await app.start()
+    await app.stop()

@@ -16,7 +16,7 @@ from erpilot.stack import nats_config
 from erpilot.stack import nats_credentials as nc
 from erpilot.stack import nats_security as ns
 from erpilot_contracts import subjects
-from erpilot_contracts.subjects import ALL_STREAMS, PREFIX, SESSIONS_STREAM
+from erpilot_contracts.subjects import ALL_STREAMS, PREFIX
 
 pytestmark = pytest.mark.unit
 
@@ -113,11 +113,12 @@ def test_no_service_may_create_or_change_a_durable_consumer_not_even_its_own(ser
         assert not perms.may_publish(f"$JS.API.CONSUMER.CREATE.{stream.name}.anything.{PREFIX}.x")
 
 
-def test_only_the_gateway_creates_consumers_and_only_ephemeral_ones_on_the_session_stream():
+def test_no_service_creates_a_consumer_not_even_an_ephemeral_one():
+    """Session events are no stream's: the SSE stream replays from the agent's store (query.agent.events)."""
     for service in ns.SERVICES:
         for stream in ALL_STREAMS:
-            allowed = service == "gateway" and stream == SESSIONS_STREAM
-            assert USERS[service].may_publish(f"$JS.API.CONSUMER.CREATE.{stream.name}") == allowed, service
+            assert not USERS[service].may_publish(f"$JS.API.CONSUMER.CREATE.{stream.name}"), service
+        assert not USERS[service].may_publish("$JS.API.CONSUMER.CREATE.ERPILOT_SESSIONS"), service
 
 
 def test_with_per_service_inboxes_no_service_reaches_another_services_inbox():

@@ -106,8 +106,9 @@ class MemorySessionRepository:
         mine = [s for s in mine if before is None or (s.created_at, s.session_id) < before]
         return copy.deepcopy(sorted(mine, key=lambda s: (s.created_at, s.session_id), reverse=True)[:limit])
 
-    async def events(self, session_id: str) -> list[StoredEvent]:
-        return [copy.deepcopy(e) for sid, e in self.state.events if sid == session_id]
+    async def events(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        mine = [copy.deepcopy(e) for sid, e in self.state.events if sid == session_id and e.seq > after_seq]
+        return mine[:limit]
 
     async def shows(self, session_id: str, type_: str, **data: str) -> bool:
         return any(e.type == type_ and all(e.data.get(k) == v for k, v in data.items())
@@ -121,7 +122,8 @@ class MemorySessionRepository:
         occurred_at = self.tx.clock()
         for event in events:
             session.last_seq += 1
-            self.state.events.append((session_id, StoredEvent(session.last_seq, event.type, copy.deepcopy(event.data))))
+            self.state.events.append((session_id, StoredEvent(session.last_seq, event.type, copy.deepcopy(event.data),
+                                                                  occurred_at)))
             await self.tx.emit(session_events_subject(session_id), SessionEventV1(
                 seq=session.last_seq, type=event.type, session_id=session_id, occurred_at=occurred_at,
                 data=event.data), msg_id=f"session:{session_id}:{session.last_seq}")

@@ -22,7 +22,7 @@ def render(users: Mapping[str, Permissions] | None = None, passwords: Mapping[st
         "# Least privilege per service (SPEC §8). Requires `jetstream { domain: " + JS_DOMAIN + " }`.",
         "",
         "# Streams and durable consumers are declared by `erpilot migrate` (user admin); no service may",
-        "# create, change or delete one (the gateway may create ephemeral consumers on ERPILOT_SESSIONS).",
+        "# create, change or delete one.",
         "",
         "authorization {",
         "  users = [",

@@ -22,14 +22,12 @@ How JetStream maps onto subject permissions:
   ``cmd.approval.request``, the approval service's ``cmd.erp.commit``): a publish on the subject, no answer
   awaited. Each is denied to every other service (``WRITE_PATH_STEPS``), the agent above all.
 - The gateway watches the session subjects with core subscriptions (``watches_session_events``): the 202 of a
-  tool call waits there for the call's ``approval_pending``.
+  tool call waits there for the call's ``approval_pending``, and the SSE stream passes them on (it replays from
+  the agent's store through ``query.agent.events``; session events are no stream's any more).
 - Streams and durable consumers belong to ``admin`` (``erpilot migrate``, the JetStream migration of
   ``erpilot_platform.jetstream``). A service may only read their configuration (``STREAM.INFO``,
   ``CONSUMER.INFO``) to verify it at start-up; no service may create, update, delete or purge a stream
-  or a consumer (explicit denies, which win over any allow). The one exception is the gateway's SSE
-  bridge: a nats-py ordered consumer is an ephemeral consumer the client recreates at every gap, so the
-  gateway may create ephemerals on ``ERPILOT_SESSIONS`` alone (``$JS.API.CONSUMER.CREATE.ERPILOT_SESSIONS``:
-  the server refuses a durable name on that subject; every named form is denied).
+  or a consumer (explicit denies, which win over any allow).
 - Each user subscribes only to its own inbox prefixes (``_INBOX`` for everyone while ``create_broker``
   gives every service the default prefix: see ``inboxes_isolated``). A service answers into its callers'
   inboxes, and the agent only into the prefix apart where the gateway waits for the agent's answers
@@ -43,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from erpilot_contracts import subjects as s
-from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM, EVENTS_STREAM, PREFIX, SESSIONS_STREAM
+from erpilot_contracts.subjects import ALL_STREAMS, COMMANDS_STREAM, EVENTS_STREAM, PREFIX, RETIRED_STREAMS
 from erpilot_platform.broker import ANSWERED_APART, leader_elected_subject
 
 SERVICES = ("gateway", "agent", "approval", "erp")
@@ -60,12 +58,11 @@ class Traffic:
     sends_commands: tuple[str, ...] = ()    # JetStream requests into ERPILOT_COMMANDS (answered in its inbox)
     outbox_commands: tuple[str, ...] = ()   # the write path's next step, relayed from its outbox (no answer awaited)
     sends_queries: tuple[str, ...] = ()     # core request/reply
-    publishes_events: tuple[str, ...] = ()  # outbox relay into ERPILOT_EVENTS / ERPILOT_SESSIONS
+    publishes_events: tuple[str, ...] = ()  # outbox relay into ERPILOT_EVENTS, session events on core NATS
     consumes_commands: tuple[str, ...] = ()  # durable consumers on ERPILOT_COMMANDS
     consumes_events: tuple[str, ...] = ()    # durable consumers on ERPILOT_EVENTS
     answers_queries: tuple[str, ...] = ()    # core subscriptions with a queue group
-    reads_session_events: bool = False       # ordered (ephemeral) consumers on ERPILOT_SESSIONS (SSE)
-    watches_session_events: bool = False     # core subscriptions to the session subjects (a tool call's 202)
+    watches_session_events: bool = False     # core subscriptions to the session subjects (a 202, the SSE stream)
     runs_service_app: bool = True            # ServiceApp.start: verify streams, dead letters
 
 
@@ -82,9 +79,8 @@ TRAFFIC: dict[str, Traffic] = {
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                        s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
                        s.APPROVAL_QUERY_REFERRING, s.APPROVAL_QUERY_DELEGATIONS, s.ERP_QUERY_VIEW,
-                       s.ERP_QUERY_OPERATION,
+                       s.ERP_QUERY_OPERATION, s.AGENT_QUERY_EVENTS,
                        s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
-        reads_session_events=True,
         watches_session_events=True,
         runs_service_app=False,
     ),
@@ -100,7 +96,7 @@ TRAFFIC: dict[str, Traffic] = {
                          s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_ESCALATED, s.APPROVAL_EVT_VOTED,
                          s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
-                         s.ping_subject("agent")),
+                         s.AGENT_QUERY_EVENTS, s.ping_subject("agent")),
     ),
     "approval": Traffic(
         sends_commands=(s.ERP_CMD_PREPARE,),  # an edit's new version, prepared by the ledger
@@ -135,8 +131,8 @@ DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROV
 # and who starts a commit (the approval service, with the decision). Denied to every other service.
 WRITE_PATH_STEPS = {s.APPROVAL_CMD_REQUEST: "erp", s.ERP_CMD_COMMIT: "approval"}
 # Stream and consumer configuration is `erpilot migrate`'s (the admin user): denied to every service.
-# ``CONSUMER.CREATE.<stream>.>`` denies every named (durable) create; the bare ``CONSUMER.CREATE.<stream>``
-# (an ephemeral) stays possible only where a service is allowed it (the gateway's ordered consumer).
+# ``CONSUMER.CREATE.<stream>.>`` denies every named (durable) create; no service is allowed the bare
+# ``CONSUMER.CREATE.<stream>`` (an ephemeral) either.
 DESTRUCTIVE_JS_API = ("$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
                       "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.CONSUMER.CREATE.*.>",
                       "$JS.API.CONSUMER.DURABLE.CREATE.>", "$JS.API.CONSUMER.DELETE.>")
@@ -261,16 +257,15 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None,
     publish += [f"{apart.get((caller, service), inboxes[caller])}.>" for caller in callers(service)]
     if traffic.runs_service_app:
         publish.append(s.dead_letter_subject(service, ">"))
-        publish += [f"$JS.API.STREAM.INFO.{stream.name}" for stream in ALL_STREAMS]  # verified at start-up
+        # Verified at start-up: every stream as declared, and no retired one left storing.
+        verified = (*(stream.name for stream in ALL_STREAMS), *RETIRED_STREAMS)
+        publish += [f"$JS.API.STREAM.INFO.{name}" for name in verified]
     for consumer in consumers(service):
         api = "$JS.API.CONSUMER"
         publish += [f"{api}.INFO.{consumer.stream}.{consumer.durable}",
                     f"{api}.MSG.NEXT.{consumer.stream}.{consumer.durable}",
                     f"$JS.ACK.{consumer.stream}.{consumer.durable}.>"]
         subscribe.append(leader_elected_subject(consumer.stream, consumer.durable))  # broker.watch_consumer_leaders
-    if traffic.reads_session_events:  # nats-py ordered consumer: finds the stream, creates ephemerals only
-        publish += ["$JS.API.STREAM.NAMES", f"$JS.API.CONSUMER.CREATE.{SESSIONS_STREAM.name}",
-                    f"$JS.FC.{SESSIONS_STREAM.name}.>"]
     deny = [f"{PREFIX}.evt.{other}.>" for other in SERVICES if other != service]
     if service != "gateway":
         deny += DECISION_SUBJECTS

@@ -70,6 +70,7 @@ from erpilot_contracts.erp.v1 import (
     ToolResultV1,
     UpdateProductV1,
 )
+from erpilot_contracts.sessions.v1 import GetSessionEventsV1, SessionEventPageV1
 
 Req = TypeVar("Req", bound=Message)
 Rep = TypeVar("Rep", bound=BaseModel)
@@ -142,5 +143,6 @@ AGENT_CANCEL_RUN = command(subjects.AGENT_CMD_CANCEL_RUN, CancelRunV1, Cancelled
 AGENT_SESSIONS = query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, SessionPageV1)
 AGENT_SESSION = query(subjects.AGENT_QUERY_SESSION, GetSessionV1, SessionViewV1)
 AGENT_TOOL_CALL_VIEW = query(subjects.AGENT_QUERY_TOOL_CALL, GetToolCallV1, ToolCallViewV1)
+AGENT_EVENTS = query(subjects.AGENT_QUERY_EVENTS, GetSessionEventsV1, SessionEventPageV1)
 
 ALL: tuple[Endpoint[Any, Any], ...] = tuple(value for value in dict(globals()).values() if isinstance(value, Endpoint))

@@ -3,7 +3,8 @@
 Naming: ``erpilot.v1.cmd.<service>.<verb>`` are commands (imperative, durable, one consumer group per
 service), ``erpilot.v1.evt.<service>.<past_tense>`` are events from a transactional outbox,
 ``erpilot.v1.query.<service>.<noun>`` are side-effect-free request/reply over core NATS, and
-``erpilot.v1.sessions.<session_id>.events`` is the per-session UI stream of SPEC §4.
+``erpilot.v1.sessions.<session_id>.events`` is the per-session UI stream of SPEC §4 (core NATS, live only: the
+agent's database stores the events, ``query.agent.events`` replays them).
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ EVENTS_STREAM = StreamSpec(
     "ERPILOT_EVENTS", (f"{PREFIX}.evt.>",), 30 * 24 * 3600,
     "Domain events published from transactional outboxes.",
 )
-SESSIONS_STREAM = StreamSpec(
-    "ERPILOT_SESSIONS", (f"{PREFIX}.sessions.*.events",), 90 * 24 * 3600,
-    "Per-session UI events (SPEC §4), replayed to SSE clients.",
-)
 DEAD_LETTER_STREAM = StreamSpec(
     "ERPILOT_DEAD_LETTERS", (f"{PREFIX}.dlq.>",), 30 * 24 * 3600,
     "Messages a consumer could not process: malformed, or failed too many times.",
 )
-ALL_STREAMS = (COMMANDS_STREAM, EVENTS_STREAM, SESSIONS_STREAM, DEAD_LETTER_STREAM)
+ALL_STREAMS = (COMMANDS_STREAM, EVENTS_STREAM, DEAD_LETTER_STREAM)
+# Streams an earlier version declared, deleted by `erpilot migrate`. ERPILOT_SESSIONS held the session events:
+# they are stored once, in the agent's database, and published live on core NATS (SPEC §11); a stream left on
+# their subjects would go on storing every core publish.
+RETIRED_STREAMS = ("ERPILOT_SESSIONS",)
 
 # --- ERP ---------------------------------------------------------------------------------------
 ERP_CMD_DRAFT = f"{PREFIX}.cmd.erp.draft"            # ExecuteToolV1 for draft tools -> ReplyV1(ToolResultV1)
@@ -82,6 +83,7 @@ AGENT_EVT_RUN_CANCELLED = f"{PREFIX}.evt.agent.run_cancelled"      # RunCancelle
 AGENT_QUERY_SESSIONS = f"{PREFIX}.query.agent.sessions"          # ListSessionsV1 -> ReplyV1(SessionPageV1)
 AGENT_QUERY_SESSION = f"{PREFIX}.query.agent.session"            # GetSessionV1 -> ReplyV1(SessionViewV1)
 AGENT_QUERY_TOOL_CALL = f"{PREFIX}.query.agent.tool_call"        # GetToolCallV1 -> ReplyV1(ToolCallViewV1)
+AGENT_QUERY_EVENTS = f"{PREFIX}.query.agent.events"              # GetSessionEventsV1 -> ReplyV1(SessionEventPageV1)
 
 # --- Health ------------------------------------------------------------------------------------
 def ping_subject(service: str) -> str:
@@ -98,7 +100,7 @@ def is_subject_token(value: str) -> bool:
     return _SUBJECT_TOKEN.fullmatch(value) is not None
 
 
-SESSION_EVENTS_ALL = f"{PREFIX}.sessions.*.events"  # every session's events (permissions, documentation)
+SESSION_EVENTS_ALL = f"{PREFIX}.sessions.*.events"  # every session's live events (permissions, documentation)
 
 
 def session_events_subject(session_id: str) -> str:

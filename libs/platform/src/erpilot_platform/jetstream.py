@@ -2,10 +2,12 @@
 
 Like the database, JetStream has a versioned migration. ``erpilot migrate`` (as the NATS admin) creates or
 updates every stream of ``erpilot_contracts.subjects.ALL_STREAMS`` (``ERPILOT_NATS_REPLICAS`` replicas,
-file storage) and every durable consumer, with the settings of ``consumer_config`` — the one table of
-consumer settings, which ``ServiceBus`` also subscribes with. Services never create a stream or a
-consumer: ``verify`` at start-up checks that what they need exists with the expected settings and stops
-them with a message naming what is missing ("run `erpilot migrate`").
+file storage), deletes those of ``RETIRED_STREAMS`` (ERPILOT_SESSIONS: session events are the agent's store's
+and core NATS's now; its stored copies are read by nobody) and creates or updates every durable consumer,
+with the settings of ``consumer_config`` — the one table of consumer settings, which ``ServiceBus`` also
+subscribes with. Services never create a stream or a consumer: ``verify`` at start-up checks that what they
+need exists with the expected settings (and no retired stream is left) and stops them with a message naming
+what is missing ("run `erpilot migrate`").
 
 A changed consumer setting is applied in place where NATS allows it (ack wait, max deliver, max ack
 pending, backoff, ...); where it does not (ack policy, storage, ...), the consumer is recreated starting at
@@ -23,7 +25,7 @@ import nats.js.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from erpilot_contracts.subjects import ALL_STREAMS, StreamSpec
+from erpilot_contracts.subjects import ALL_STREAMS, RETIRED_STREAMS, StreamSpec
 from erpilot_platform.retries import RetryPolicy
 
 # Bump when a stream or consumer setting below changes: services refuse objects of another version.
@@ -137,6 +139,12 @@ async def migrate(js, durables: Iterable[Durable], *, replicas: int = 1,
         if stream_differences(info.config, want):
             await js.update_stream(want)
             done.append(f"updated stream {spec.name}")
+    for name in RETIRED_STREAMS:
+        try:
+            await js.delete_stream(name)
+            done.append(f"deleted retired stream {name}")
+        except NotFoundError:
+            pass
     for durable in durables:
         done += await _migrate_consumer(js, durable, dict(consumer_settings or deployment_consumer_settings()))
     return done
@@ -177,6 +185,12 @@ async def verify(js, expected: Iterable[tuple[str, ConsumerConfig]], *, replicas
             problems.append(f"stream {spec.name} does not exist")
             continue
         problems += [f"stream {spec.name}: {d}" for d in stream_differences(info.config, stream_config(spec, replicas))]
+    for name in RETIRED_STREAMS:
+        try:
+            await js.stream_info(name)
+            problems.append(f"stream {name} is retired and still exists")
+        except NotFoundError:
+            pass
     for stream, want in expected:
         try:
             info = await js.consumer_info(stream, want.durable_name)

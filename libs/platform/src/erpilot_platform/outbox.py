@@ -1,6 +1,7 @@
 """Transactional outbox: events are rows written in the same transaction as the state change,
 then published to JetStream by a relay. ``Nats-Msg-Id`` is the row's ``msg_id``, so a re-publish
-after a crash between publish and delete is de-duplicated by the stream.
+after a crash between publish and delete is de-duplicated by the stream. Session events alone go out on
+core NATS (``_stream_for``): their store is the agent's database, which readers replay from.
 
 Only one relay per service publishes at a time (a transaction-scoped advisory lock), in id order,
 which keeps per-session events in ``seq`` order.
@@ -218,11 +219,12 @@ def insert_rows(table: Table, rows: list[dict[str, Any]]) -> Insert:
         select(*(literal(row[name], table.c[name].type) for name in names)) for row in rows)))
 
 
-def _stream_for(subject: str) -> str:
-    """The stream an outbox row is published to: session events, commands (a choreography's next step, e.g. the
-    ERP's ``cmd.approval.request``) or events."""
-    from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, SESSIONS_STREAM
+def _stream_for(subject: str) -> str | None:
+    """The stream an outbox row is published to: commands (a choreography's next step, e.g. the ERP's
+    ``cmd.approval.request``) or events; None for a session event, published on core NATS: it is stored once, in
+    the agent's database with its seq, and readers replay from there what core NATS dropped (SPEC §11)."""
+    from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
 
     if ".sessions." in subject:
-        return SESSIONS_STREAM.name
+        return None
     return COMMANDS_STREAM.name if ".cmd." in subject else EVENTS_STREAM.name

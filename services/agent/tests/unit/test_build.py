@@ -28,6 +28,7 @@ from erpilot_contracts.agent.v1 import (
 )
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import ToolResultV1
+from erpilot_contracts.sessions.v1 import GetSessionEventsV1
 from erpilot_contracts.subjects import COMMANDS_STREAM
 
 from ..memory_agent import START, MemoryDriverLocks
@@ -88,6 +89,7 @@ async def test_every_agent_endpoint_answers_its_declared_reply_model(uow, downst
         requests.AGENT_TOOL_CALL: StartToolCallV1(session_id=SESSION, owner=OWNER, tool="get_product",
                                                   arguments={"sku": "SKU-A"}, call_id="c-1"),
         requests.AGENT_TOOL_CALL_VIEW: GetToolCallV1(session_id=SESSION, owner=OWNER, call_id="c-1"),
+        requests.AGENT_EVENTS: GetSessionEventsV1(session_id=SESSION, owner=OWNER, after_seq=1),
     }
     assert set(asked) == {e for e in requests.ALL if ".agent." in e.subject}
     answers = {}
@@ -105,3 +107,4 @@ async def test_every_agent_endpoint_answers_its_declared_reply_model(uow, downst
     assert [s.session_id for s in answers[requests.AGENT_SESSIONS].items] == ["ses_new", SESSION]  # newest first
     assert [r.status for r in answers[requests.AGENT_SESSION].runs] == ["cancelled"]
     assert answers[requests.AGENT_TOOL_CALL_VIEW] == answers[requests.AGENT_TOOL_CALL]
+    assert [e.seq for e in answers[requests.AGENT_EVENTS].events][:1] == [2]  # after seq 1, the read's events

@@ -21,6 +21,7 @@ from erpilot_contracts.approval.v1 import (
     ApprovalVotedV1,
     VoteV1,
 )
+from erpilot_contracts.sessions.v1 import GetSessionEventsV1
 from erpilot_platform import cursors
 from erpilot_platform.broker import TransientError
 from erpilot_platform.refusals import Refused
@@ -111,6 +112,33 @@ async def test_another_persons_session_and_call_are_not_found(uow, waiting):
     assert (await refusal(sessions.tool_call_view(uow, call("alice", "c-9")))).status == 404
     mine = await sessions.tool_call_view(uow, call("alice", "c-1"))
     assert (mine.call_id, mine.status) == ("c-1", "awaiting_approval")
+
+
+async def test_the_stored_events_are_replayed_to_the_owner_alone_after_a_seq_a_page_at_a_time(uow, waiting):
+    def page(owner: str, after_seq: int, limit: int = 200) -> GetSessionEventsV1:
+        return GetSessionEventsV1(session_id="ses_1", owner=owner, after_seq=after_seq, limit=limit)
+
+    every = (await sessions.session_events(uow, page("alice", 0))).events
+    assert [e.seq for e in every] == [1, 2]
+    assert {e.session_id for e in every} == {"ses_1"} and every[-1].type == "approval_pending"
+    later = await sessions.session_events(uow, page("alice", 1, limit=1))
+    assert [(e.seq, e.type, e.data) for e in later.events] == [(2, every[1].type, every[1].data)]
+    assert (await sessions.session_events(uow, page("alice", len(every)))).events == []
+    assert (await refusal(sessions.session_events(uow, page("bob", 0)))).status == 404
+    missing = GetSessionEventsV1(session_id="ses_9", owner="alice")
+    assert (await refusal(sessions.session_events(uow, missing))).status == 404
+
+
+async def test_a_page_of_events_ends_where_its_bytes_would_not_fit_one_reply_and_says_more_are_stored(
+        uow, waiting, monkeypatch):
+    whole = (await sessions.session_events(uow, GetSessionEventsV1(session_id="ses_1", owner="alice"))).events
+    assert len(whole) == 2
+    monkeypatch.setattr(sessions, "EVENT_PAGE_BYTES", 1)  # smaller than any event: one per page, never none
+
+    first = await sessions.session_events(uow, GetSessionEventsV1(session_id="ses_1", owner="alice"))
+    last = await sessions.session_events(uow, GetSessionEventsV1(session_id="ses_1", owner="alice", after_seq=1))
+    assert ([e.seq for e in first.events], first.more) == ([1], True)
+    assert ([e.seq for e in last.events], last.more) == ([2], False)
 
 
 async def test_the_owners_sessions_page_newest_first(uow):

@@ -17,9 +17,10 @@ from typing import Any
 
 from faststream.nats import NatsBroker
 
-from erpilot_contracts import json_input
+from erpilot_contracts import json_input, requests
 from erpilot_contracts.agent.v1 import GetSessionV1
 from erpilot_contracts.requests import AGENT_SESSION, Endpoint, Rep, Req
+from erpilot_contracts.sessions.v1 import GetSessionEventsV1
 from erpilot_contracts.subjects import ping_subject
 from erpilot_gateway.auth import User
 from erpilot_gateway.problems import Problem
@@ -93,9 +94,14 @@ class Services:
         """A watch on the session's events, from now until the ``async with`` ends."""
         return watch_session(self.broker, session_id)
 
-    def replay_session(self, session_id: str) -> AbstractAsyncContextManager[SessionReplay]:
-        """The session's stored events from its first on, then each new one, until the ``async with`` ends."""
-        return replay_session(self.broker, session_id)
+    def replay_session(self, session_id: str, owner: str, after_seq: int) -> AbstractAsyncContextManager[SessionReplay]:
+        """``owner``'s session's events after ``after_seq``, stored then live, until the ``async with`` ends."""
+        async def stored_after(seq: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+            page = await self.call(requests.AGENT_EVENTS, GetSessionEventsV1(
+                session_id=session_id, owner=owner, after_seq=seq, limit=limit))
+            return [event.model_dump(mode="json") for event in page.events], page.more
+
+        return replay_session(self.broker, session_id, stored_after, after_seq)
 
     async def readiness(self) -> dict[str, str]:
         """``ok`` or why not, for the broker and each service that answers from its database."""

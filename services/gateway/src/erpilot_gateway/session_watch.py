@@ -6,8 +6,9 @@ so no event the command causes can be missed; events are queued as they arrive a
 that watches. Nothing here is durable: a gap (a reconnect) only means the wait runs into its bound and the caller
 asks for the call's state instead.
 
-``replay_session`` (JetStream) serves the SSE stream: every stored event of the session from its first on, then
-each new one, through an ordered consumer (``sse`` puts them in ``seq`` order and resumes after Last-Event-ID).
+``replay_session`` serves the SSE stream: the events after the reader's seq from the agent's store (each is stored
+once, there, with its seq: SPEC §11), then each new one as it is published live on core NATS, in ``seq`` order
+and gap-free (``SessionReplay``).
 """
 
 from __future__ import annotations
@@ -15,20 +16,24 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from faststream.nats import NatsBroker
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from erpilot_contracts.subjects import session_events_subject
 
 log = logging.getLogger(__name__)
-# The replay reads through an ordered consumer (ephemeral, one replica). When the NATS node holding it dies,
-# nats-py notices two missed heartbeats and recreates it from the last delivered stream sequence (again
-# after two more if the stream has no leader yet): a short heartbeat keeps that gap to a couple of seconds.
-HEARTBEAT_SECONDS = 1.0
+# The stored events after a seq, at most so many, and whether more are stored after them (``query.agent.events``,
+# whose pages are also bounded in bytes): ``Services.replay_session`` asks.
+StoreFetch = Callable[[int, int], Awaitable[tuple[list[dict[str, Any]], bool]]]
+REPLAY_PAGE = 200
+# A quiet stream looks at the store this often: core NATS may have dropped the last event, and no later one
+# (whose seq would skip ahead) shows the gap. One query per open stream and interval.
+IDLE_LOOK_SECONDS = 10.0
 
 
 class SessionWatch:
@@ -72,32 +77,73 @@ async def watch_session(broker: NatsBroker, session_id: str) -> AsyncIterator[Se
 
 
 class SessionReplay:
-    """A session's stored events, then its new ones, in the order JetStream delivers them."""
+    """A session's events after ``after_seq`` in ``seq`` order, each once, with no gap: the stored ones first (the
+    agent's store, read through ``fetch``), then the live ones (core NATS). The live subscription is taken before
+    the first read of the store, so an event is in the store or in the live queue, or both (a duplicate, passed
+    over). Core NATS may drop an event: a live event whose seq skips ahead, or a quiet of ``IDLE_LOOK_SECONDS``
+    (the dropped event may be the last for a while), sends the reader to the store for what it has not seen."""
 
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+    def __init__(self, fetch: StoreFetch, after_seq: int):
+        self.fetch = fetch
+        self.last_seq = after_seq  # the seq of the last event handed out (or the reader had)
+        self.live: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.ready: deque[dict[str, Any]] = deque()
+        self.looked_at: float | None = None  # when the store was last read (monotonic); None: not yet
 
     async def received(self, message: Any) -> None:
-        await self.queue.put(message.data)
+        try:
+            event = json.loads(message.data)
+        except ValueError:
+            log.warning("a session event that is not JSON on %s", message.subject)
+            return
+        if isinstance(event, dict) and isinstance(event.get("seq"), int):
+            await self.live.put(event)
 
     async def next(self, *, timeout: float) -> dict[str, Any] | None:
-        """The next event, waiting at most ``timeout`` seconds; None when none came."""
-        try:
-            async with asyncio.timeout(max(timeout, 0.0)):
-                raw = await self.queue.get()
-        except TimeoutError:
-            return None
-        return json.loads(raw)
+        """The next event, waiting at most ``timeout`` seconds for a live one; None when none came."""
+        if self.looked_at is None:
+            await self._read_store()  # the replay: everything stored after the reader's seq
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not self.ready:
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                    event = await self.live.get()
+            except TimeoutError:
+                if time.monotonic() - self.looked_at >= IDLE_LOOK_SECONDS:
+                    await self._read_store()
+                break
+            if event["seq"] == self.last_seq + 1:
+                self._hand_out(event)
+            elif event["seq"] > self.last_seq + 1:
+                await self._read_store()  # core NATS dropped what came before: the store has it
+        return self.ready.popleft() if self.ready else None
+
+    def _hand_out(self, event: dict[str, Any]) -> None:
+        self.ready.append(event)
+        self.last_seq = event["seq"]
+
+    async def _read_store(self) -> None:
+        """Queue every stored event after ``last_seq``, page by page, until the store has no more."""
+        self.looked_at = time.monotonic()
+        more = True
+        while more:
+            page, more = await self.fetch(self.last_seq, REPLAY_PAGE)
+            for event in page:
+                if event["seq"] == self.last_seq + 1:
+                    self._hand_out(event)
+            more = more and bool(page)
 
 
 @asynccontextmanager
-async def replay_session(broker: NatsBroker, session_id: str) -> AsyncIterator[SessionReplay]:
-    """Read ``session_id``'s events from its first for the body of the ``async with``."""
-    replay = SessionReplay()
-    subscription = await broker.config.connection_state.stream.subscribe(
-        session_events_subject(session_id), cb=replay.received, ordered_consumer=True,
-        idle_heartbeat=HEARTBEAT_SECONDS, config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
+async def replay_session(broker: NatsBroker, session_id: str, fetch: StoreFetch, after_seq: int
+                         ) -> AsyncIterator[SessionReplay]:
+    """Read ``session_id``'s events after ``after_seq`` (stored, then live) for the body of the ``async with``."""
+    replay = SessionReplay(fetch, after_seq)
+    subscription = await broker.connection.subscribe(session_events_subject(session_id), cb=replay.received)
     try:
         yield replay
     finally:
-        await subscription.unsubscribe()
+        try:
+            await subscription.unsubscribe()
+        except Exception:  # a closed connection has no subscription left to end
+            log.debug("could not unsubscribe from session %s", session_id, exc_info=True)

@@ -125,9 +125,9 @@ class SqlSessionRepository:
         rows = await statements.owner_sessions(self.conn, owner, q=q, before=before, limit=limit)
         return [_session(row) for row in rows]
 
-    async def events(self, session_id: str) -> list[StoredEvent]:
-        return [StoredEvent(seq=e.seq, type=e.type, data=e.data)
-                for e in await statements.list_events(self.conn, session_id)]
+    async def events(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        return [StoredEvent(seq=e.seq, type=e.type, data=e.data, occurred_at=e.occurred_at)
+                for e in await statements.list_events(self.conn, session_id, after_seq, limit)]
 
     async def shows(self, session_id: str, type_: str, **data: str) -> bool:
         return bool(await self.conn.scalar(select(exists().where(

@@ -82,10 +82,11 @@ def _with(statement: Any, writes: list[Any]) -> Any:
     return statement.add_cte(*(write.cte(f"write_{i}") for i, write in enumerate(writes)))
 
 
-async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0) -> list[Any]:
+async def list_events(conn: AsyncConnection, session_id: str, after_seq: int = 0, limit: int | None = None
+                      ) -> list[Any]:
     return (await conn.execute(
         select(session_events).where(session_events.c.session_id == session_id, session_events.c.seq > after_seq)
-        .order_by(session_events.c.seq)
+        .order_by(session_events.c.seq).limit(limit)
     )).all()
 
 

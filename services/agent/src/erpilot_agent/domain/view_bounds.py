@@ -23,6 +23,17 @@ def result_size(result: Any) -> int:
     return len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+def fitting(sizes: list[int], limit: int) -> int:
+    """How many of the first items, of these sizes, fit ``limit`` bytes together; always at least one (each
+    session event went out alone as one NATS message, so one always fits a reply)."""
+    total = 0
+    for count, size in enumerate(sizes):
+        total += size
+        if total > limit and count > 0:
+            return count
+    return len(sizes)
+
+
 def tool_call_href(session_id: str, call_id: str) -> str:
     return f"/v1/sessions/{quote(session_id, safe='')}/tool-calls/{quote(call_id, safe=':')}"
 

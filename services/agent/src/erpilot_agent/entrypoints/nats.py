@@ -34,6 +34,7 @@ from erpilot_contracts.approval.v1 import (
     ApprovalVotedV1,
 )
 from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_contracts.sessions.v1 import GetSessionEventsV1, SessionEventPageV1
 from erpilot_platform.endpoints import ServiceBus
 
 
@@ -100,6 +101,10 @@ def register(bus: ServiceBus, uow: AgentUnitOfWork, tool_calls: ToolCallService,
     @bus.serve(requests.AGENT_SESSIONS, description="The owner's sessions, newest first.")
     async def list_sessions(query: ListSessionsV1) -> SessionPageV1:
         return await sessions.list_sessions(uow, query)
+
+    @bus.serve(requests.AGENT_EVENTS, description="The owner's stored events of a session after a seq (SSE replay).")
+    async def get_session_events(query: GetSessionEventsV1) -> SessionEventPageV1:
+        return await sessions.session_events(uow, query)
 
     @bus.serve(requests.AGENT_TOOL_CALL_VIEW, description="One tool call of a session.")
     async def get_tool_call(query: GetToolCallV1) -> ToolCallViewV1:

@@ -63,6 +63,7 @@ class StoredEvent:
     seq: int
     type: str
     data: dict[str, Any]
+    occurred_at: datetime
 
 
 class CallRepository(Protocol):
@@ -110,8 +111,8 @@ class SessionRepository(Protocol):
         ``q`` a case-insensitive substring of the title."""
         ...
 
-    async def events(self, session_id: str) -> list[StoredEvent]:
-        """The session's events in ``seq`` order."""
+    async def events(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        """The session's events after ``after_seq`` in ``seq`` order, at most ``limit`` of them (None: all)."""
         ...
 
     async def shows(self, session_id: str, type_: str, **data: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from erpilot_agent.domain.call_identity import call_key
+from erpilot_agent.domain.view_bounds import fitting, result_size
 from erpilot_agent.service_layer import views
 from erpilot_agent.service_layer.ports import AgentUnitOfWork, Work
 from erpilot_contracts.agent.v1 import (
@@ -15,8 +16,13 @@ from erpilot_contracts.agent.v1 import (
     SessionViewV1,
     ToolCallViewV1,
 )
+from erpilot_contracts.sessions.v1 import GetSessionEventsV1, SessionEventPageV1, SessionEventV1
 from erpilot_platform import cursors
 from erpilot_platform.refusals import Refused
+
+# The events of one page together, as compact JSON: a reply must fit NATS' max_payload (1 MiB by default), and a
+# long draft's events carry its whole revision each (tests/e2e/test_large_draft.py).
+EVENT_PAGE_BYTES = 256 * 1024
 
 
 async def create_session(uow: AgentUnitOfWork, cmd: CreateSessionV1) -> SessionRefV1:
@@ -46,6 +52,22 @@ async def session_view(uow: AgentUnitOfWork, query: GetSessionV1) -> SessionView
             return views.session_view(session, runs, None, None)
         return views.session_view(session, runs, await w.calls.in_session(query.session_id),
                                   await w.sessions.events(query.session_id))
+
+    return await uow.read(look)
+
+
+async def session_events(uow: AgentUnitOfWork, query: GetSessionEventsV1) -> SessionEventPageV1:
+    """The owner's stored events after ``after_seq``, a page of ``limit``: the store every reader of the stream
+    replays from (live delivery is core NATS and may drop one)."""
+    async def look(w: Work) -> SessionEventPageV1:
+        session = await w.sessions.get(query.session_id)
+        if session is None or session.owner != query.owner:
+            raise Refused("not_found", f"session {query.session_id} not found", 404)
+        stored = await w.sessions.events(query.session_id, after_seq=query.after_seq, limit=query.limit + 1)
+        page = stored[:fitting([result_size(e.data) for e in stored[:query.limit]], EVENT_PAGE_BYTES)]
+        return SessionEventPageV1(more=len(page) < len(stored), events=[
+            SessionEventV1(seq=e.seq, type=e.type, session_id=query.session_id, occurred_at=e.occurred_at,
+                           data=e.data) for e in page])
 
     return await uow.read(look)
 

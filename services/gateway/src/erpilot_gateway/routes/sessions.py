@@ -179,7 +179,7 @@ async def session_events(request: Request, session_id: str):
         after_seq = int(last_id)
     except ValueError:
         raise Problem(422, "invalid_last_event_id", "Last-Event-ID must be an integer seq") from None
-    return session_event_stream(request, session_id, after_seq, until=user.expires_at)
+    return session_event_stream(request, session_id, user.sub, after_seq, until=user.expires_at)
 
 
 def _user_for_stream(request: Request) -> User:
