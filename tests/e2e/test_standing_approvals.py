@@ -39,6 +39,13 @@ def submit(requester: Api, session_id: str, revision: dict):
                                                        "revision": revision["revision"]})
 
 
+def waiting(approver: Api, call: dict) -> bool:
+    """The call's approval still waits for a person. Its record is final once the call names it: a standing
+    approval decides in the transaction that stores the approval and its ``evt.approval.requested``."""
+    record = approver.get(f"/v1/approvals/{call['pending_id']}").json()
+    return (record["status"], record["decided_by"]) == ("pending", None)
+
+
 def resolution(requester: Api, session_id: str, call_id: str) -> dict:
     [resolved] = [e["data"] for e in call_events(requester, session_id, call_id) if e["type"] == "approval_resolved"]
     return resolved
@@ -70,13 +77,13 @@ def test_writes_under_the_cap_commit_at_once_over_it_or_after_revocation_they_wa
     assert large["total_amount_minor"] > cap
     over = submit(rita, session_id, large)
     assert (over.status_code, over.json()["status"]) == (202, "awaiting_approval"), over.text
+    assert waiting(bob, over.json())
 
     assert bob.client.delete(f"/v1/standing-approvals/{standing['standing_id']}").status_code == 204
     assert bob.get("/v1/standing-approvals").json()["items"] == []
     after = submit(rita, session_id, draft(rita, session_id, [(SKU, 1)]))
     assert (after.status_code, after.json()["status"]) == (202, "awaiting_approval"), after.text
-    record = bob.get(f"/v1/approvals/{after.json()['pending_id']}").json()
-    assert (record["status"], record["decided_by"]) == ("pending", None)
+    assert waiting(bob, after.json())
 
 
 @pytest.mark.parametrize("tool, extra, days, status, code", [
