@@ -73,6 +73,9 @@ class PrepareOperationV1(Message):
         None, description="Edits only (sent by the approval service): the operation this one replaces. The ledger "
                           "takes the requester and the assertion from its own record of that operation.")
     edited_by: str | None = Field(None, description="Edits only: the person who edited the arguments.")
+    agent_reason: str | None = Field(None, max_length=500, description=(
+        "The agent's own words on why it asks (the tool call's `reason`): passed on in the approval request as the "
+        "agent's claim, outside the fingerprint; the ledger keeps and checks nothing of it."))
 
 
 class PreparedOperationV1(Message):

@@ -71,6 +71,7 @@ approvals = Table(
     # Escalation (policy escalate_after / escalate_to, fixed when stored; migration 0012): at ``escalate_at`` an
     # undecided version gains ``escalate_to`` in ``required_roles``, once (``escalated_at``); expires_at stays.
     Column("escalate_to", String(20), nullable=True),
+    Column("agent_reason", Text, nullable=True),  # the agent's claim, shown as "the agent says" (migration 0015)
     Column("escalate_at", DateTime(timezone=True), nullable=True),
     Column("escalated_at", DateTime(timezone=True), nullable=True),
 )
