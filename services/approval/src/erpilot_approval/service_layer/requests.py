@@ -32,7 +32,7 @@ from erpilot_approval.domain.policy import Policy
 from erpilot_approval.service_layer.common import emit_requested, emit_resolved, expire_if_due, new_pending_id, refused
 from erpilot_approval.service_layer.mapping import record_of, request_of
 from erpilot_approval.service_layer.ports import Ports, Work
-from erpilot_approval.service_layer.standing import approve_at_once
+from erpilot_approval.service_layer.standing import approve_at_once, standing_for
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalRequestRefusedV1, RequestApprovalV1
 from erpilot_contracts.base import ErrorV1, ReplyV1
@@ -116,8 +116,9 @@ async def _new(unit: Work, ports: Ports, request: ApprovalRequest) -> Outcome:
         return refusal, False
     if not await unit.approvals.insert_new(pending):  # a concurrent delivery inserted it first
         return _repeat(await unit.approvals.get_by_operation(request.operation_id), request), False
+    standing = await standing_for(unit, pending, now)
     await emit_requested(unit, pending)
-    pending = await approve_at_once(unit, ports, pending, now)  # a standing approval in force decides it now
+    pending = await approve_at_once(unit, ports, pending, standing, now)  # a standing approval decides it now
     failpoint("approval.request.before_db_commit")  # approval, event and audit row written, not committed
     return record_of(pending), True
 

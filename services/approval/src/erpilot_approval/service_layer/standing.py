@@ -35,12 +35,19 @@ def standing_record(standing: StandingApproval) -> StandingApprovalV1:
                               revoked_at=standing.revoked_at)
 
 
-async def approve_at_once(unit: Work, ports: Ports, approval: PendingApproval, now: datetime) -> PendingApproval:
-    """A new approval a standing approval in force covers gets its vote now, stored exactly as a person's decision
+async def standing_for(unit: Work, approval: PendingApproval, now: datetime) -> list[StandingApproval]:
+    """The standing approvals in force for the approval's session and tool, held (shared) until the transaction
+    ends: a revocation waits for this request, or came first and counts. Read before the request's audit row, so
+    the locks come in a revocation's order (its row, then the audit chain) and the two never deadlock."""
+    return await unit.standing.in_force(now, session_id=approval.session_id, tool=approval.tool, lock=True)
+
+
+async def approve_at_once(unit: Work, ports: Ports, approval: PendingApproval, found: list[StandingApproval],
+                          now: datetime) -> PendingApproval:
+    """A new approval one of ``found`` covers gets its vote now, stored exactly as a person's decision
     (``decisions.store_vote``: the vote, the decision log, ``evt.approval.resolved`` and ``cmd.erp.commit`` with
-    the signed grant, all in this transaction's outbox). The ones read are held (shared) so a revocation waits for
-    this request, or came first and counts. Returns the approval as it stands (unchanged: none applies)."""
-    found = await unit.standing.in_force(now, session_id=approval.session_id, tool=approval.tool, lock=True)
+    the signed grant, all in this transaction's outbox, after its ``evt.approval.requested``). Returns the approval
+    as it stands (unchanged: none applies)."""
     outcome = domain.apply(approval, found, ports.people(), now)
     if outcome is None:
         return approval
