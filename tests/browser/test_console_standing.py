@@ -24,7 +24,8 @@ def test_a_giver_sees_their_standing_approvals_and_revokes_one(console, open_pag
     console.fake.standing["sa_page_other"] = standing("sa_page_other", "someone-else")
     page = open_page(console, tok("apr-standing", "approver"))
 
-    page.goto("/console/standing-approvals")
+    page.goto("/")
+    page.click("#tab-standing")  # the console's tab leads there
 
     rows = page.locator("#standing tbody tr")
     expect(rows).to_have_count(1)
