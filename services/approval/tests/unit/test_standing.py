@@ -158,3 +158,13 @@ async def test_a_refused_give_records_nothing_and_only_the_giver_or_an_admin_rev
     assert [s.given_by for s in (await list_standing(desk.uow, ListStandingApprovalsV1(actor=admin))).items] == ["bob"]
     revoked = await revoke_standing(RevokeStandingApprovalV1(standing_id="sa_1", actor=admin), desk.ports)
     assert revoked.revoked_at == NOW
+
+
+async def test_the_giver_is_checked_against_the_people_directory_when_the_write_comes(desk: Desk):
+    await give_standing(give_cmd(), desk.ports)  # bob's token said approver when he gave it
+    desk.ports = replace(desk.ports, people=lambda: {"bob": ("requester",)})  # ... the directory says no more
+
+    record = await desk.request(amount_minor=40_000)
+
+    assert (record["status"], record["decided_by"]) == ("pending", None)
+    assert desk.events(subjects.ERP_CMD_COMMIT) == []
