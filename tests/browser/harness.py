@@ -97,6 +97,7 @@ class FakeServices:
     audit: list[dict[str, Any]] = field(default_factory=list)  # the audit log's rows, as GET /v1/audit items
     delegations: dict[str, dict[str, Any]] = field(default_factory=dict)  # DelegationV1 bodies by id
     delegation_commands: list[Any] = field(default_factory=list)  # every give / revoke command received
+    standing: dict[str, dict[str, Any]] = field(default_factory=dict)  # StandingApprovalV1 bodies by id
     broker: Any = None  # the gateway's own broker: the session event stream stays the real one
 
     def add_approval(self, record: dict[str, Any], *, separation_of_duties: bool = False) -> dict[str, Any]:
@@ -200,6 +201,15 @@ class FakeServices:
             found = self.delegations.get(p.delegation_id)
             if found is None or found["from"] != p.actor.sub:
                 raise Problem(404, "not_found", "delegation not found")
+            found["revoked_at"] = found["revoked_at"] or now().isoformat()
+            return found
+        if subject == subjects.APPROVAL_QUERY_STANDING:
+            return {"items": [s for s in reversed(self.standing.values()) if s["revoked_at"] is None
+                              and ("admin" in p.actor.roles or s["given_by"] == p.actor.sub)]}
+        if subject == subjects.APPROVAL_CMD_REVOKE_STANDING:
+            found = self.standing.get(p.standing_id)
+            if found is None or (found["given_by"] != p.actor.sub and "admin" not in p.actor.roles):
+                raise Problem(404, "not_found", "standing approval not found")
             found["revoked_at"] = found["revoked_at"] or now().isoformat()
             return found
         if subject == subjects.APPROVAL_QUERY_DELEGATIONS:

@@ -22,6 +22,7 @@ from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import GENESIS, AuditRow, Checkpoint, chain_hash, event_of, sign, sign_checkpoint
 from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
+from erpilot_approval.domain.standing import StandingApproval
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts import subjects
@@ -80,6 +81,7 @@ class ApprovalState:
     checkpoints: list[Checkpoint] = field(default_factory=list)
     webhooks: list[WebhookRow] = field(default_factory=list)  # in delivery_id order
     delegations: dict[str, Delegation] = field(default_factory=dict)  # by delegation_id, in the order given
+    standing: dict[str, StandingApproval] = field(default_factory=dict)  # by standing_id, in the order given
 
 
 class _Rows:
@@ -271,6 +273,29 @@ class MemoryDelegations(_Rows):
         """Units of work run one at a time here already."""
 
 
+class MemoryStandingApprovals(_Rows):
+    async def get(self, standing_id: str, *, lock: bool = False) -> StandingApproval | None:
+        return self.state.standing.get(standing_id)
+
+    async def add(self, standing: StandingApproval) -> bool:
+        self.writing()
+        if standing.standing_id in self.state.standing:
+            return False
+        self.state.standing[standing.standing_id] = standing
+        return True
+
+    async def save_revocation(self, standing: StandingApproval) -> None:
+        self.writing()
+        stored = self.state.standing[standing.standing_id]
+        self.state.standing[standing.standing_id] = replace(stored, revoked_at=standing.revoked_at)
+
+    async def in_force(self, now: datetime, *, giver: str | None = None, session_id: str | None = None,
+                       tool: str | None = None, lock: bool = False) -> list[StandingApproval]:
+        found = [s for s in self.state.standing.values() if s.revoked_at is None and s.until > now
+                 and giver in (None, s.giver) and session_id in (None, s.session_id) and tool in (None, s.tool)]
+        return sorted(found, key=lambda s: (s.created_at, s.standing_id))
+
+
 class MemoryAuditLog(_Rows):
     def __init__(self, transaction: MemoryTransaction[ApprovalState], key: Ed25519PrivateKey):
         super().__init__(transaction)
@@ -363,6 +388,7 @@ class MemoryWork:
         self.approvals = MemoryApprovalRepository(transaction)
         self.edits = MemoryEditIntents(transaction)
         self.delegations = MemoryDelegations(transaction)
+        self.standing = MemoryStandingApprovals(transaction)
         self.audit = MemoryAuditLog(transaction, key)
         self.webhooks = MemoryWebhookDeliveries(transaction)
 

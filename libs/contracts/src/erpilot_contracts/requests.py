@@ -34,6 +34,13 @@ from erpilot_contracts.agent.v1 import (
     StartToolCallV1,
     ToolCallViewV1,
 )
+from erpilot_contracts.approval.standing import (
+    GiveStandingApprovalV1,
+    ListStandingApprovalsV1,
+    RevokeStandingApprovalV1,
+    StandingApprovalPageV1,
+    StandingApprovalV1,
+)
 from erpilot_contracts.approval.v1 import (
     ApprovalPageV1,
     ApprovalRecordV1,
@@ -134,6 +141,10 @@ APPROVAL_REFERRING = query(subjects.APPROVAL_QUERY_REFERRING, FindReferringAppro
 APPROVAL_DELEGATE = command(subjects.APPROVAL_CMD_DELEGATE, GiveDelegationV1, DelegationV1)
 APPROVAL_REVOKE_DELEGATION = command(subjects.APPROVAL_CMD_REVOKE_DELEGATION, RevokeDelegationV1, DelegationV1)
 APPROVAL_DELEGATIONS = query(subjects.APPROVAL_QUERY_DELEGATIONS, ListDelegationsV1, DelegationPageV1)
+APPROVAL_STAND = command(subjects.APPROVAL_CMD_STAND, GiveStandingApprovalV1, StandingApprovalV1)
+APPROVAL_REVOKE_STANDING = command(subjects.APPROVAL_CMD_REVOKE_STANDING, RevokeStandingApprovalV1,
+                                   StandingApprovalV1)
+APPROVAL_STANDING = query(subjects.APPROVAL_QUERY_STANDING, ListStandingApprovalsV1, StandingApprovalPageV1)
 
 # --- Agent -------------------------------------------------------------------------------------
 AGENT_CREATE_SESSION = command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, SessionRefV1)

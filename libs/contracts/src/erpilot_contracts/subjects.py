@@ -60,6 +60,9 @@ APPROVAL_CMD_DECIDE_MANY = f"{PREFIX}.cmd.approval.decide_many"  # DecideManyV1 
 APPROVAL_CMD_DELEGATE = f"{PREFIX}.cmd.approval.delegate"  # GiveDelegationV1 -> ReplyV1(DelegationV1)
 # RevokeDelegationV1 -> ReplyV1(DelegationV1)
 APPROVAL_CMD_REVOKE_DELEGATION = f"{PREFIX}.cmd.approval.revoke_delegation"
+APPROVAL_CMD_STAND = f"{PREFIX}.cmd.approval.stand"  # GiveStandingApprovalV1 -> ReplyV1(StandingApprovalV1)
+# RevokeStandingApprovalV1 -> ReplyV1(StandingApprovalV1)
+APPROVAL_CMD_REVOKE_STANDING = f"{PREFIX}.cmd.approval.revoke_standing"
 APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1(ApprovalPageV1)
@@ -67,6 +70,8 @@ APPROVAL_QUERY_AUDIT = f"{PREFIX}.query.approval.audit"        # AuditQueryV1 ->
 # FindReferringApprovalV1 -> ReplyV1(ReferringApprovalV1): may this person read that draft or order (SPEC §10)
 APPROVAL_QUERY_REFERRING = f"{PREFIX}.query.approval.referring"
 APPROVAL_QUERY_DELEGATIONS = f"{PREFIX}.query.approval.delegations"  # ListDelegationsV1 -> ReplyV1(DelegationPageV1)
+# ListStandingApprovalsV1 -> ReplyV1(StandingApprovalPageV1)
+APPROVAL_QUERY_STANDING = f"{PREFIX}.query.approval.standing"
 APPROVAL_EVT_REQUESTED = f"{PREFIX}.evt.approval.requested"    # ApprovalRequestedV1
 APPROVAL_EVT_RESOLVED = f"{PREFIX}.evt.approval.resolved"      # ApprovalResolvedV1
 APPROVAL_EVT_EXPIRING = f"{PREFIX}.evt.approval.expiring"      # ApprovalExpiringV1

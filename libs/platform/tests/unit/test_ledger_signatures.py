@@ -44,6 +44,7 @@ TAMPERED = {
     "asserted_at": AT + timedelta(microseconds=1),
     "prepared_at": AT,
     "supersedes": None,
+    "agent_reason": "an agent's words put in after the ledger signed",  # shown to the approver: signed too
 }
 
 

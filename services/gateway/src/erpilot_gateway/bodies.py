@@ -30,6 +30,12 @@ class ToolCallBody(Body):
     tool: Annotated[str, Field(min_length=1, max_length=64)]
     arguments: CanonicalArguments
     call_id: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")] | None = None
+    # A write's: why, in the agent's words (at most REASON_LIMIT characters: routes/sessions.py answers 422
+    # reason_too_long). Not an argument: outside the fingerprint, shown to the approver as the agent's claim.
+    reason: str | None = None
+
+
+REASON_LIMIT = 500
 
 
 class DecisionBody(Body):

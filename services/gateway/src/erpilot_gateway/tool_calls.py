@@ -30,13 +30,14 @@ _ANSWERING_EVENTS = ("approval_pending", "tool_finished")
 
 
 async def start_tool_call(services: Services, *, session_id: str, user: User, tool: str, arguments: Any,
-                          call_id: str) -> ToolCallViewV1:
+                          call_id: str, reason: str | None = None) -> ToolCallViewV1:
     """Run one call as far as it goes without a person; returns its view (raises Problem)."""
     if not is_subject_token(session_id):  # no session has such an id; nor may it name other sessions' subjects
         raise Problem(404, "not_found", f"session {session_id} not found")
     started = time.monotonic()
     cmd = StartToolCallV1(session_id=session_id, owner=user.sub, tool=tool, arguments=arguments, call_id=call_id,
-                          assertion=await services.vouch_call(user, session_id, call_id, tool))  # after the owner check
+                          assertion=await services.vouch_call(user, session_id, call_id, tool),  # after the owner check
+                          reason=reason)
     async with services.watch_session(session_id) as events:  # before the command: no event can be missed
         view = await services.call(requests.AGENT_TOOL_CALL, cmd)
         if view.status not in _NOT_YET_DECIDED:

@@ -49,6 +49,9 @@ class StartToolCallV1(Message):
     arguments: CanonicalJson = Field(description="Raw arguments; validated by the agent against the tool schema.")
     call_id: str = Field(min_length=1, max_length=100, description="Unique within the session.")
     assertion: str | None = ASSERTION_FIELD
+    reason: str | None = Field(None, max_length=500, description=(
+        "Writes: why the agent asks, in its words. Shown to the approver as \"the agent says\"; never part of the "
+        "arguments or the fingerprint, and trusted for nothing else."))
 
 
 class ToolCallViewV1(Message):

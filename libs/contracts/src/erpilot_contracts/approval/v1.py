@@ -95,6 +95,9 @@ class ApprovalRecordV1(Message):
         None, description="When an undecided version escalates (created_at + policy `escalate_after`); None: never.")
     escalated_at: datetime | None = Field(
         None, description="When it escalated (its `escalate_to` joined `required_roles`); None: not escalated.")
+    agent_reason: str | None = Field(
+        None, description="What the agent says about why it asks (its claim, unchecked; None: it said nothing, or "
+                          "a person's edit made this version).")
 
 
 class RequestApprovalV1(Message):
@@ -120,6 +123,9 @@ class RequestApprovalV1(Message):
     prepared_at: datetime | None = Field(None, description="When the ledger prepared this operation.")
     supersedes: str | None = Field(None, description="Edits: the operation this version replaces (the approval "
                                                      "service accepts it only for an edit it recorded itself).")
+    agent_reason: str | None = Field(None, max_length=500, description=(
+        "The agent's words on why it asks (its tool call's `reason`), passed on as given: shown as \"the agent "
+        "says\", apart from the preview; outside the fingerprint and trusted for nothing."))
     ledger_signature: str | None = Field(
         None, description="Base64 Ed25519 signature by the ERP's ledger key (`ERPILOT_LEDGER_SIGNING_KEY`) over the "
                           "RFC 8785 JSON of every other field (unset ones left out, datetimes as UTC ISO-8601). "

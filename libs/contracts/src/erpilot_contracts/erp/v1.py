@@ -76,6 +76,9 @@ class PrepareOperationV1(Message):
     edit_signature: str | None = Field(
         None, description="Edits only: the approval service's Ed25519 signature (its grant key) over every other "
                           "field; the ERP takes `supersedes` from nobody else (the agent may publish this subject).")
+    agent_reason: str | None = Field(None, max_length=500, description=(
+        "The agent's own words on why it asks (the tool call's `reason`): passed on in the approval request as the "
+        "agent's claim, outside the fingerprint; the ledger keeps and checks nothing of it."))
 
 
 class PreparedOperationV1(Message):

@@ -21,7 +21,7 @@ def to_domain(row: Any) -> ToolCall:
         ) if pending else None,
         resolutions=dict(life.get("resolutions", {})),
         decided_by=life.get("decided_by"), comment=life.get("comment"),
-        outcome=row.outcome, result=row.result, error=row.error,
+        outcome=row.outcome, result=row.result, error=row.error, reason=life.get("reason"),
     )
 
 
@@ -40,5 +40,6 @@ def to_columns(call: ToolCall) -> dict[str, Any]:
                 "approval_url": pending.approval_url, "edited_by": pending.edited_by,
             } if pending else None,
             "resolutions": call.resolutions, "decided_by": call.decided_by, "comment": call.comment,
+            "reason": call.reason,
         },
     }

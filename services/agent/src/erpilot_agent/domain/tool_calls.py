@@ -85,6 +85,7 @@ class ToolCall:
     outcome: str | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    reason: str | None = None  # a write's: why, in the agent's words (passed to the approver, decides nothing)
 
     @property
     def view_status(self) -> str:

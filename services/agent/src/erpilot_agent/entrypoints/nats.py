@@ -46,7 +46,8 @@ def register(bus: ServiceBus, uow: AgentUnitOfWork, tool_calls: ToolCallService,
     @bus.serve(requests.AGENT_TOOL_CALL, description="Run a tool call (idempotent by session and call_id).")
     async def start_tool_call(cmd: StartToolCallV1) -> ToolCallViewV1:
         return await tool_calls.start(session_id=cmd.session_id, owner=cmd.owner, tool=cmd.tool,
-                                      raw_arguments=cmd.arguments, call_id=cmd.call_id, assertion=cmd.assertion)
+                                      raw_arguments=cmd.arguments, call_id=cmd.call_id, assertion=cmd.assertion,
+                                      reason=cmd.reason)
 
     @bus.serve(requests.AGENT_POST_MESSAGE,
                description="A user message: starts a run of the model (idempotent by message_id).")

@@ -92,7 +92,7 @@ class CallPipeline:
                 operation_id=record.operation_id, session_id=record.session_id, call_id=record.call_id, tool=tool,
                 tool_schema_version=spec.schema_version, arguments=arguments,
                 fingerprint=fingerprint(tool, spec.schema_version, arguments), requested_by=owner,
-                stock_check=policy.stock_check, assertion=assertion))
+                stock_check=policy.stock_check, assertion=assertion, agent_reason=record.call.reason))
         except ReplyError as exc:
             # A refused message (no valid requester assertion) or the ERP's own failure is no business outcome.
             failed = exc.error.code == "invalid_message" or exc.error.status >= 500

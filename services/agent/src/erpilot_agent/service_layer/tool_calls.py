@@ -81,12 +81,13 @@ class ToolCallService:
     # --- a command starts a call -------------------------------------------------------------
     async def start(self, *, session_id: str, owner: str, tool: str, raw_arguments: Any, call_id: str,
                     assertion: str | None = None, source: str = "external",
-                    run_id: str | None = None) -> ToolCallViewV1:
+                    run_id: str | None = None, reason: str | None = None) -> ToolCallViewV1:
         """Validate, record and drive one call as far as it goes without a person; returns its view.
 
         Idempotent by (``session_id``, ``call_id``): the same tool and arguments again get the same call's view;
         other ones 409 ``idempotency_conflict``. Other sessions' calls are never looked at. ``assertion`` (the
-        command's, or its run's) is stored with a new call and forwarded unchanged in its ERP commands.
+        command's, or its run's) is stored with a new call and forwarded unchanged in its ERP commands, and so is
+        ``reason`` (a write's, for the approver; the first delivery's stands: it is not part of the request).
         """
         key = call_key(session_id, call_id)
         token = bind(session_id=session_id, call_id=call_id)
@@ -102,7 +103,7 @@ class ToolCallService:
             existing = await self.uow.read(look)
             if existing is None:
                 existing = await self._record_new(key, session_id, call_id, tool, raw_arguments, digest, owner,
-                                                  assertion, source, run_id)
+                                                  assertion, source, run_id, reason)
             legacy = partial(legacy_request_hash, tool, raw_arguments)
             if decide(existing.request_hash, digest, legacy=legacy) is Decision.CONFLICT:
                 # also when a concurrent delivery of another request recorded the call first
@@ -114,7 +115,8 @@ class ToolCallService:
             unbind(token)
 
     async def _record_new(self, key: str, session_id: str, call_id: str, tool: str, raw_arguments: Any, digest: str,
-                          owner: str, assertion: str | None, source: str, run_id: str | None) -> CallRecord:
+                          owner: str, assertion: str | None, source: str, run_id: str | None,
+                          reason: str | None = None) -> CallRecord:
         """Record the new call; the recorded one (a concurrent delivery's, if that one was first).
 
         A read has no effect to make exactly once, so it runs before anything is recorded and is recorded
@@ -127,7 +129,7 @@ class ToolCallService:
         policy = await self.downstream.policy(tool)
         if policy.action == "deny":
             raise Refused("policy_denied", f"the policy denies {tool}", 403)
-        call = ToolCall(call_id=call_id, tool=tool, arguments=arguments)
+        call = ToolCall(call_id=call_id, tool=tool, arguments=arguments, reason=reason)
         events = call.start(needs_approval=policy.action == "require_approval")
         operation_id = operation_id_for(key)
         if call.state is CallState.RUNNING and get_tool(tool).kind is ToolKind.READ:

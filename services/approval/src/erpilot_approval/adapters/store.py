@@ -16,11 +16,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from erpilot_approval.adapters import audit_log, delegations, notifications, repository
+from erpilot_approval.adapters import audit_log, delegations, notifications, repository, standing
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import AuditRow, Checkpoint
 from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
+from erpilot_approval.domain.standing import StandingApproval
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts.approval.v1 import GrantV1
@@ -177,6 +178,24 @@ class SqlDelegations:
         await delegations.serialise_gives(self.conn)
 
 
+class SqlStandingApprovals:
+    def __init__(self, conn: AsyncConnection):
+        self.conn = conn
+
+    async def get(self, standing_id: str, *, lock: bool = False) -> StandingApproval | None:
+        return await standing.get(self.conn, standing_id, lock=lock)
+
+    async def add(self, given: StandingApproval) -> bool:
+        return await standing.add(self.conn, given)
+
+    async def save_revocation(self, revoked: StandingApproval) -> None:
+        await standing.save_revocation(self.conn, revoked)
+
+    async def in_force(self, now: datetime, *, giver: str | None = None, session_id: str | None = None,
+                       tool: str | None = None, lock: bool = False) -> list[StandingApproval]:
+        return await standing.in_force(self.conn, now, giver=giver, session_id=session_id, tool=tool, lock=lock)
+
+
 class SqlApprovalWork:
     """The approval service's ``Work`` on one transaction of the platform's unit of work."""
 
@@ -186,6 +205,7 @@ class SqlApprovalWork:
         self.approvals = SqlApprovalRepository(conn)
         self.edits = SqlEditIntents(conn)
         self.delegations = SqlDelegations(conn)
+        self.standing = SqlStandingApprovals(conn)
         self.audit = SqlAuditLog(conn, key)
         self.webhooks = SqlWebhookDeliveries(conn)
 

@@ -71,6 +71,7 @@ approvals = Table(
     # Escalation (policy escalate_after / escalate_to, fixed when stored; migration 0012): at ``escalate_at`` an
     # undecided version gains ``escalate_to`` in ``required_roles``, once (``escalated_at``); expires_at stays.
     Column("escalate_to", String(20), nullable=True),
+    Column("agent_reason", Text, nullable=True),  # the agent's claim, shown as "the agent says" (migration 0015)
     Column("escalate_at", DateTime(timezone=True), nullable=True),
     Column("escalated_at", DateTime(timezone=True), nullable=True),
 )
@@ -152,6 +153,22 @@ delegations = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
 )
+
+# Standing approvals (domain/standing.py): a giver approves one write tool in one session in advance, up to an
+# amount, until a time. Never deleted: a revocation is a time.
+standing_approvals = Table(
+    "standing_approvals", metadata,
+    Column("standing_id", String(100), primary_key=True),  # chosen by the gateway: a redelivery stores one
+    Column("giver", String(200), nullable=False, index=True),
+    Column("roles", ARRAY(String(20)), nullable=False),
+    Column("session_id", String(100), nullable=False),
+    Column("tool", String(64), nullable=False),
+    Column("max_amount_minor", BigInteger, nullable=True),
+    Column("until", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
+Index("standing_approvals_session_tool", standing_approvals.c.session_id, standing_approvals.c.tool)
 
 # Outgoing webhooks (service_layer/webhooks.py): one row per (event, endpoint), written when the event is
 # consumed, delivered by the dispatcher; the row is also the dead letter once it gives up.

@@ -48,6 +48,7 @@ class ApprovalRequest:
     operation_id: str
     preview: dict[str, Any]
     requested_by: str
+    agent_reason: str | None = None  # the agent's words on why (its claim: shown, never relied on)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class PendingApproval:
     escalate_to: str | None = None  # policy escalate_to: the role it gains if still undecided at ``escalate_at``
     escalate_at: datetime | None = None  # created_at + policy escalate_after, fixed when stored (None: never)
     escalated_at: datetime | None = None  # when ``escalate_to`` joined ``required_roles`` (once)
+    agent_reason: str | None = None  # the agent's words on why it asks (shown as "the agent says"; decides nothing)
 
     @property
     def approvals_received(self) -> int:
@@ -152,6 +154,7 @@ def new_pending(
         rejections_to_reject=tool_policy.rejections_to_reject_for(amount),
         escalate_to=escalation[1] if escalation else None,
         escalate_at=now + escalation[0] if escalation else None,
+        agent_reason=request.agent_reason,
     )
 
 

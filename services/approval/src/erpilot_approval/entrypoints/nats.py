@@ -11,12 +11,20 @@ from erpilot_approval.service_layer import (
     mapping,
     queries,
     requests,
+    standing,
     withdrawals,
 )
 from erpilot_approval.service_layer.ports import Ports
 from erpilot_contracts import requests as endpoints
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
+from erpilot_contracts.approval.standing import (
+    GiveStandingApprovalV1,
+    ListStandingApprovalsV1,
+    RevokeStandingApprovalV1,
+    StandingApprovalPageV1,
+    StandingApprovalV1,
+)
 from erpilot_contracts.approval.v1 import (
     ApprovalPageV1,
     ApprovalRecordV1,
@@ -109,3 +117,17 @@ def register(bus: ServiceBus, ports: Ports) -> None:
     @bus.serve(endpoints.APPROVAL_DELEGATIONS, description="A person's delegations in force, given and received.")
     async def list_delegations(query: ListDelegationsV1) -> DelegationPageV1:
         return await delegations.list_delegations(ports.uow, query)
+
+    @bus.serve(endpoints.APPROVAL_STAND,
+               description="An approver or manager approves in advance one write tool in one session up to an "
+                           "amount until a time (idempotent by standing_id).")
+    async def stand(cmd: GiveStandingApprovalV1) -> StandingApprovalV1:
+        return await standing.give_standing(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_REVOKE_STANDING, description="The giver (or an admin) ends a standing approval now.")
+    async def revoke_standing(cmd: RevokeStandingApprovalV1) -> StandingApprovalV1:
+        return await standing.revoke_standing(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_STANDING, description="The standing approvals in force a person gave (admins: all).")
+    async def list_standing(query: ListStandingApprovalsV1) -> StandingApprovalPageV1:
+        return await standing.list_standing(ports.uow, query)

@@ -9,6 +9,7 @@ from collections.abc import Awaitable
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import Checkpoint
 from erpilot_approval.domain.delegation import Delegation
+from erpilot_approval.domain.standing import StandingApproval
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, AuditLog
 from erpilot_contracts.approval.v1 import GrantV1
@@ -82,6 +83,24 @@ def _delegation_data(delegation: Delegation) -> dict:
             "roles": list(delegation.roles), "tools": list(delegation.tools) if delegation.tools is not None else None,
             "until": delegation.until.isoformat(),
             "revoked_at": delegation.revoked_at.isoformat() if delegation.revoked_at else None}
+
+
+async def standing_given(trail: AuditLog, standing: StandingApproval) -> None:
+    await trail.append("standing_given", pending_id=None, operation_id=None, actor=standing.giver,
+                       data=_standing_data(standing))
+
+
+async def standing_revoked(trail: AuditLog, standing: StandingApproval, *, by: str) -> None:
+    """``by``: who revoked it, the giver or an admin."""
+    await trail.append("standing_revoked", pending_id=None, operation_id=None, actor=by,
+                       data=_standing_data(standing))
+
+
+def _standing_data(standing: StandingApproval) -> dict:
+    return {"standing_id": standing.standing_id, "given_by": standing.giver, "session_id": standing.session_id,
+            "tool": standing.tool, "max_amount_minor": standing.max_amount_minor, "roles": list(standing.roles),
+            "until": standing.until.isoformat(),
+            "revoked_at": standing.revoked_at.isoformat() if standing.revoked_at else None}
 
 
 async def operation_finished(trail: AuditLog, status: OperationStatusV1, approval: PendingApproval | None) -> None:

@@ -7,7 +7,7 @@ committed, locking and emitting nothing; ``wake()`` tells the outbox relay (``ru
 
 ``work`` gets this service's ``Work``: the approvals (``approvals``: rows by key, their votes, their decision
 log, their escalations and their once-only expiry warnings), the edit intents (``edits``), the delegations
-(``delegations``), the audit trail (``audit``: rows
+(``delegations``), the standing approvals (``standing``), the audit trail (``audit``: rows
 appended in the same transaction as the change they record, and its signed checkpoints), the webhook
 deliveries (``webhooks``), the outbox (``emit``: messages published after the commit) and ``now()``, the
 clock decisions are taken by: the database's, read at the call, so a use case reads it after taking its row
@@ -33,6 +33,7 @@ from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.people import Directory
 from erpilot_approval.domain.policy import Policy
+from erpilot_approval.domain.standing import StandingApproval
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1
@@ -221,12 +222,30 @@ class Delegations(Protocol):
         ...
 
 
+class StandingApprovals(Protocol):
+    """Rows of ``approval.standing_approvals`` (never deleted: a revocation is a time)."""
+
+    async def get(self, standing_id: str, *, lock: bool = False) -> StandingApproval | None: ...
+
+    async def add(self, standing: StandingApproval) -> bool:
+        """Store a new one; False if one with its id exists (a redelivered give)."""
+        ...
+
+    async def save_revocation(self, standing: StandingApproval) -> None: ...
+
+    async def in_force(self, now: datetime, *, giver: str | None = None, session_id: str | None = None,
+                       tool: str | None = None, lock: bool = False) -> list[StandingApproval]:
+        """In force at ``now``, oldest first; ``lock`` holds them (shared): a revocation waits for their use."""
+        ...
+
+
 class Work(Protocol):
     """One unit of work of the approval service (``UnitOfWorkPort[Work]``)."""
 
     approvals: ApprovalRepository
     edits: EditIntents
     delegations: Delegations
+    standing: StandingApprovals
     audit: AuditLog
     webhooks: WebhookDeliveries
 

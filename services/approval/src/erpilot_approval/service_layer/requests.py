@@ -17,7 +17,9 @@ What is checked here:
 4. an edit (``supersedes``) is accepted only against the intent this service recorded for it
    (``InvalidMessage("edit_not_requested")`` otherwise) and replaces the old version if it is still pending;
 5. the policy in force (tool known and requiring approval, schema version, normalised arguments, fingerprint):
-   a refusal stores nothing and emits ``evt.approval.request_refused``, so the agent can finish the call.
+   a refusal stores nothing and emits ``evt.approval.request_refused``, so the agent can finish the call;
+6. a new approval (not an edited version) that a standing approval in force covers is approved in the same
+   transaction (``standing.approve_at_once``), its commit leaving through the outbox as a person's decision's does.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from erpilot_approval.domain.policy import Policy
 from erpilot_approval.service_layer.common import emit_requested, emit_resolved, expire_if_due, new_pending_id, refused
 from erpilot_approval.service_layer.mapping import record_of, request_of
 from erpilot_approval.service_layer.ports import Ports, Work
+from erpilot_approval.service_layer.standing import approve_at_once, standing_for
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalRequestRefusedV1, RequestApprovalV1
 from erpilot_contracts.base import ErrorV1, ReplyV1
@@ -114,7 +117,9 @@ async def _new(unit: Work, ports: Ports, request: ApprovalRequest) -> Outcome:
         return refusal, False
     if not await unit.approvals.insert_new(pending):  # a concurrent delivery inserted it first
         return _repeat(await unit.approvals.get_by_operation(request.operation_id), request), False
+    standing = await standing_for(unit, pending, now)
     await emit_requested(unit, pending)
+    pending = await approve_at_once(unit, ports, pending, standing, now)  # a standing approval decides it now
     failpoint("approval.request.before_db_commit")  # approval, event and audit row written, not committed
     return record_of(pending), True
 

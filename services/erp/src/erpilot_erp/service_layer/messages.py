@@ -40,13 +40,15 @@ def preview_json(preview: dict[str, Any]) -> dict[str, Any]:
     return PreviewV1.model_validate(preview).model_dump(mode="json", exclude=_NESTED_VERSIONS)
 
 
-def approval_request(record: OperationRecord) -> RequestApprovalV1:
-    """``cmd.approval.request`` for a prepared operation, from the ledger's record alone."""
+def approval_request(record: OperationRecord, agent_reason: str | None = None) -> RequestApprovalV1:
+    """``cmd.approval.request`` for a prepared operation, from the ledger's record alone, and the agent's words on
+    why it asks (``agent_reason``: passed on as its claim, which decides nothing)."""
     return RequestApprovalV1(
         operation_id=record.operation_id, session_id=record.session_id, call_id=record.call_id, tool=record.tool,
         tool_schema_version=record.tool_schema_version, arguments=record.arguments, fingerprint=record.fingerprint,
         preview=preview_json(record.preview), requested_by=record.requested_by, assertion=record.assertion,
-        asserted_at=record.asserted_at, prepared_at=record.prepared_at, supersedes=record.supersedes)
+        asserted_at=record.asserted_at, prepared_at=record.prepared_at, supersedes=record.supersedes,
+        agent_reason=agent_reason)
 
 
 def product(value: Product) -> ProductV1:

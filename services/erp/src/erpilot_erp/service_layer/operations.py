@@ -101,7 +101,8 @@ class OperationService:
             session_id=cmd.session_id, call_id=cmd.call_id, requested_by=requested_by, assertion=assertion,
             asserted_at=asserted_at, supersedes=cmd.supersedes, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
             facts=prepared.facts, preview=prepared.preview, prepared_at=now))
-        await w.emit(subjects.APPROVAL_CMD_REQUEST, sign_request(approval_request(record), self.ledger_key),
+        await w.emit(subjects.APPROVAL_CMD_REQUEST, sign_request(approval_request(record, cmd.agent_reason),
+                                                              self.ledger_key),
                      msg_id=f"approval.request.{record.operation_id}")
         failpoint("erp.prepare.before_db_commit")  # operation and its outboxed request written, not committed
         return PreparedOperationV1.model_validate({"operation_id": record.operation_id, "tool": record.tool,

@@ -37,6 +37,7 @@ STATIC_FILES = {
     "results.js": "text/javascript; charset=utf-8",
     "approval.js": "text/javascript; charset=utf-8",
     "delegations.js": "text/javascript; charset=utf-8",
+    "standing.js": "text/javascript; charset=utf-8",
     "signed-in.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

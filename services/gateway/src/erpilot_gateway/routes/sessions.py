@@ -23,7 +23,7 @@ from erpilot_contracts.agent.v1 import (
 from erpilot_contracts.approval.v1 import GetApprovalV1
 from erpilot_gateway import tool_calls
 from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
-from erpilot_gateway.bodies import CreateSessionBody, PostMessageBody, ToolCallBody
+from erpilot_gateway.bodies import REASON_LIMIT, CreateSessionBody, PostMessageBody, ToolCallBody
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.services import Services
 from erpilot_gateway.sse import session_event_stream
@@ -148,14 +148,19 @@ async def start_tool_call(request: Request, session_id: str, body: ToolCallBody,
 
     The call's ``call_id`` (unique within the session) is the body's ``call_id``, else the
     ``Idempotency-Key`` header, else a new one: repeating it with the same tool and arguments answers
-    with that call (its current state), with others 409 ``idempotency_conflict``.
+    with that call (its current state), with others 409 ``idempotency_conflict``. A write may carry ``reason`` (at
+    most 500 characters, else 422 ``reason_too_long``): the approver sees it as "the agent says", outside the
+    fingerprint.
     """
+    if body.reason is not None and len(body.reason) > REASON_LIMIT:
+        raise Problem(422, "reason_too_long", f"reason is at most {REASON_LIMIT} characters")
     key = _checked_key(idempotency_key)
     if key is not None and body.call_id is not None and key != body.call_id:
         raise Problem(422, "invalid_idempotency_key", "Idempotency-Key and call_id name different calls")
     call_id = body.call_id or key or f"call_{uuid.uuid4().hex}"  # fixed before the first publish
     view = await tool_calls.start_tool_call(_services(request), session_id=session_id, user=user,
-                                            tool=body.tool, arguments=body.arguments, call_id=call_id)
+                                            tool=body.tool, arguments=body.arguments, call_id=call_id,
+                                            reason=body.reason)
     return tool_call_response(view)
 
 

@@ -1,0 +1,170 @@
+"""Standing approvals (SPEC §11, issue 34): what one covers (session, tool, cap, until, revoked), the giver's
+authority now (people directory) and separation of duties for the giver; giving refused beyond what the giver may
+decide; and on the memory unit of work, a covered request approved at once with its commit in the outbox."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from erpilot_approval.domain import standing
+from erpilot_approval.domain.policy import load_policy
+from erpilot_approval.domain.standing import StandingApproval, StandingError
+from erpilot_approval.service_layer.standing import give_standing, list_standing, revoke_standing
+from erpilot_contracts import subjects
+from erpilot_contracts.approval.standing import (
+    GiveStandingApprovalV1,
+    ListStandingApprovalsV1,
+    RevokeStandingApprovalV1,
+)
+from erpilot_contracts.approval.v1 import Actor
+
+from ..fakes import NOW
+from .conftest import Desk, refusal_of
+
+pytestmark = pytest.mark.unit
+
+POLICY = load_policy(None)  # submit_order: approver or manager; from 1,000,000 minor units, manager only
+BOB = Actor(sub="bob", roles=["approver"])
+
+
+def given(**changes) -> StandingApproval:
+    terms = {"giver": "bob", "giver_roles": ["approver"], "session_id": "sess-1", "tool": "submit_order",
+             "max_amount_minor": 50_000, "until": NOW + timedelta(days=1), "now": NOW, "policy": POLICY}
+    return standing.give("sa_1", **{**terms, **changes})
+
+
+# --- what a standing approval covers ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("amount, covered", [(50_000, True), (1, True), (50_001, False), (None, False)])
+def test_it_covers_its_session_and_tool_up_to_the_cap(make_pending, amount, covered):
+    assert given().covers(make_pending(amount_minor=amount), NOW) is covered
+
+
+def test_it_covers_no_other_session_or_tool(make_pending):
+    assert not given(session_id="sess-2").covers(make_pending(), NOW)
+    assert not given(tool="cancel_order").covers(make_pending(), NOW)
+
+
+def test_without_a_cap_it_covers_any_amount_the_giver_may_decide(make_pending):
+    no_cap = given(giver_roles=["manager"], max_amount_minor=None)
+    assert no_cap.covers(make_pending(amount_minor=5_000_000), NOW)
+    assert standing.apply(make_pending(amount_minor=5_000_000), [no_cap], None, NOW) is not None
+
+
+def test_it_covers_nothing_once_revoked_or_past_until(make_pending):
+    one = given()
+    assert not replace(one, revoked_at=NOW).covers(make_pending(), NOW)
+    assert not one.covers(make_pending(), one.until)
+
+
+def test_apply_approves_as_the_standing_approval_on_behalf_of_its_giver(make_pending):
+    outcome = standing.apply(make_pending(), [given()], None, NOW)
+
+    decided = outcome.approval
+    assert (decided.status, decided.decided_by, decided.decided_on_behalf_of) == ("approved", "standing:sa_1", "bob")
+    assert (outcome.vote.sub, outcome.vote.on_behalf_of, outcome.vote.role) == ("standing:sa_1", "bob", "approver")
+
+
+def test_a_giver_who_lost_the_role_approves_nothing(make_pending):
+    assert standing.apply(make_pending(), [given()], {"bob": ("requester",)}, NOW) is None
+    assert standing.apply(make_pending(), [given()], {"someone_else": ("approver",)}, NOW) is None
+    assert standing.apply(make_pending(), [given()], {"bob": ("approver",)}, NOW) is not None
+
+
+def test_separation_of_duties_applies_to_the_giver(make_pending):
+    assert standing.apply(make_pending(requested_by="bob"), [given()], None, NOW) is None
+
+
+def test_quorum_counts_it_as_the_givers_one_vote(make_pending):
+    policy = load_policy('[tools.submit_order]\napprovals_required = 2\n')
+    outcome = standing.apply(make_pending(policy=policy), [given(policy=policy)], None, NOW)
+
+    assert outcome.approval.status == "pending"
+    assert outcome.approval.approvals_received == 1
+
+
+# --- giving: what the giver may decide, and bad input ------------------------------------------------------
+
+@pytest.mark.parametrize("changes, code, status", [
+    ({"tool": "no_such_tool"}, "unknown_tool", 422),
+    ({"tool": "get_product"}, "not_a_write_tool", 422),
+    ({"max_amount_minor": -1}, "invalid_amount", 422),
+    ({"until": NOW}, "standing_in_past", 422),
+    ({"until": NOW + timedelta(days=90, seconds=1)}, "standing_too_long", 422),
+    ({"tool": "refund_payment"}, "standing_beyond_authority", 403),  # managers only
+    ({"max_amount_minor": 1_000_000}, "standing_beyond_authority", 403),  # the amount rule: managers only
+    ({"max_amount_minor": None}, "standing_beyond_authority", 403),  # no cap reaches the amount rule too
+    ({"giver_roles": ["requester"]}, "standing_beyond_authority", 403),
+])
+def test_giving_refuses_what_the_giver_may_not_decide_and_bad_input(changes, code, status):
+    with pytest.raises(StandingError) as raised:
+        given(**changes)
+    assert (raised.value.code, raised.value.http_status) == (code, status)
+
+
+def test_giving_up_to_the_amount_rule_and_for_90_days_is_allowed():
+    one = given(max_amount_minor=999_999, until=NOW + timedelta(days=90))
+    assert (one.roles, one.max_amount_minor) == (("approver",), 999_999)
+
+
+# --- the use cases on the memory unit of work -------------------------------------------------------------
+
+def give_cmd(actor: Actor = BOB, **changes) -> GiveStandingApprovalV1:
+    terms = {"standing_id": "sa_1", "session_id": "sess-1", "tool": "submit_order", "max_amount_minor": 50_000,
+             "until": NOW + timedelta(days=1), "actor": actor}
+    return GiveStandingApprovalV1(**{**terms, **changes})
+
+
+async def test_a_covered_request_is_approved_at_once_with_its_commit_in_the_same_outbox(desk: Desk):
+    await give_standing(give_cmd(), desk.ports)
+
+    record = await desk.request(amount_minor=40_000)
+
+    assert (record["status"], record["decided_by"], record["decided_on_behalf_of"]) == (
+        "approved", "standing:sa_1", "bob")
+    resolved = desk.events(subjects.APPROVAL_EVT_RESOLVED)
+    assert [(e["status"], e["decided_by"]) for e in resolved] == [("approved", "standing:sa_1")]
+    assert [c["operation_id"] for c in desk.events(subjects.ERP_CMD_COMMIT)] == [record["operation_id"]]
+    decision = next(row for row in desk.state.audit if row.kind == "decision")
+    assert (decision.actor, decision.data["on_behalf_of"]) == ("standing:sa_1", "bob")
+
+
+async def test_over_the_cap_or_after_revocation_a_request_waits_for_a_person(desk: Desk):
+    await give_standing(give_cmd(), desk.ports)
+    over = await desk.request(amount_minor=60_000)
+    await revoke_standing(RevokeStandingApprovalV1(standing_id="sa_1", actor=BOB), desk.ports)
+    after = await desk.request(amount_minor=10_000)
+
+    assert (over["status"], after["status"]) == ("pending", "pending")
+    assert desk.events(subjects.ERP_CMD_COMMIT) == []
+    assert [row.kind for row in desk.state.audit if row.kind.startswith("standing")] == [
+        "standing_given", "standing_revoked"]
+
+
+async def test_a_refused_give_records_nothing_and_only_the_giver_or_an_admin_revokes(desk: Desk):
+    refused = await refusal_of(give_standing(give_cmd(tool="refund_payment"), desk.ports))
+    assert (refused.code, refused.status) == ("standing_beyond_authority", 403)
+    assert desk.state.standing == {} and desk.state.audit == []
+
+    await give_standing(give_cmd(), desk.ports)
+    other = Actor(sub="carol", roles=["approver"])
+    assert (await refusal_of(revoke_standing(RevokeStandingApprovalV1(standing_id="sa_1", actor=other),
+                                             desk.ports))).status == 404
+    assert [s.standing_id for s in (await list_standing(desk.uow, ListStandingApprovalsV1(actor=other))).items] == []
+    admin = Actor(sub="root", roles=["admin"])
+    assert [s.given_by for s in (await list_standing(desk.uow, ListStandingApprovalsV1(actor=admin))).items] == ["bob"]
+    revoked = await revoke_standing(RevokeStandingApprovalV1(standing_id="sa_1", actor=admin), desk.ports)
+    assert revoked.revoked_at == NOW
+
+
+async def test_the_giver_is_checked_against_the_people_directory_when_the_write_comes(desk: Desk):
+    await give_standing(give_cmd(), desk.ports)  # bob's token said approver when he gave it
+    desk.ports = replace(desk.ports, people=lambda: {"bob": ("requester",)})  # ... the directory says no more
+
+    record = await desk.request(amount_minor=40_000)
+
+    assert (record["status"], record["decided_by"]) == ("pending", None)
+    assert desk.events(subjects.ERP_CMD_COMMIT) == []
