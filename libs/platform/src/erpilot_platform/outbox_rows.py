@@ -1,0 +1,80 @@
+"""The outbox's rows: its table, the ``Nats-Msg-Id`` each row goes out with, and the one INSERT that writes them
+(``erpilot_platform.outbox`` publishes them)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Insert,
+    MetaData,
+    String,
+    Table,
+    func,
+    literal,
+    select,
+    union_all,
+)
+
+
+def outbox_table(metadata: MetaData) -> Table:
+    """The ``outbox`` table in the service's schema (bind it to the service's MetaData)."""
+    return Table(
+        "outbox", metadata,
+        Column("id", BigInteger, primary_key=True, autoincrement=True),
+        Column("msg_id", String(200), nullable=False, unique=True),
+        Column("subject", String(300), nullable=False),
+        Column("payload", JSON, nullable=False),
+        Column("headers", JSON, nullable=False, default=dict),
+        Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    )
+
+
+def published_msg_id(name: str | None) -> str:
+    """The ``Nats-Msg-Id`` a row goes out with: its name (if any), then a random part.
+
+    Never predictable: JetStream drops a second message with an id within a stream's duplicate window whatever
+    its subject, so an id another publisher on the stream can foresee (``erp.commit.<operation_id>``) lets it
+    publish a harmless message under that id first and have ours dropped (the agent, which publishes on the
+    command and event streams, could so suppress an approved commit). The random part is stored with the row,
+    so a re-publish of the same row (a relay that died before its commit) still carries the same id and is
+    dropped; that a message is handled once is the consumers' work (row locks, answer stores, single-use
+    grants), not the id's. The name stays in front for whoever reads the stream."""
+    random_part = uuid.uuid4().hex
+    return f"{name}.{random_part}" if name else random_part
+
+
+def name_of(msg_id: str) -> str | None:
+    """The name a ``published_msg_id`` was made from (None: it had none)."""
+    return msg_id.rpartition(".")[0] or None
+
+
+def insert_rows(table: Table, rows: list[dict[str, Any]]) -> Insert:
+    """One INSERT of ``rows`` (all with the same keys), in this order, as a statement SQLAlchemy compiles
+    once per number of rows and caches: hot writes are not compiled again on every execution.
+
+    A multi-row ``VALUES`` would be compiled on every execution, with any statement it is a CTE of
+    (SQLAlchemy 2 marks it uncacheable: sqlalchemy/sql/cache_key.py ``visit_dml_multi_values``). Several
+    rows are an ``INSERT … SELECT … UNION ALL SELECT …`` instead: PostgreSQL produces the rows of a
+    ``UNION ALL`` in order, as it does those of a ``VALUES`` list, so the serial ids still follow ``rows``
+    (the relay publishes in id order)."""
+    if len(rows) == 1:
+        return table.insert().values(rows[0])
+    names = list(rows[0])
+    return table.insert().from_select(names, union_all(*(
+        select(*(literal(row[name], table.c[name].type) for name in names)) for row in rows)))
+
+
+def stream_for(subject: str) -> str:
+    """The stream an outbox row is published to: session events, commands (a choreography's next step, e.g. the
+    ERP's ``cmd.approval.request``) or events."""
+    from erpilot_contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, SESSIONS_STREAM
+
+    if ".sessions." in subject:
+        return SESSIONS_STREAM.name
+    return COMMANDS_STREAM.name if ".cmd." in subject else EVENTS_STREAM.name
