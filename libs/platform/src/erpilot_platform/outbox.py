@@ -6,11 +6,13 @@ A published row is deleted later, without a transaction of its own: the next uni
 deletes every row it published (``delete_published``, one statement of that transaction); what no unit of work
 took within ``DELETE_AFTER_SECONDS`` (an idle service's last rows) is deleted in one transaction for all of them
 (``delete_published_pass``). So a busy service spends no transaction on its outbox, and an idle one's outbox is
-empty a second after its last write. The committing tasks of a process publish one after another (a lock taken after the
-commit, in the order they committed), each transaction's rows in id order; a session's transactions follow one
-another under the session's row lock, so its events go out in ``seq`` order. Across replicas nothing orders two
-publishes, as nothing orders two commits: the gateway releases a session's events in ``seq`` order whatever
-order they arrive in (``erpilot_gateway.sse.SeqOrder``).
+empty a second after its last write.
+
+Order: each transaction's rows go out in id order, and the publishes of a process take turns in the order the
+transactions reserved them, before their commits (``erpilot_platform.turns``): a session's events are stored in
+``seq`` order. The relay's pass takes a turn too, so no commit overtakes older rows the relay is to publish.
+Across replicas nothing orders two publishes, as nothing orders two commits: the gateway releases a session's
+events in ``seq`` order whatever order they arrive in (``erpilot_gateway.sse.SeqOrder``).
 
 The relay (``run``) publishes what no committing task did, in id order, under a transaction-scoped advisory lock
 (one relay per service at a time), deleting the rows in the same transaction: at start-up (rows a crash between
@@ -35,7 +37,6 @@ publishes a row a second time past it, once. Every consumer handles a message on
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import weakref
@@ -53,17 +54,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.loops import Soon, every, looking_later
-from erpilot_platform.outbox_rows import insert_rows, name_of, outbox_table, published_msg_id, stream_for
-from erpilot_platform.telemetry import tracer
+from erpilot_platform.outbox_rows import insert_rows, name_of, outbox_table, publish_row, published_msg_id
+from erpilot_platform.turns import Turn, Turns
 
 __all__ = ["Outbox", "insert_rows", "name_of", "outbox_table", "published_msg_id"]  # the rows' helpers, as before
 
 log = logging.getLogger(__name__)
-# Stored with the row to resume the trace; the telemetry middleware writes fresh ones on publish.
-_TRACE_HEADERS = {"traceparent", "tracestate", "baggage"}
-# A stream whose leader died answers nothing until its new leader is elected (4-9 s on a cluster): the
-# relay retries often and waits briefly for each PubAck (a re-publish is de-duplicated by Nats-Msg-Id).
-PUBLISH_TIMEOUT_SECONDS = 2.0
+# A stream whose leader died answers nothing until its new leader is elected (4-9 s on a cluster): the relay
+# retries often (``outbox_rows.PUBLISH_TIMEOUT_SECONDS``: each PubAck is awaited briefly).
 RETRY_SECONDS = 0.2
 # Only for rows no committing task published: a replica that crashed right after its commit and never came back
 # (one that restarts publishes them at start-up). Each look is a read-only query per relay (issue 13).
@@ -92,7 +90,7 @@ class Outbox:
         self._publish_now = False  # rows no committing task published may wait (start-up, a failed publish)
         self.contended = False  # the last publish_pending found another relay holding the lock
         self._broker: Any = None  # set by ``run``: until the relay runs, committed rows wait for it
-        self._publishing = asyncio.Lock()  # committing tasks publish one after another, in the order they committed
+        self._turns = Turns()  # committing tasks and relay passes publish one after another, in reserved order
         # (msg_id, when) of the rows this process published and no transaction deleted yet, in order.
         self._published: list[tuple[str, float]] = []
         self._deletes_due = asyncio.Event()  # rows were published: delete them if no unit of work does
@@ -140,21 +138,25 @@ class Outbox:
         finally:
             _written.reset(token)
 
-    async def publish_committed(self, rows: list[dict[str, Any]]) -> None:
+    def reserve_turn(self) -> Turn:
+        """The turn a transaction about to commit will publish its rows in (reserved before its commit)."""
+        return self._turns.reserve()
+
+    async def publish_committed(self, rows: list[dict[str, Any]], turn: Turn) -> None:
         """Publish the rows of a transaction of this process that has just committed, from the task that committed
-        it (no relay transaction). Never raises for a failed publish: the relay publishes the rows instead."""
+        it (no relay transaction), in its ``turn``. Never raises for a failed publish: the relay publishes them."""
         self._notify_watchers()
-        if self._broker is None or self._publish_now:
-            self.wake()  # no relay running yet, or it has older rows to send first: it sends these after them
-            return
-        failpoint("outbox.before_publish")  # committed, not published: the relay's start-up pass publishes them
         try:
-            async with self._publishing:
-                for row in rows:
-                    await publish_row(self._broker, row)
-                published_at = time.monotonic()
-                self._published.extend((row["msg_id"], published_at) for row in rows)
-                self._deletes_due.set()
+            await turn.wait()
+            if self._broker is None or self._publish_now:
+                self.wake()  # no relay running yet, or it has older rows to send first: it sends these after them
+                return
+            failpoint("outbox.before_publish")  # committed, not published: the relay's start-up pass publishes them
+            for row in rows:
+                await publish_row(self._broker, row)
+            published_at = time.monotonic()
+            self._published.extend((row["msg_id"], published_at) for row in rows)
+            self._deletes_due.set()
         except Exception:
             log.warning("publishing %d committed outbox rows failed: the relay publishes them", len(rows),
                         exc_info=True)
@@ -163,6 +165,8 @@ class Outbox:
         except BaseException:  # cancelled mid-way: the relay publishes what this task could not
             self.wake()
             raise
+        finally:
+            turn.end()
         failpoint("outbox.after_publish")  # published, not deleted: a relay pass publishes them again
 
     def publish_with(self, broker: Any) -> None:
@@ -247,9 +251,12 @@ class Outbox:
         )
 
     async def relay_once(self, engine: AsyncEngine, broker: Any) -> Soon | None:
-        """One pass: publish everything pending if told to (or the safety look finds stale rows)."""
-        publish_now, self._publish_now = self._publish_now, False
+        """One pass: publish everything pending if told to (or the safety look finds stale rows), in a turn of
+        its own: the commits before it publish first, those after it wait for it (or leave their rows to it)."""
+        turn = self._turns.reserve()
         try:
+            await turn.wait()
+            publish_now, self._publish_now = self._publish_now, False
             if publish_now or await self.has_pending(engine):
                 # A short batch was all there was: rows committed since are published by their own tasks.
                 while await self.publish_pending(engine, broker) == RELAY_BATCH:
@@ -260,6 +267,8 @@ class Outbox:
         except Exception:
             self._publish_now = True  # so does the retry after a failure
             raise
+        finally:
+            turn.end()
         return None
 
     async def delete_published_pass(self, engine: AsyncEngine, *, after: float = DELETE_AFTER_SECONDS) -> Soon | None:
@@ -276,14 +285,3 @@ class Outbox:
             raise
         return Soon(max(0.0, self._published[0][1] - due)) if self._published else None
 
-
-async def publish_row(broker: Any, row: Any) -> None:
-    """Publish one outbox row (a stored row, or the one a committing task built) and wait for its PubAck."""
-    stored = row["headers"] or {}
-    with tracer.start_as_current_span("outbox relay", context=propagate.extract(stored)):
-        headers = {k: v for k, v in stored.items() if k not in _TRACE_HEADERS}
-        headers["Nats-Msg-Id"] = row["msg_id"]
-        await broker.publish(
-            json.dumps(row["payload"]).encode(), row["subject"], headers=headers,
-            stream=stream_for(row["subject"]), timeout=PUBLISH_TIMEOUT_SECONDS,
-        )

@@ -1,11 +1,13 @@
 """The outbox's rows: its table, the ``Nats-Msg-Id`` each row goes out with, and the one INSERT that writes them
-(``erpilot_platform.outbox`` publishes them)."""
+(``erpilot_platform.outbox`` publishes them), and how one row is published."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
+from opentelemetry import propagate
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -20,6 +22,14 @@ from sqlalchemy import (
     select,
     union_all,
 )
+
+from erpilot_platform.telemetry import tracer
+
+# Stored with the row to resume the trace; the telemetry middleware writes fresh ones on publish.
+_TRACE_HEADERS = {"traceparent", "tracestate", "baggage"}
+# A stream whose leader died answers nothing until its new leader is elected (4-9 s on a cluster): each
+# PubAck is awaited briefly and the relay retries often (a re-publish is de-duplicated by Nats-Msg-Id).
+PUBLISH_TIMEOUT_SECONDS = 2.0
 
 
 def outbox_table(metadata: MetaData) -> Table:
@@ -78,3 +88,15 @@ def stream_for(subject: str) -> str:
     if ".sessions." in subject:
         return SESSIONS_STREAM.name
     return COMMANDS_STREAM.name if ".cmd." in subject else EVENTS_STREAM.name
+
+
+async def publish_row(broker: Any, row: Any) -> None:
+    """Publish one outbox row (a stored row, or the one a committing task built) and wait for its PubAck."""
+    stored = row["headers"] or {}
+    with tracer.start_as_current_span("outbox relay", context=propagate.extract(stored)):
+        headers = {k: v for k, v in stored.items() if k not in _TRACE_HEADERS}
+        headers["Nats-Msg-Id"] = row["msg_id"]
+        await broker.publish(
+            json.dumps(row["payload"]).encode(), row["subject"], headers=headers,
+            stream=stream_for(row["subject"]), timeout=PUBLISH_TIMEOUT_SECONDS,
+        )

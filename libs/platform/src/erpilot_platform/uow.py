@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from erpilot_platform.db import is_transient, run_in_transaction
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.outbox import Outbox
+from erpilot_platform.turns import Turn
 
 T = TypeVar("T")
 W = TypeVar("W", covariant=True)
@@ -49,6 +50,7 @@ class Transaction:
         self.emitted = False  # the relay is woken after the commit only when this transaction added rows
         self.rows: list[dict[str, Any]] = []  # the outbox rows it wrote: its task publishes them after the commit
         self.deletes: list[tuple[str, float]] = []  # the published rows it deletes: given back if it rolls back
+        self.turn: Turn | None = None  # reserved before its commit: its rows go out in commit order
 
     def require_writable(self) -> None:
         if not self.writable:
@@ -130,7 +132,10 @@ class UnitOfWork(Generic[W]):
             transaction.deletes = self.outbox.take_published()
             await self.outbox.delete_published(conn, transaction.deletes)
             with self.outbox.collecting(transaction.rows):
-                return await work(self.bind(transaction))
+                result = await work(self.bind(transaction))
+            if transaction.rows:  # still under its row locks: a later transaction on them publishes after it
+                transaction.turn = self.outbox.reserve_turn()
+            return result
 
         try:
             result = await run_in_transaction(self.engine, attempt)
@@ -140,17 +145,19 @@ class UnitOfWork(Generic[W]):
                 self.wake()  # a connection lost during the commit: committed or not, the relay looks
             raise
         self._rolled_back(transactions[:-1])
-        if transactions[-1].rows and self.outbox is not None:
-            await self.outbox.publish_committed(transactions[-1].rows)
+        if transactions[-1].turn is not None and self.outbox is not None:
+            await self.outbox.publish_committed(transactions[-1].rows, transactions[-1].turn)
         elif transactions[-1].emitted:
             self.wake()
         return result
 
     def _rolled_back(self, transactions: list[Transaction]) -> None:
-        """The published rows these transactions were to delete: a later one deletes them."""
+        """The published rows these transactions were to delete: a later one deletes them; their turns end."""
         for transaction in reversed(transactions):
             if self.outbox is not None:
                 self.outbox.give_back(transaction.deletes)
+            if transaction.turn is not None:
+                transaction.turn.end()
 
     async def read(self, work: Callable[[W], Awaitable[T]]) -> T:
         async with self.autocommit.connect() as conn:
