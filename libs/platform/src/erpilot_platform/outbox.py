@@ -11,7 +11,10 @@ empty a second after its last write.
 Order: each transaction's rows go out in id order, and the publishes of a process take turns in the order the
 transactions reserved them, before their commits (``erpilot_platform.turns``): a session's events are stored in
 ``seq`` order. The relay's pass takes a turn too, so no commit overtakes older rows the relay is to publish.
-Across replicas nothing orders two publishes, as nothing orders two commits: the gateway releases a session's
+Across replicas, a transaction that writes session events reads, under the session's row lock, the rows of the
+session still in the outbox and publishes those its process did not publish before its own
+(``older_on_ordered_subjects``): the stream stores them first, or drops them as copies. A row a relay pass is
+publishing at that moment (crash recovery) may still land after a newer one; the gateway releases a session's
 events in ``seq`` order whatever order they arrive in (``erpilot_gateway.sse.SeqOrder``).
 
 The relay (``run``) publishes what no committing task did, in id order, under a transaction-scoped advisory lock
@@ -48,13 +51,20 @@ from typing import Any
 
 from opentelemetry import propagate
 from pydantic import BaseModel
-from sqlalchemy import Insert, String, Table, any_, bindparam, delete, func, select, text
+from sqlalchemy import Insert, String, Table, all_, any_, bindparam, delete, func, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.loops import Soon, every, looking_later
-from erpilot_platform.outbox_rows import insert_rows, name_of, outbox_table, publish_row, published_msg_id
+from erpilot_platform.outbox_rows import (
+    insert_rows,
+    is_ordered,
+    name_of,
+    outbox_table,
+    publish_row,
+    published_msg_id,
+)
 from erpilot_platform.turns import Turn, Turns
 
 __all__ = ["Outbox", "insert_rows", "name_of", "outbox_table", "published_msg_id"]  # the rows' helpers, as before
@@ -99,6 +109,9 @@ class Outbox:
             self.table.c.msg_id == any_(bindparam("published", type_=ARRAY(String)))
         ).with_for_update(skip_locked=True)
         self._delete_published = delete(self.table).where(self.table.c.id.in_(published.scalar_subquery()))
+        self._older = select(self.table).where(
+            self.table.c.subject == any_(bindparam("subjects", type_=ARRAY(String))),
+            self.table.c.msg_id != all_(bindparam("mine", type_=ARRAY(String)))).order_by(self.table.c.id)
 
     async def add(
         self, conn: AsyncConnection, subject: str, payload: BaseModel | dict[str, Any],
@@ -142,9 +155,21 @@ class Outbox:
         """The turn a transaction about to commit will publish its rows in (reserved before its commit)."""
         return self._turns.reserve()
 
-    async def publish_committed(self, rows: list[dict[str, Any]], turn: Turn) -> None:
+    async def older_on_ordered_subjects(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[Any]:
+        """The rows still in the outbox, in id order, on the session subjects ``rows`` go to (not ``rows``): those of
+        the session's earlier transactions, published or not (another replica's, one a crash left). Read under the
+        session's row lock, so no earlier one commits later; its task publishes them first (``publish_committed``)
+        and the stream stores a session's events in ``seq`` order across replicas (a copy is dropped)."""
+        subjects = sorted({row["subject"] for row in rows if is_ordered(row["subject"])})
+        if not subjects:
+            return []
+        return list((await conn.execute(self._older, {"subjects": subjects, "mine": [r["msg_id"] for r in rows]}))
+                    .mappings().all())
+
+    async def publish_committed(self, rows: list[dict[str, Any]], turn: Turn, *, older: list[Any] = ()) -> None:
         """Publish the rows of a transaction of this process that has just committed, from the task that committed
-        it (no relay transaction), in its ``turn``. Never raises for a failed publish: the relay publishes them."""
+        it (no relay transaction), in its ``turn``, after the ``older`` rows of its session this process did not
+        publish itself. Never raises for a failed publish: the relay publishes them."""
         self._notify_watchers()
         try:
             await turn.wait()
@@ -152,6 +177,8 @@ class Outbox:
                 self.wake()  # no relay running yet, or it has older rows to send first: it sends these after them
                 return
             failpoint("outbox.before_publish")  # committed, not published: the relay's start-up pass publishes them
+            mine = {msg_id for msg_id, _ in self._published}
+            rows = [row for row in older if row["msg_id"] not in mine] + rows
             for row in rows:
                 await publish_row(self._broker, row)
             published_at = time.monotonic()

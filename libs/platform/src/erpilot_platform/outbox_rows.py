@@ -90,6 +90,11 @@ def stream_for(subject: str) -> str:
     return COMMANDS_STREAM.name if ".cmd." in subject else EVENTS_STREAM.name
 
 
+def is_ordered(subject: str) -> bool:
+    """Session events: read in ``seq`` order from the stream, so a session's rows are stored in id order."""
+    return ".sessions." in subject
+
+
 async def publish_row(broker: Any, row: Any) -> None:
     """Publish one outbox row (a stored row, or the one a committing task built) and wait for its PubAck."""
     stored = row["headers"] or {}
