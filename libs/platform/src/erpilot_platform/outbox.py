@@ -51,24 +51,16 @@ from typing import Any
 
 from opentelemetry import propagate
 from pydantic import BaseModel
-from sqlalchemy import Insert, String, Table, all_, any_, bindparam, delete, func, select, text
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import Insert, Table, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from erpilot_platform import outbox_rows
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.loops import Soon, every, looking_later
-from erpilot_platform.outbox_rows import (
-    insert_rows,
-    is_ordered,
-    name_of,
-    outbox_table,
-    publish_row,
-    published_msg_id,
-)
+from erpilot_platform.outbox_rows import insert_rows, name_of, outbox_table, published_msg_id
 from erpilot_platform.turns import Turn, Turns
 
 __all__ = ["Outbox", "insert_rows", "name_of", "outbox_table", "published_msg_id"]  # the rows' helpers, as before
-
 log = logging.getLogger(__name__)
 # A stream whose leader died answers nothing until its new leader is elected (4-9 s on a cluster): the relay
 # retries often (``outbox_rows.PUBLISH_TIMEOUT_SECONDS``: each PubAck is awaited briefly).
@@ -104,14 +96,7 @@ class Outbox:
         # (msg_id, when) of the rows this process published and no transaction deleted yet, in order.
         self._published: list[tuple[str, float]] = []
         self._deletes_due = asyncio.Event()  # rows were published: delete them if no unit of work does
-        # Rows a relay pass is deleting (it publishes them again) are skipped, not waited for.
-        published = select(self.table.c.id).where(
-            self.table.c.msg_id == any_(bindparam("published", type_=ARRAY(String)))
-        ).with_for_update(skip_locked=True)
-        self._delete_published = delete(self.table).where(self.table.c.id.in_(published.scalar_subquery()))
-        self._older = select(self.table).where(
-            self.table.c.subject == any_(bindparam("subjects", type_=ARRAY(String))),
-            self.table.c.msg_id != all_(bindparam("mine", type_=ARRAY(String)))).order_by(self.table.c.id)
+        self._delete_published, self._older = outbox_rows.delete_published(table), outbox_rows.older_rows(table)
 
     async def add(
         self, conn: AsyncConnection, subject: str, payload: BaseModel | dict[str, Any],
@@ -160,7 +145,7 @@ class Outbox:
         the session's earlier transactions, published or not (another replica's, one a crash left). Read under the
         session's row lock, so no earlier one commits later; its task publishes them first (``publish_committed``)
         and the stream stores a session's events in ``seq`` order across replicas (a copy is dropped)."""
-        subjects = sorted({row["subject"] for row in rows if is_ordered(row["subject"])})
+        subjects = sorted({row["subject"] for row in rows if outbox_rows.is_ordered(row["subject"])})
         if not subjects:
             return []
         return list((await conn.execute(self._older, {"subjects": subjects, "mine": [r["msg_id"] for r in rows]}))
@@ -180,7 +165,7 @@ class Outbox:
             mine = {msg_id for msg_id, _ in self._published}
             rows = [row for row in older if row["msg_id"] not in mine] + rows
             for row in rows:
-                await publish_row(self._broker, row)
+                await outbox_rows.publish_row(self._broker, row)
             published_at = time.monotonic()
             self._published.extend((row["msg_id"], published_at) for row in rows)
             self._deletes_due.set()
@@ -252,7 +237,7 @@ class Outbox:
                 delete(self.table).where(self.table.c.id.in_(oldest)).returning(*self.table.c)
             )).mappings().all(), key=lambda row: row["id"])  # RETURNING has no order
             for row in rows:
-                await publish_row(broker, row)
+                await outbox_rows.publish_row(broker, row)
             return len(rows)
 
     async def has_pending(self, engine: AsyncEngine) -> bool:

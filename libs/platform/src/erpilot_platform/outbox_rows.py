@@ -13,15 +13,22 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Delete,
     Insert,
     MetaData,
+    Select,
     String,
     Table,
+    all_,
+    any_,
+    bindparam,
+    delete,
     func,
     literal,
     select,
     union_all,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from erpilot_platform.telemetry import tracer
 
@@ -88,6 +95,20 @@ def stream_for(subject: str) -> str:
     if ".sessions." in subject:
         return SESSIONS_STREAM.name
     return COMMANDS_STREAM.name if ".cmd." in subject else EVENTS_STREAM.name
+
+
+def delete_published(table: Table) -> Delete:
+    """Delete the rows named ``:published`` (msg_ids); rows a relay pass is deleting (it publishes them again) are
+    skipped, not waited for."""
+    published = select(table.c.id).where(table.c.msg_id == any_(bindparam("published", type_=ARRAY(String))))
+    return delete(table).where(table.c.id.in_(published.with_for_update(skip_locked=True).scalar_subquery()))
+
+
+def older_rows(table: Table) -> Select:
+    """The rows on the ``:subjects`` that are not ``:mine`` (msg_ids), in id order."""
+    return select(table).where(
+        table.c.subject == any_(bindparam("subjects", type_=ARRAY(String))),
+        table.c.msg_id != all_(bindparam("mine", type_=ARRAY(String)))).order_by(table.c.id)
 
 
 def is_ordered(subject: str) -> bool:

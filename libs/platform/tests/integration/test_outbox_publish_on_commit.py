@@ -60,10 +60,11 @@ async def _nothing(tx) -> None:
     return None
 
 
-async def _stored(js, mark: str) -> list[int]:
-    """The ``i`` of every message of ``mark`` the command stream holds, in stream order."""
-    subject = f"{SUBJECT}.{mark}"
-    info = await js.stream_info(subjects.COMMANDS_STREAM.name, subjects_filter=subject)
+async def _stored(js, mark: str, *, subject: str | None = None, stream: str = subjects.COMMANDS_STREAM.name
+                  ) -> list[int]:
+    """The ``i`` of every message of ``mark`` (or on ``subject``) the stream holds, in stream order."""
+    subject = subject or f"{SUBJECT}.{mark}"
+    info = await js.stream_info(stream, subjects_filter=subject)
     count = (info.state.subjects or {}).get(subject, 0)
     if not count:
         return []
@@ -169,3 +170,20 @@ async def test_the_safety_look_leaves_young_rows_to_the_replica_that_published_t
         await conn.execute(update(table).values(
             created_at=func.now() - func.make_interval(0, 0, 0, 0, 0, 0, STALE_AFTER_SECONDS + 1)))
     assert await box.has_pending(engine)
+
+
+async def test_a_session_row_another_replica_left_unpublished_is_stored_before_the_next_one(outbox, broker, js):
+    engine, table = outbox
+    key = hash(table.schema) & 0x7FFFFFFF
+    stalled, other = Outbox(table, lock_key=key), Outbox(table, lock_key=key)  # two replicas of one service
+    other.publish_with(broker)  # the first has not published its commit yet (or died before it)
+    session = f"{subjects.PREFIX}.sessions.ses_{uuid.uuid4().hex}.events"
+
+    def event(i: int):
+        async def work(tx) -> None:
+            await tx.emit(session, {"i": i}, msg_id=f"test.{session}.{i}")
+        return work
+
+    await _uow(engine, stalled).run(event(1))
+    await _uow(engine, other).run(event(2))  # the session's next transaction, on the other replica
+    assert await _stored(js, "", subject=session, stream=subjects.SESSIONS_STREAM.name) == [1, 2]
