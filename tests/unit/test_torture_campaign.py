@@ -34,8 +34,8 @@ def test_every_outbox_owner_is_crashed_at_every_outbox_failpoint():
     outbox = [t for t in targets() if t.failpoint.startswith("outbox.")]
     owners = {"erp", "approval", "agent"}  # every service with an outbox (the gateway has none)
     assert {(t.failpoint, t.service) for t in outbox} == {
-        (failpoint, owner) for failpoint in ("outbox.after_publish", "outbox.before_commit") for owner in owners}
-    assert {t.label for t in outbox} >= {"outbox.before_commit@approval", "outbox.after_publish@agent"}
+        (failpoint, owner) for failpoint in ("outbox.before_publish", "outbox.after_publish") for owner in owners}
+    assert {t.label for t in outbox} >= {"outbox.before_publish@approval", "outbox.after_publish@agent"}
 
 
 def test_a_new_row_is_a_target_without_touching_the_campaign():
@@ -52,9 +52,10 @@ def test_a_service_column_the_campaign_cannot_arm_is_an_error(cell):
 
 def test_failpoint_selection_by_name_or_by_name_and_service():
     available = targets()
-    assert [t.label for t in select(available, ["outbox.before_commit"])] == [
-        "outbox.before_commit@erp", "outbox.before_commit@approval", "outbox.before_commit@agent"]
-    assert [t.label for t in select(available, ["outbox.before_commit@approval"])] == ["outbox.before_commit@approval"]
+    assert [t.label for t in select(available, ["outbox.before_publish"])] == [
+        "outbox.before_publish@erp", "outbox.before_publish@approval", "outbox.before_publish@agent"]
+    assert [t.label for t in select(available, ["outbox.before_publish@approval"])] == [
+        "outbox.before_publish@approval"]
     assert select(available, None) == available
     with pytest.raises(TableError, match="unknown failpoint 'erp.nope'"):
         select(available, ["erp.nope"])
@@ -63,7 +64,7 @@ def test_failpoint_selection_by_name_or_by_name_and_service():
 def test_a_runs_workload_is_drawn_from_its_target_and_seed_alone():
     """Run k of a campaign started at seed S has seed S+k; its plan depends on nothing else (no ledger state, no
     earlier run), so the replay line `--failpoint F --seed S+k --runs 1` does exactly what run k did."""
-    label, campaign_seed, k = "outbox.before_commit@approval", 1000, 2
+    label, campaign_seed, k = "outbox.before_publish@approval", 1000, 2
     in_campaign = plan(label, run_seed(campaign_seed, k))
     replayed = plan(label, run_seed(campaign_seed + k, 0))
     assert in_campaign == replayed

@@ -1,7 +1,8 @@
 """The one unit of work every service uses (issue 27): ``run`` a change, ``read`` what is committed, ``wake`` the relay.
 
 A unit of work is one database transaction over a service's repositories, its outbox (``emit``: events and
-commands published after the commit) and, where the service has one, its inbox (``claim`` / ``record``: the
+commands its own task publishes right after the commit; the rows it published are deleted by its next unit of
+work, see ``erpilot_platform.outbox``) and, where the service has one, its inbox (``claim`` / ``record``: the
 answer of a handled command, stored with its effects). ``run(work)`` commits when ``work`` returns and rolls
 back when it raises; a serialization failure, a deadlock or a connection lost before the commit runs ``work``
 again on a fresh transaction (``db.run_in_transaction``), so ``work`` must not act outside its unit of work
@@ -25,9 +26,10 @@ from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from erpilot_platform.db import run_in_transaction
+from erpilot_platform.db import is_transient, run_in_transaction
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.outbox import Outbox
+from erpilot_platform.turns import Turn
 
 T = TypeVar("T")
 W = TypeVar("W", covariant=True)
@@ -46,6 +48,10 @@ class Transaction:
         self.inbox = inbox
         self.writable = writable
         self.emitted = False  # the relay is woken after the commit only when this transaction added rows
+        self.rows: list[dict[str, Any]] = []  # the outbox rows it wrote: its task publishes them after the commit
+        self.deletes: list[tuple[str, float]] = []  # the published rows it deletes: given back if it rolls back
+        self.older: list[Any] = []  # earlier rows of its sessions still in the outbox: published first
+        self.turn: Turn | None = None  # reserved before its commit: its rows go out in commit order
 
     def require_writable(self) -> None:
         if not self.writable:
@@ -121,12 +127,40 @@ class UnitOfWork(Generic[W]):
         async def attempt(conn: AsyncConnection) -> T:
             transaction = Transaction(conn, self.outbox, self.inbox, writable=True)
             transactions.append(transaction)
-            return await work(self.bind(transaction))
+            if self.outbox is None:
+                return await work(self.bind(transaction))
+            # The rows this process published since its last write go with this transaction (issue 31).
+            transaction.deletes = self.outbox.take_published()
+            await self.outbox.delete_published(conn, transaction.deletes)
+            with self.outbox.collecting(transaction.rows):
+                result = await work(self.bind(transaction))
+            if transaction.rows:  # still under its row locks: a later transaction on them publishes after it
+                transaction.older = await self.outbox.older_on_ordered_subjects(conn, transaction.rows)
+                transaction.turn = self.outbox.reserve_turn()
+            return result
 
-        result = await run_in_transaction(self.engine, attempt)
-        if transactions[-1].emitted:
+        try:
+            result = await run_in_transaction(self.engine, attempt)
+        except BaseException as exc:
+            self._rolled_back(transactions)
+            if transactions and transactions[-1].rows and is_transient(exc):
+                self.wake()  # a connection lost during the commit: committed or not, the relay looks
+            raise
+        self._rolled_back(transactions[:-1])
+        if transactions[-1].turn is not None and self.outbox is not None:
+            await self.outbox.publish_committed(transactions[-1].rows, transactions[-1].turn,
+                                                older=transactions[-1].older)
+        elif transactions[-1].emitted:
             self.wake()
         return result
+
+    def _rolled_back(self, transactions: list[Transaction]) -> None:
+        """The published rows these transactions were to delete: a later one deletes them; their turns end."""
+        for transaction in reversed(transactions):
+            if self.outbox is not None:
+                self.outbox.give_back(transaction.deletes)
+            if transaction.turn is not None:
+                transaction.turn.end()
 
     async def read(self, work: Callable[[W], Awaitable[T]]) -> T:
         async with self.autocommit.connect() as conn:
