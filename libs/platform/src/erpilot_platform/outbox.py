@@ -11,13 +11,11 @@ took within ``DELETE_AFTER_SECONDS`` (an idle service's last rows) is deleted in
 empty a second after its last write.
 
 Order: each transaction's rows go out in id order, and the publishes of a process take turns in the order the
-transactions reserved them, before their commits (``erpilot_platform.turns``): a session's events are stored in
+transactions reserved them, before their commits (``erpilot_platform.turns``): a session's events go out in
 ``seq`` order. The relay's pass takes a turn too, so no commit overtakes older rows the relay is to publish.
-Across replicas, a transaction that writes session events reads, under the session's row lock, the rows of the
-session still in the outbox and publishes those its process did not publish before its own
-(``older_on_ordered_subjects``): the stream stores them first, or drops them as copies. A row a relay pass is
-publishing at that moment (crash recovery) may still land after a newer one; the gateway releases a session's
-events in ``seq`` order whatever order they arrive in (``erpilot_gateway.sse.SeqOrder``).
+Across replicas nothing orders two publishes, as nothing orders two commits: session events go out on core NATS
+and the gateway releases a session's events in ``seq`` order whatever order they arrive in, reading what is
+missing from the agent's store (``erpilot_gateway.session_watch``).
 
 The relay (``run``) publishes what no committing task did, in id order, under a transaction-scoped advisory lock
 (one relay per service at a time), deleting the rows in the same transaction: at start-up (rows a crash between
@@ -97,8 +95,11 @@ class Outbox:
         self._turns = Turns()  # committing tasks and relay passes publish one after another, in reserved order
         # (msg_id, when) of the rows this process published and no transaction deleted yet, in order.
         self._published: list[tuple[str, float]] = []
+        # msg_id -> when of the rows a relay pass published lately: a commit whose turn came after that pass (its
+        # rows were committed before the pass looked) does not publish them a second time.
+        self._relayed: dict[str, float] = {}
         self._deletes_due = asyncio.Event()  # rows were published: delete them if no unit of work does
-        self._delete_published, self._older = outbox_rows.delete_published(table), outbox_rows.older_rows(table)
+        self._delete_published = outbox_rows.delete_published(table)
 
     async def add(
         self, conn: AsyncConnection, subject: str, payload: BaseModel | dict[str, Any],
@@ -142,21 +143,9 @@ class Outbox:
         """The turn a transaction about to commit will publish its rows in (reserved before its commit)."""
         return self._turns.reserve()
 
-    async def older_on_ordered_subjects(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[Any]:
-        """The rows still in the outbox, in id order, on the session subjects ``rows`` go to (not ``rows``): those of
-        the session's earlier transactions, published or not (another replica's, one a crash left). Read under the
-        session's row lock, so no earlier one commits later; its task publishes them first (``publish_committed``)
-        and the stream stores a session's events in ``seq`` order across replicas (a copy is dropped)."""
-        subjects = sorted({row["subject"] for row in rows if outbox_rows.is_ordered(row["subject"])})
-        if not subjects:
-            return []
-        return list((await conn.execute(self._older, {"subjects": subjects, "mine": [r["msg_id"] for r in rows]}))
-                    .mappings().all())
-
-    async def publish_committed(self, rows: list[dict[str, Any]], turn: Turn, *, older: list[Any] = ()) -> None:
+    async def publish_committed(self, rows: list[dict[str, Any]], turn: Turn) -> None:
         """Publish the rows of a transaction of this process that has just committed, from the task that committed
-        it (no relay transaction), in its ``turn``, after the ``older`` rows of its session this process did not
-        publish itself. Never raises for a failed publish: the relay publishes them."""
+        it (no relay transaction), in its ``turn``. Never raises for a failed publish: the relay publishes them."""
         self._notify_watchers()
         try:
             await turn.wait()
@@ -164,8 +153,7 @@ class Outbox:
                 self.wake()  # no relay running yet, or it has older rows to send first: it sends these after them
                 return
             failpoint("outbox.before_publish")  # committed, not published: the relay's start-up pass publishes them
-            mine = {msg_id for msg_id, _ in self._published}
-            rows = [row for row in older if row["msg_id"] not in mine] + rows
+            rows = [row for row in rows if self._relayed.pop(row["msg_id"], None) is None]
             for row in rows:
                 await outbox_rows.publish_row(self._broker, row)
             published_at = time.monotonic()
@@ -227,7 +215,9 @@ class Outbox:
 
         The batch is deleted first (``DELETE … RETURNING``, one round trip) and published inside the same
         transaction: a failed publish or a crash rolls the delete back, and the rows are published again
-        (de-duplicated by ``Nats-Msg-Id``). Rows a unit of work is deleting are published already: skipped."""
+        (de-duplicated by ``Nats-Msg-Id``). Rows a unit of work is deleting are published already: skipped; so
+        are rows this process published and has not deleted yet (its start-up pass may meet a commit's publish):
+        the pass deletes them without a second publish."""
         async with engine.begin() as conn:
             got_lock = await conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.lock_key})
             self.contended = not got_lock
@@ -238,9 +228,15 @@ class Outbox:
             rows = sorted((await conn.execute(
                 delete(self.table).where(self.table.c.id.in_(oldest)).returning(*self.table.c)
             )).mappings().all(), key=lambda row: row["id"])  # RETURNING has no order
+            mine = {msg_id for msg_id, _ in self._published}
             for row in rows:
-                await outbox_rows.publish_row(broker, row)
-            return len(rows)
+                if row["msg_id"] not in mine:
+                    await outbox_rows.publish_row(broker, row)
+        now, deleted = time.monotonic(), {row["msg_id"] for row in rows}
+        self._published = [row for row in self._published if row[0] not in deleted]
+        self._relayed = {msg_id: at for msg_id, at in self._relayed.items() if at > now - STALE_AFTER_SECONDS}
+        self._relayed.update((msg_id, now) for msg_id in deleted - mine)
+        return len(rows)
 
     async def has_pending(self, engine: AsyncEngine) -> bool:
         """A read-only look (no lock, no transaction: one round trip): is a row waiting that no live replica

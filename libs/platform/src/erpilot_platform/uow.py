@@ -50,7 +50,6 @@ class Transaction:
         self.emitted = False  # the relay is woken after the commit only when this transaction added rows
         self.rows: list[dict[str, Any]] = []  # the outbox rows it wrote: its task publishes them after the commit
         self.deletes: list[tuple[str, float]] = []  # the published rows it deletes: given back if it rolls back
-        self.older: list[Any] = []  # earlier rows of its sessions still in the outbox: published first
         self.turn: Turn | None = None  # reserved before its commit: its rows go out in commit order
 
     def require_writable(self) -> None:
@@ -135,7 +134,6 @@ class UnitOfWork(Generic[W]):
             with self.outbox.collecting(transaction.rows):
                 result = await work(self.bind(transaction))
             if transaction.rows:  # still under its row locks: a later transaction on them publishes after it
-                transaction.older = await self.outbox.older_on_ordered_subjects(conn, transaction.rows)
                 transaction.turn = self.outbox.reserve_turn()
             return result
 
@@ -148,8 +146,7 @@ class UnitOfWork(Generic[W]):
             raise
         self._rolled_back(transactions[:-1])
         if transactions[-1].turn is not None and self.outbox is not None:
-            await self.outbox.publish_committed(transactions[-1].rows, transactions[-1].turn,
-                                                older=transactions[-1].older)
+            await self.outbox.publish_committed(transactions[-1].rows, transactions[-1].turn)
         elif transactions[-1].emitted:
             self.wake()
         return result
