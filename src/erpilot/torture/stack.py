@@ -9,6 +9,7 @@ message whose consumer was killed is really redelivered within the run.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import signal
@@ -164,29 +165,12 @@ class TortureStack:
         return found
 
     async def session_events(self, session_id: str) -> list[dict]:
-        """Every event of a session as kept in JetStream, in stream order."""
-        import json
-
-        connection = await nats.connect(self.nats_url, connect_timeout=5)
-        events: list[dict] = []
-        try:
-            js = connection.jetstream()
-            subject = f"erpilot.v1.sessions.{session_id}.events"
-            sub = await js.subscribe(subject, ordered_consumer=True)
-            try:
-                while True:
-                    try:
-                        msg = await sub.next_msg(timeout=1.0)
-                    except (TimeoutError, nats.errors.TimeoutError):
-                        break
-                    events.append(json.loads(msg.data))
-                    if msg.metadata.num_pending == 0:
-                        break
-            finally:
-                await sub.unsubscribe()
-        finally:
-            await connection.close()
-        return events
+        """Every event of a session as the agent stores it, in seq order: the one store of session events (live
+        delivery is core NATS, which keeps nothing)."""
+        rows = await self.scalars("select seq, type, data from agent.session_events where session_id = :sid "
+                                  "order by seq", sid=session_id)
+        return [{"seq": seq, "type": type_, "data": data if isinstance(data, dict) else json.loads(data)}
+                for seq, type_, data in rows]
 
     async def verify_audit(self) -> tuple[bool, str]:
         """What `erpilot audit verify` says of the approval service's audit chain: (intact, its report)."""
