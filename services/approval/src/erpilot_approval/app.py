@@ -8,6 +8,7 @@ from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.dead_letters import NatsDeadLetters
 from erpilot_approval.adapters.erp import ErpClient
 from erpilot_approval.adapters.store import unit_of_work
+from erpilot_approval.domain import links
 from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
 from erpilot_approval.service_layer.audit import CheckpointSigner
@@ -70,11 +71,14 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     nats_entry.register(service_bus, ports)
     signer = CheckpointSigner(units, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
+    mailer = settings.mailer(signing_key)
     dispatcher = WebhookDispatcher(units, webhooks, dead_letters=NatsDeadLetters(broker),
                                    retry_base_seconds=settings.webhook_retry_base_seconds,
                                    give_up_after=settings.give_up_after(),
-                                   timeout_seconds=settings.webhook_timeout_seconds)
-    webhook_entry.register(service_bus, WebhookEvents(units, webhooks, settings.public_url, wake=dispatcher.wake),
+                                   timeout_seconds=settings.webhook_timeout_seconds, mailer=mailer)
+    recipients = (lambda approval: links.recipients(approval, ports.people(), policy.contacts)) if mailer else None
+    webhook_entry.register(service_bus, WebhookEvents(units, webhooks, settings.public_url, wake=dispatcher.wake,
+                                                      mail_recipients=recipients),
                            lambda status: record_operation_finished(status, units))
     warnings = WarningSweeper(units, policy)
 
@@ -105,7 +109,7 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     background = [relay, expiry, escalation, audit_checkpoints]
     background += [deadline_listener] if deadlines is not None else []
     background += [pending_gauge] if metrics_exported() else []  # a count every 5 s that nobody reads
-    background += [webhook_dispatch] if webhooks else []
+    background += [webhook_dispatch] if webhooks or mailer else []
     background += [expiry_warnings] if warnings.windows else []  # a loop with nothing to do would end
     return ServiceApp(SERVICE, broker, engine, background=background)
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from erpilot_approval.domain import policy_values as parse
-from erpilot_approval.domain.people import parse_people
+from erpilot_approval.domain.people import Contact, parse_contacts, parse_people
 from erpilot_approval.domain.policy_values import PolicyError
 from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
@@ -107,6 +107,7 @@ class Policy:
     version: str = field(default="", compare=False)
     webhooks: tuple[Webhook, ...] = ()
     people: dict[str, tuple[str, ...]] | None = None  # [people.<sub>] roles (``domain.people``); None: no table
+    contacts: dict[str, Contact] = field(default_factory=dict)  # [people.<sub>] email / chat_id
 
     def for_tool(self, name: str) -> ToolPolicy:
         """The tool's policy; a tool not in the catalog is denied."""
@@ -142,7 +143,9 @@ def load_policy(text: str | None) -> Policy:
     except WebhookConfigError as exc:
         raise PolicyError(str(exc)) from None
     people = parse_people(raw["people"]) if "people" in raw else None
-    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks, people=people)
+    contacts = parse_contacts(raw["people"]) if "people" in raw else {}
+    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks, people=people,
+                  contacts=contacts)
 
 
 def parse_duration(value: Any, path: str) -> timedelta:

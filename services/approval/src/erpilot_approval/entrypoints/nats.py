@@ -8,6 +8,7 @@ from erpilot_approval.service_layer import (
     decisions,
     delegations,
     edits,
+    email_links,
     mapping,
     queries,
     requests,
@@ -18,6 +19,7 @@ from erpilot_approval.service_layer.ports import Ports
 from erpilot_contracts import requests as endpoints
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
+from erpilot_contracts.approval.links import DecideByLinkV1, EmailLinkV1, EmailLinkViewV1
 from erpilot_contracts.approval.standing import (
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
@@ -71,6 +73,18 @@ def register(bus: ServiceBus, ports: Ports) -> None:
                            "sends cmd.erp.commit.")
     async def decide(cmd: DecideV1) -> ApprovalRecordV1:
         return await decisions.decide(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_EMAIL_LINK,
+               description="What an approval email's signed link stands for (person, action, preview); decides "
+                           "nothing: mail scanners open links.")
+    async def email_link(query: EmailLinkV1) -> EmailLinkViewV1:
+        return await email_links.email_link(query, ports)
+
+    @bus.serve(endpoints.APPROVAL_DECIDE_BY_LINK,
+               description="An approval email's link, confirmed: decide as the person this service signed it for, "
+                           "once, through the same decision as cmd.approval.decide.")
+    async def decide_by_link(cmd: DecideByLinkV1) -> ApprovalRecordV1:
+        return await email_links.decide_by_link(cmd, ports)
 
     @bus.serve(endpoints.APPROVAL_DECIDE_MANY,
                description="One action on several approvals: all decided in one transaction, or none.")

@@ -9,7 +9,9 @@ service's approval record and the ledger's event, never from the agent.
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -23,13 +25,20 @@ from erpilot_contracts.erp.v1 import OperationStatusV1
 log = logging.getLogger(__name__)
 
 
+# Approval emails ride the webhook deliveries (lease, retry, dead letter): one row per approval and person, its
+# ``url`` the address as ``mailto:<address>``, its body naming the person; links are minted when it is sent.
+MAIL_EVENT = "approval.email"
+Recipients = Callable[[PendingApproval], list[tuple[str, str]]]
+
+
 class WebhookEvents:
     def __init__(self, uow: ApprovalUnitOfWork, webhooks: tuple[Webhook, ...], public_url: str,
-                 wake=lambda: None):
+                 wake=lambda: None, mail_recipients: Recipients | None = None):
         self.uow = uow
         self.webhooks = webhooks
         self.public_url = public_url.rstrip("/")
         self.wake = wake
+        self.mail_recipients = mail_recipients  # None: no SMTP server configured
 
     def wants(self, event_type: str) -> list[str]:
         return [hook.url for hook in self.webhooks if event_type in hook.events]
@@ -40,6 +49,22 @@ class WebhookEvents:
             return approval.created_at, {**self._data(approval), "status": "pending"}, text
 
         await self._record("approval.requested", pending_id, pending_id, build)
+        await self._mail(pending_id)
+
+    async def _mail(self, pending_id: str) -> None:
+        """One email per person who may decide it (exactly once: a redelivered event adds no row)."""
+        if self.mail_recipients is None:
+            return
+        approval = await self.uow.read(lambda unit: unit.approvals.get(pending_id))
+        if approval is None or approval.status != "pending":
+            return
+        for sub, address in self.mail_recipients(approval):
+            body = json.dumps({"pending_id": pending_id, "sub": sub}, separators=(",", ":"))
+            added = await self.uow.run(lambda unit, body=body, address=address: unit.webhooks.add(
+                event_id=event_id(MAIL_EVENT, pending_id), event_type=MAIL_EVENT, pending_id=pending_id,
+                body=body, urls=[f"mailto:{address}"]))
+            if added:
+                self.wake()
 
     async def on_expiring(self, evt: ApprovalExpiringV1) -> None:
         async def build(approval: PendingApproval, status: str | None) -> tuple[datetime, dict, str] | None:
