@@ -19,7 +19,7 @@ from erpilot_contracts.approval.links import DecideByLinkV1, EmailLinkV1
 from erpilot_gateway.console.pages import page, same_origin
 from erpilot_gateway.problems import Problem
 
-router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+router = APIRouter(prefix="/v1/approvals", include_in_schema=False)
 MAX_TOKEN = 2000
 # What a refused link says, by the approval service's code.
 HEADINGS = {"link_used": "This link was already used", "expired": "This link has expired",
