@@ -65,6 +65,8 @@ APPROVAL_CMD_STAND = f"{PREFIX}.cmd.approval.stand"  # GiveStandingApprovalV1 ->
 APPROVAL_CMD_REVOKE_STANDING = f"{PREFIX}.cmd.approval.revoke_standing"
 # DecideByLinkV1 -> ReplyV1(ApprovalRecordV1): an approval email's link, confirmed (SPEC §11)
 APPROVAL_CMD_DECIDE_BY_LINK = f"{PREFIX}.cmd.approval.decide_by_link"
+# ChatActionV1 -> ReplyV1(ApprovalRecordV1): a chat card's button, as the platform signed it (SPEC §11)
+APPROVAL_CMD_CHAT_ACTION = f"{PREFIX}.cmd.approval.chat_action"
 APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1(ApprovalPageV1)

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from erpilot_approval.adapters.role_source import RoleSourceFile
 from erpilot_approval.adapters.smtp import SmtpMailer
@@ -45,6 +45,8 @@ class ApprovalSettings(PlatformSettings):
                                                     "approval (their [people.<sub>] email) with one-time links.")
     smtp_from: str = Field("erpilot@localhost", description="The From address of approval emails.")
     smtp_max_attempts: int = Field(8, ge=1, le=100, description="Attempts per email before it is a dead letter.")
+    chat_signing_secret: SecretStr | None = Field(
+        None, description="Slack's signing secret: the chat card's button callbacks are checked with it (v0 HMAC).")
     audit_checkpoint_seconds: float = Field(60.0, gt=0, le=86400,
                                             description="How often the audit log's head is signed (when it moved).")
 

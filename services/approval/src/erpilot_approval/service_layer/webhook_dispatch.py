@@ -75,6 +75,7 @@ class WebhookDispatcher:
 
     async def _attempt(self, client: httpx.AsyncClient, row: Any) -> None:
         mail = row.url.startswith("mailto:")
+        chat = row.event_type.startswith("chat.")  # a card or its update: Slack's own format, no signature
         hook = self.mailer if mail else self.by_url.get(row.url)
 
         async def before(unit: Work) -> tuple[datetime, PendingApproval | bool | None]:
@@ -87,7 +88,7 @@ class WebhookDispatcher:
                                               error="the approval ended before the email went out")
                     return now, None
                 return now, approval
-            if hook is None:
+            if hook is None and not chat:
                 await unit.webhooks.finish(row.delivery_id, status="dead", attempts=row.attempts, at=now,
                                           error="the endpoint is no longer configured")
                 return now, None
@@ -102,6 +103,8 @@ class WebhookDispatcher:
             return
         if mail:
             error = await self.mailer.send(post, row)
+        elif chat:
+            error = await self._post_chat(client, row)
         else:
             error = await self._post(client, hook, row, int(now.timestamp()))
         attempts = row.attempts + 1
@@ -136,6 +139,14 @@ class WebhookDispatcher:
         if 200 <= response.status_code < 300:
             return None
         return f"HTTP {response.status_code}"
+
+    async def _post_chat(self, client: httpx.AsyncClient, row: Any) -> str | None:
+        try:
+            response = await client.post(row.url, content=row.body.encode(), timeout=self.timeout_seconds,
+                                         headers={"content-type": "application/json"})
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"[:500]
+        return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
     async def _dead_letter(self, row: Any, error: str) -> None:
         if self.dead_letters is None:
