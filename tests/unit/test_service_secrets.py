@@ -220,3 +220,15 @@ def test_email_links_verify_only_when_minted_with_the_key_the_approval_service_d
     for other in (link_key(gateway.assertion_key()), gateway.auth_secret.encode()):
         with pytest.raises(LinkError, match="not valid"):
             verify(approval_key, mint(other, link), "pa-1")
+
+
+def test_only_the_approval_service_gets_the_chat_signing_secret(tmp_path: Path, monkeypatch) -> None:
+    """Issue 34: the chat card's callbacks are checked by the approval service alone; the gateway passes them on
+    unread, and the agent could press any button as any mapped chat user with the secret."""
+    monkeypatch.setenv("ERPILOT_CHAT_SIGNING_SECRET", "chat-secret-0123456789")
+    stack = Stack("nats://127.0.0.1:1", DB, tmp_path, env={"ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": "s" * 40})
+
+    for service in ("agent", "erp", "gateway"):
+        env, withheld = stack.env_for(service)
+        assert "ERPILOT_CHAT_SIGNING_SECRET" not in env and "ERPILOT_CHAT_SIGNING_SECRET" in withheld, service
+    assert "ERPILOT_CHAT_SIGNING_SECRET" not in stack.env_for("approval")[1]  # it inherits it from the shell
