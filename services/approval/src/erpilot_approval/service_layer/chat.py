@@ -49,7 +49,7 @@ async def chat_action(cmd: ChatActionV1, ports: Ports, secret: bytes | None, wak
 
     record = await decisions.decide(
         DecideV1(pending_id=pressed.pending_id, action=pressed.action, fingerprint=pressed.fingerprint,
-                 comment="by chat", actor=Actor(sub=sub, roles=roles)), ports, check=once)
+                 comment=None, actor=Actor(sub=sub, roles=roles)), ports, check=once)
     url = pressed.response_url or ports.policy.chat_url
     if url:
         approval = await ports.uow.read(lambda unit: unit.approvals.get(pressed.pending_id))

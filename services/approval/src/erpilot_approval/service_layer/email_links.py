@@ -62,5 +62,5 @@ async def decide_by_link(cmd: DecideByLinkV1, ports: Ports) -> ApprovalRecordV1:
     directory = ports.people()
     roles = list(directory.get(link.sub, ())) if directory is not None else []
     decision = DecideV1(pending_id=cmd.pending_id, action=link.action, fingerprint=link.fingerprint,
-                        comment="by email link", actor=Actor(sub=link.sub, roles=roles))
+                        comment=None, actor=Actor(sub=link.sub, roles=roles))
     return await decisions.decide(decision, ports, check=_still_valid(link))

@@ -10,6 +10,10 @@ lease ends, so a receiver may see an id twice and must de-duplicate by ``webhook
 
 A webhook URL is a secret (a Slack-style hook's path is its only credential): logs and the dead letter's
 headers show it ``redacted``, and an HTTP client's error text is ``scrubbed`` of it. Only the row keeps it.
+
+The same rows carry the approval channels (issue 34): ``mailto:`` rows are approval emails, sent by the
+``Mailer`` while the approval waits and dead after its ``max_attempts``; ``chat.*`` rows are the chat card and
+its update, posted as the chat platform's JSON without a Standard Webhooks signature.
 """
 
 from __future__ import annotations
