@@ -199,3 +199,36 @@ def test_keygen_prints_the_three_pairs_as_the_six_variables(capsys) -> None:
     assert encode_public_key(gateway.assertion_key().public_key()) == encode_public_key(erp.assertion_key()) == \
         encode_public_key(signing.assertion_key())
     assert encode_public_key(erp.ledger_key().public_key()) == encode_public_key(signing.ledger_key())
+
+
+def test_email_links_verify_only_when_minted_with_the_key_the_approval_service_derives_from_its_grant_key() -> None:
+    """Issue 34: a link decides as its person, so only the approval service (which mails it) can make one: its
+    key derives from the grant signing key, which no other service holds; the gateway's keys make no link."""
+    from datetime import UTC, datetime
+
+    from erpilot_approval.domain.links import Link, LinkError, link_key, mint, verify
+
+    grant = new_keypair_env()
+    assertion = new_keypair_env("ERPILOT_ASSERTION")
+    approval_key = link_key(ApprovalSettings(database_url=DB, grant_signing_key=grant["ERPILOT_GRANT_SIGNING_KEY"])
+                            .signing_key())
+    gateway = GatewaySettings(auth_secret="s" * 40, assertion_signing_key=assertion["ERPILOT_ASSERTION_SIGNING_KEY"])
+    link = Link(pending_id="pa-1", sub="bob", action="approve", fingerprint="sha256:" + "1" * 64,
+                expires_at=datetime(2030, 1, 1, tzinfo=UTC))
+
+    assert verify(approval_key, mint(approval_key, link), "pa-1") == link
+    for other in (link_key(gateway.assertion_key()), gateway.auth_secret.encode()):
+        with pytest.raises(LinkError, match="not valid"):
+            verify(approval_key, mint(other, link), "pa-1")
+
+
+def test_only_the_approval_service_gets_the_chat_signing_secret(tmp_path: Path, monkeypatch) -> None:
+    """Issue 34: the chat card's callbacks are checked by the approval service alone; the gateway passes them on
+    unread, and the agent could press any button as any mapped chat user with the secret."""
+    monkeypatch.setenv("ERPILOT_CHAT_SIGNING_SECRET", "chat-secret-0123456789")
+    stack = Stack("nats://127.0.0.1:1", DB, tmp_path, env={"ERPILOT_DEV_MODE": "1", "ERPILOT_AUTH_SECRET": "s" * 40})
+
+    for service in ("agent", "erp", "gateway"):
+        env, withheld = stack.env_for(service)
+        assert "ERPILOT_CHAT_SIGNING_SECRET" not in env and "ERPILOT_CHAT_SIGNING_SECRET" in withheld, service
+    assert "ERPILOT_CHAT_SIGNING_SECRET" not in stack.env_for("approval")[1]  # it inherits it from the shell

@@ -75,11 +75,13 @@ TRAFFIC: dict[str, Traffic] = {
         sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                         s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
                         s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE, s.APPROVAL_CMD_REVOKE_DELEGATION,
-                        s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.ERP_CMD_UPDATE_PRODUCT),
+                        s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_DECIDE_BY_LINK,
+                        s.APPROVAL_CMD_CHAT_ACTION,
+                        s.ERP_CMD_UPDATE_PRODUCT),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                        s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
                        s.APPROVAL_QUERY_REFERRING, s.APPROVAL_QUERY_DELEGATIONS, s.APPROVAL_QUERY_STANDING,
-                       s.ERP_QUERY_VIEW, s.ERP_QUERY_OPERATION, s.AGENT_QUERY_EVENTS,
+                       s.APPROVAL_QUERY_EMAIL_LINK, s.ERP_QUERY_VIEW, s.ERP_QUERY_OPERATION, s.AGENT_QUERY_EVENTS,
                        s.ping_subject("agent"), s.ping_subject("approval"), s.ping_subject("erp")),
         watches_session_events=True,
         runs_service_app=False,
@@ -105,14 +107,15 @@ TRAFFIC: dict[str, Traffic] = {
                           s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_ESCALATED, s.APPROVAL_EVT_VOTED),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
                            s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE, s.APPROVAL_CMD_REVOKE_DELEGATION,
-                           s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING),
+                           s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_DECIDE_BY_LINK,
+                           s.APPROVAL_CMD_CHAT_ACTION),
         # The agent's record of a cancel (withdrawals.py), then webhooks (service_layer/webhooks.py) and the
         # audit log's commit outcomes: what outgoing notifications tell, from committed events only.
         consumes_events=(s.AGENT_EVT_RUN_CANCELLED, s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_RESOLVED,
                          s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_ESCALATED, s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
                          s.APPROVAL_QUERY_AUDIT, s.APPROVAL_QUERY_REFERRING, s.APPROVAL_QUERY_DELEGATIONS,
-                         s.APPROVAL_QUERY_STANDING,
+                         s.APPROVAL_QUERY_STANDING, s.APPROVAL_QUERY_EMAIL_LINK,
                          s.ping_subject("approval")),
     ),
     "erp": Traffic(
@@ -128,7 +131,8 @@ TRAFFIC: dict[str, Traffic] = {
 # the approval service verifies; there is no withdraw command any more). Giving and revoking a delegation decide
 # who may decide: the same rule.
 DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE,
-                     s.APPROVAL_CMD_REVOKE_DELEGATION, s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING)
+                     s.APPROVAL_CMD_REVOKE_DELEGATION, s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING,
+                     s.APPROVAL_CMD_DECIDE_BY_LINK, s.APPROVAL_CMD_CHAT_ACTION)
 # The write path's steps that only one service may take: who asks for an approval (the ledger, from its record)
 # and who starts a commit (the approval service, with the decision). Denied to every other service.
 WRITE_PATH_STEPS = {s.APPROVAL_CMD_REQUEST: "erp", s.ERP_CMD_COMMIT: "approval"}

@@ -29,6 +29,9 @@ PRIVATE_ENV: dict[str, tuple[str, ...]] = {
     # The ERP signs the approval requests it builds from its own record: with this key the agent could show an
     # approver a preview of its own.
     "ERPILOT_LEDGER_SIGNING_KEY": ("erp",),
+    # The approval service checks the chat card's callbacks (issue 34): with this secret anyone could press its
+    # buttons as any mapped chat user.
+    "ERPILOT_CHAT_SIGNING_SECRET": ("approval",),
     # Public keys are no secret, but each goes only where it is used, as the development key files do
     # (erpilot_platform.dev_keys): a service's environment is its own keys and nothing more.
     "ERPILOT_GRANT_VERIFY_KEY": ("erp",),

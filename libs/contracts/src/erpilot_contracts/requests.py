@@ -34,6 +34,8 @@ from erpilot_contracts.agent.v1 import (
     StartToolCallV1,
     ToolCallViewV1,
 )
+from erpilot_contracts.approval.chat import ChatActionV1
+from erpilot_contracts.approval.links import DecideByLinkV1, EmailLinkV1, EmailLinkViewV1
 from erpilot_contracts.approval.standing import (
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
@@ -144,6 +146,9 @@ APPROVAL_DELEGATIONS = query(subjects.APPROVAL_QUERY_DELEGATIONS, ListDelegation
 APPROVAL_STAND = command(subjects.APPROVAL_CMD_STAND, GiveStandingApprovalV1, StandingApprovalV1)
 APPROVAL_REVOKE_STANDING = command(subjects.APPROVAL_CMD_REVOKE_STANDING, RevokeStandingApprovalV1,
                                    StandingApprovalV1)
+APPROVAL_DECIDE_BY_LINK = command(subjects.APPROVAL_CMD_DECIDE_BY_LINK, DecideByLinkV1, ApprovalRecordV1)
+APPROVAL_CHAT_ACTION = command(subjects.APPROVAL_CMD_CHAT_ACTION, ChatActionV1, ApprovalRecordV1)
+APPROVAL_EMAIL_LINK = query(subjects.APPROVAL_QUERY_EMAIL_LINK, EmailLinkV1, EmailLinkViewV1)
 APPROVAL_STANDING = query(subjects.APPROVAL_QUERY_STANDING, ListStandingApprovalsV1, StandingApprovalPageV1)
 
 # --- Agent -------------------------------------------------------------------------------------

@@ -63,6 +63,10 @@ APPROVAL_CMD_REVOKE_DELEGATION = f"{PREFIX}.cmd.approval.revoke_delegation"
 APPROVAL_CMD_STAND = f"{PREFIX}.cmd.approval.stand"  # GiveStandingApprovalV1 -> ReplyV1(StandingApprovalV1)
 # RevokeStandingApprovalV1 -> ReplyV1(StandingApprovalV1)
 APPROVAL_CMD_REVOKE_STANDING = f"{PREFIX}.cmd.approval.revoke_standing"
+# DecideByLinkV1 -> ReplyV1(ApprovalRecordV1): an approval email's link, confirmed (SPEC §11)
+APPROVAL_CMD_DECIDE_BY_LINK = f"{PREFIX}.cmd.approval.decide_by_link"
+# ChatActionV1 -> ReplyV1(ApprovalRecordV1): a chat card's button, as the platform signed it (SPEC §11)
+APPROVAL_CMD_CHAT_ACTION = f"{PREFIX}.cmd.approval.chat_action"
 APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -> ReplyV1(PolicyViewV1)
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1(ApprovalPageV1)
@@ -72,6 +76,8 @@ APPROVAL_QUERY_REFERRING = f"{PREFIX}.query.approval.referring"
 APPROVAL_QUERY_DELEGATIONS = f"{PREFIX}.query.approval.delegations"  # ListDelegationsV1 -> ReplyV1(DelegationPageV1)
 # ListStandingApprovalsV1 -> ReplyV1(StandingApprovalPageV1)
 APPROVAL_QUERY_STANDING = f"{PREFIX}.query.approval.standing"
+# EmailLinkV1 -> ReplyV1(EmailLinkViewV1): what an approval email's link stands for, deciding nothing
+APPROVAL_QUERY_EMAIL_LINK = f"{PREFIX}.query.approval.email_link"
 APPROVAL_EVT_REQUESTED = f"{PREFIX}.evt.approval.requested"    # ApprovalRequestedV1
 APPROVAL_EVT_RESOLVED = f"{PREFIX}.evt.approval.resolved"      # ApprovalResolvedV1
 APPROVAL_EVT_EXPIRING = f"{PREFIX}.evt.approval.expiring"      # ApprovalExpiringV1

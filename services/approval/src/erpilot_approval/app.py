@@ -8,6 +8,7 @@ from erpilot_approval.adapters import tables
 from erpilot_approval.adapters.dead_letters import NatsDeadLetters
 from erpilot_approval.adapters.erp import ErpClient
 from erpilot_approval.adapters.store import unit_of_work
+from erpilot_approval.domain import links
 from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
 from erpilot_approval.service_layer.audit import CheckpointSigner
@@ -67,14 +68,18 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
                   assertion_key=assertion_key, ledger_key=ledger_key, new_deadline=new_approval,
                   people=settings.people(policy))
     register_ping(service_bus, engine)
-    nats_entry.register(service_bus, ports)
+    chat_secret = settings.chat_signing_secret.get_secret_value().encode() if settings.chat_signing_secret else None
+    nats_entry.register(service_bus, ports, chat_secret=chat_secret, wake=lambda: dispatcher.wake())
     signer = CheckpointSigner(units, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
+    mailer = settings.mailer(signing_key)
     dispatcher = WebhookDispatcher(units, webhooks, dead_letters=NatsDeadLetters(broker),
                                    retry_base_seconds=settings.webhook_retry_base_seconds,
                                    give_up_after=settings.give_up_after(),
-                                   timeout_seconds=settings.webhook_timeout_seconds)
-    webhook_entry.register(service_bus, WebhookEvents(units, webhooks, settings.public_url, wake=dispatcher.wake),
+                                   timeout_seconds=settings.webhook_timeout_seconds, mailer=mailer)
+    recipients = (lambda approval: links.recipients(approval, ports.people(), policy.contacts)) if mailer else None
+    webhook_entry.register(service_bus, WebhookEvents(units, webhooks, settings.public_url, wake=dispatcher.wake,
+                                                      mail_recipients=recipients, chat_url=policy.chat_url),
                            lambda status: record_operation_finished(status, units))
     warnings = WarningSweeper(units, policy)
 
@@ -105,7 +110,7 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     background = [relay, expiry, escalation, audit_checkpoints]
     background += [deadline_listener] if deadlines is not None else []
     background += [pending_gauge] if metrics_exported() else []  # a count every 5 s that nobody reads
-    background += [webhook_dispatch] if webhooks else []
+    background += [webhook_dispatch] if webhooks or mailer or policy.chat_url else []
     background += [expiry_warnings] if warnings.windows else []  # a loop with nothing to do would end
     return ServiceApp(SERVICE, broker, engine, background=background)
 

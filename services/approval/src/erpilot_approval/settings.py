@@ -8,9 +8,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from erpilot_approval.adapters.role_source import RoleSourceFile
+from erpilot_approval.adapters.smtp import SmtpMailer
+from erpilot_approval.domain.links import link_key
 from erpilot_approval.domain.people import Directory, directory
 from erpilot_approval.domain.policy import Policy, PolicyError, load_policy, parse_duration
 from erpilot_approval.domain.webhooks import Webhook, parse_webhooks
@@ -39,6 +41,12 @@ class ApprovalSettings(PlatformSettings):
     webhook_retry_base_seconds: float = Field(1.0, gt=0, le=600, description="First retry delay; doubles each time.")
     webhook_give_up_after: str = Field("24h", description="After this long since the event, a delivery is dead.")
     webhook_timeout_seconds: float = Field(10.0, gt=0, le=120)
+    smtp_url: str | None = Field(None, description="smtp://host:port: email each person who may decide a new "
+                                                    "approval (their [people.<sub>] email) with one-time links.")
+    smtp_from: str = Field("erpilot@localhost", description="The From address of approval emails.")
+    smtp_max_attempts: int = Field(8, ge=1, le=100, description="Attempts per email before it is a dead letter.")
+    chat_signing_secret: SecretStr | None = Field(
+        None, description="Slack's signing secret: the chat card's button callbacks are checked with it (v0 HMAC).")
     audit_checkpoint_seconds: float = Field(60.0, gt=0, le=86400,
                                             description="How often the audit log's head is signed (when it moved).")
 
@@ -75,6 +83,16 @@ class ApprovalSettings(PlatformSettings):
             return policy.webhooks + parse_webhooks(entries, "ERPILOT_WEBHOOKS")
         except ValueError as exc:  # JSON errors and WebhookConfigError alike
             raise ConfigurationError(f"ERPILOT_WEBHOOKS: {exc}") from exc
+
+    def mailer(self, signing_key: Ed25519PrivateKey) -> SmtpMailer | None:
+        """The approval emails' sender (None without ERPILOT_SMTP_URL); its links' key derives from the grant key."""
+        if not self.smtp_url:
+            return None
+        try:
+            return SmtpMailer(self.smtp_url, self.smtp_from, link_key(signing_key), self.public_url,
+                              max_attempts=self.smtp_max_attempts, timeout_seconds=self.webhook_timeout_seconds)
+        except ValueError as exc:
+            raise ConfigurationError(f"ERPILOT_SMTP_URL: {exc}") from exc
 
     def give_up_after(self) -> timedelta:
         try:

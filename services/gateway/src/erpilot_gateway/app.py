@@ -13,7 +13,7 @@ from erpilot_gateway import console, problems
 from erpilot_gateway.input_guard import InputGuard
 from erpilot_gateway.mcp_server.http import McpHttp
 from erpilot_gateway.requesters import RequesterAssertions
-from erpilot_gateway.routes import approvals, audit, delegations, erp, health, sessions, standing, tools
+from erpilot_gateway.routes import approvals, audit, channels, delegations, erp, health, sessions, standing, tools
 from erpilot_gateway.services import Services
 from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.broker import create_broker
@@ -56,7 +56,7 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     mcp = McpHttp(app.state.services, rules)
     problems.install(app)
     app.add_middleware(InputGuard)  # size, hostile JSON and NUL checks before routing and authentication
-    for module in (health, tools, sessions, approvals, delegations, standing, audit, erp):
+    for module in (health, tools, sessions, approvals, channels, delegations, standing, audit, erp):
         app.include_router(module.router)
     app.include_router(console.router)  # web console and approval page (GET /, /resume/{id})
     mcp.install(app)  # MCP (Streamable HTTP) at /mcp

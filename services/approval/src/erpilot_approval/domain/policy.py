@@ -9,7 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 from erpilot_approval.domain import policy_values as parse
-from erpilot_approval.domain.people import parse_people
+from erpilot_approval.domain.chat import parse_chat_url
+from erpilot_approval.domain.people import Contact, parse_contacts, parse_people
 from erpilot_approval.domain.policy_values import PolicyError
 from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
@@ -18,7 +19,7 @@ ACTIONS = ("allow", "require_approval", "deny")
 STOCK_CHECKS = ("exact", "sufficient")
 DEFAULT_TTL = timedelta(minutes=15)
 
-_TOP_KEYS = ("defaults", "tools", "webhooks", "people")
+_TOP_KEYS = ("defaults", "tools", "webhooks", "people", "channels")
 _DEFAULTS_KEYS = ("ttl",)
 _TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before",
               "approvals_required", "rejections_to_reject", "escalate_after", "escalate_to")
@@ -107,6 +108,8 @@ class Policy:
     version: str = field(default="", compare=False)
     webhooks: tuple[Webhook, ...] = ()
     people: dict[str, tuple[str, ...]] | None = None  # [people.<sub>] roles (``domain.people``); None: no table
+    contacts: dict[str, Contact] = field(default_factory=dict)  # [people.<sub>] email / chat_id
+    chat_url: str | None = None  # [channels.chat] url: where approval cards are posted (``domain.chat``)
 
     def for_tool(self, name: str) -> ToolPolicy:
         """The tool's policy; a tool not in the catalog is denied."""
@@ -142,7 +145,10 @@ def load_policy(text: str | None) -> Policy:
     except WebhookConfigError as exc:
         raise PolicyError(str(exc)) from None
     people = parse_people(raw["people"]) if "people" in raw else None
-    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks, people=people)
+    contacts = parse_contacts(raw["people"]) if "people" in raw else {}
+    chat_url = parse_chat_url(raw["channels"]) if "channels" in raw else None
+    return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks, people=people,
+                  contacts=contacts, chat_url=chat_url)
 
 
 def parse_duration(value: Any, path: str) -> timedelta:

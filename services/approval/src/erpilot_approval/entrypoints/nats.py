@@ -5,9 +5,11 @@ from __future__ import annotations
 from erpilot_approval.service_layer import (
     audit_queries,
     bulk_decisions,
+    chat,
     decisions,
     delegations,
     edits,
+    email_links,
     mapping,
     queries,
     requests,
@@ -18,6 +20,8 @@ from erpilot_approval.service_layer.ports import Ports
 from erpilot_contracts import requests as endpoints
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
+from erpilot_contracts.approval.chat import ChatActionV1
+from erpilot_contracts.approval.links import DecideByLinkV1, EmailLinkV1, EmailLinkViewV1
 from erpilot_contracts.approval.standing import (
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
@@ -51,9 +55,10 @@ from erpilot_platform.deliveries import stored_at
 from erpilot_platform.endpoints import ServiceBus
 
 
-def register(bus: ServiceBus, ports: Ports) -> None:
+def register(bus: ServiceBus, ports: Ports, *, chat_secret: bytes | None = None, wake=lambda: None) -> None:
     """Commands and queries alike run on ``ports`` (the queries read what ``ports.uow`` has committed). Each
-    handler returns its endpoint's reply model or raises ``Refused``; the ServiceBus builds the ``ReplyV1``."""
+    handler returns its endpoint's reply model or raises ``Refused``; the ServiceBus builds the ``ReplyV1``.
+    ``chat_secret``: ERPILOT_CHAT_SIGNING_SECRET; ``wake``: the webhook dispatcher (a chat card's update)."""
     policy = ports.policy
 
     @bus.serve(endpoints.APPROVAL_POLICY, description="The policy in force, per tool.")
@@ -71,6 +76,24 @@ def register(bus: ServiceBus, ports: Ports) -> None:
                            "sends cmd.erp.commit.")
     async def decide(cmd: DecideV1) -> ApprovalRecordV1:
         return await decisions.decide(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_EMAIL_LINK,
+               description="What an approval email's signed link stands for (person, action, preview); decides "
+                           "nothing: mail scanners open links.")
+    async def email_link(query: EmailLinkV1) -> EmailLinkViewV1:
+        return await email_links.email_link(query, ports)
+
+    @bus.serve(endpoints.APPROVAL_DECIDE_BY_LINK,
+               description="An approval email's link, confirmed: decide as the person this service signed it for, "
+                           "once, through the same decision as cmd.approval.decide.")
+    async def decide_by_link(cmd: DecideByLinkV1) -> ApprovalRecordV1:
+        return await email_links.decide_by_link(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_CHAT_ACTION,
+               description="A chat card's button as the platform sent it: Slack's v0 signature and replay window "
+                           "checked here, the chat user mapped to a person, decided like cmd.approval.decide.")
+    async def chat_action(cmd: ChatActionV1) -> ApprovalRecordV1:
+        return await chat.chat_action(cmd, ports, chat_secret, wake)
 
     @bus.serve(endpoints.APPROVAL_DECIDE_MANY,
                description="One action on several approvals: all decided in one transaction, or none.")

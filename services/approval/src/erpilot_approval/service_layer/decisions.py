@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from erpilot_approval.domain import approvals as domain
-from erpilot_approval.domain.approvals import ApprovalError, DecisionOutcome
+from erpilot_approval.domain.approvals import ApprovalError, DecisionOutcome, PendingApproval
 from erpilot_approval.service_layer import audit
 from erpilot_approval.service_layer.common import (
     delegations_to,
@@ -22,6 +23,8 @@ from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import sign_grant
 from erpilot_platform.refusals import Refused
 from erpilot_platform.telemetry import decision_latency, step
+
+Check = Callable[[PendingApproval, datetime], None]
 
 
 async def store_vote(unit: Work, ports: Ports, outcome: DecisionOutcome, *, action: str,
@@ -53,7 +56,7 @@ def record_latency(record: ApprovalRecordV1) -> None:
                             {"tool": record.tool, "status": record.status})
 
 
-async def decide(cmd: DecideV1, ports: Ports) -> ApprovalRecordV1:
+async def decide(cmd: DecideV1, ports: Ports, *, check: Check | None = None) -> ApprovalRecordV1:
     """One transaction: lock the row, read the clock, vote, and when the vote decides: sign, log, queue.
 
     Whoever takes the lock second sees the first decision (already_decided, or the recorded result
@@ -62,6 +65,8 @@ async def decide(cmd: DecideV1, ports: Ports) -> ApprovalRecordV1:
     after ``expires_at`` is refused and expires the approval on the spot, even if no sweeper has run yet.
     The delegations in force to the decider are read (and held, shared) after the row lock, so a revocation
     either came first (and counts) or waits for this decision.
+    ``check`` (an email link's: used, superseded, expired) runs under the row lock, by the database clock, before
+    anything else is decided; it raises ``Refused`` to decide nothing.
     """
 
     async def work(unit: Work) -> tuple[ApprovalRecordV1 | Refused, str | None]:
@@ -69,6 +74,8 @@ async def decide(cmd: DecideV1, ports: Ports) -> ApprovalRecordV1:
         if approval is None:
             raise not_found(cmd.pending_id)
         now = await unit.now()  # read after the lock: a wait for it counts against the deadline
+        if check is not None:
+            check(approval, now)
         lent = await delegations_to(unit, ports, cmd.actor.sub, now, lock=True)
         try:
             outcome = domain.decide(approval, cmd.action, cmd.fingerprint, cmd.actor.sub, cmd.actor.roles,

@@ -10,6 +10,10 @@ lease ends, so a receiver may see an id twice and must de-duplicate by ``webhook
 
 A webhook URL is a secret (a Slack-style hook's path is its only credential): logs and the dead letter's
 headers show it ``redacted``, and an HTTP client's error text is ``scrubbed`` of it. Only the row keeps it.
+
+The same rows carry the approval channels (issue 34): ``mailto:`` rows are approval emails, sent by the
+``Mailer`` while the approval waits and dead after its ``max_attempts``; ``chat.*`` rows are the chat card and
+its update, posted as the chat platform's JSON without a Standard Webhooks signature.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import asyncio
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
+from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.webhooks import Webhook, backoff, redacted, scrubbed, sign
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, DeadLetters, Work
 from erpilot_platform.loops import Soon, every
@@ -33,12 +38,22 @@ LEASE = timedelta(seconds=60)
 UNTIL_DECIDED = ("approval.expiring", "approval.escalated")
 
 
+class Mailer(Protocol):
+    max_attempts: int
+
+    async def send(self, approval: PendingApproval, row: Any) -> str | None:
+        """None once the mail server accepted the mail, else what went wrong."""
+        ...
+
+
 class WebhookDispatcher:
     def __init__(self, uow: ApprovalUnitOfWork, webhooks: tuple[Webhook, ...], *,
                  dead_letters: DeadLetters | None = None, retry_base_seconds: float = 1.0,
                  give_up_after: timedelta = timedelta(hours=24),
-                 timeout_seconds: float = 10.0, poll_seconds: float = 1.0, batch: int = 50):
+                 timeout_seconds: float = 10.0, poll_seconds: float = 1.0, batch: int = 50,
+                 mailer: Mailer | None = None):
         self.uow = uow
+        self.mailer = mailer  # approval emails (``mailto:`` rows, webhook_events.MAIL_EVENT); None: no SMTP
         self.by_url = {hook.url: hook for hook in webhooks}
         self.dead_letters = dead_letters
         self.retry_base_seconds = retry_base_seconds
@@ -63,33 +78,48 @@ class WebhookDispatcher:
         return len(rows)
 
     async def _attempt(self, client: httpx.AsyncClient, row: Any) -> None:
-        hook = self.by_url.get(row.url)
+        mail = row.url.startswith("mailto:")
+        chat = row.event_type.startswith("chat.")  # a card or its update: Slack's own format, no signature
+        hook = self.mailer if mail else self.by_url.get(row.url)
 
-        async def before(unit: Work) -> tuple[datetime, bool]:
+        async def before(unit: Work) -> tuple[datetime, PendingApproval | bool | None]:
             """The time of the attempt, and whether to post at all (else the row is finished here)."""
             now = await unit.now()
-            if hook is None:
+            if mail and hook is not None:
+                approval = await unit.approvals.get(row.pending_id)
+                if approval is None or approval.status != "pending" or now >= approval.expires_at:
+                    await unit.webhooks.finish(row.delivery_id, status="skipped", attempts=row.attempts, at=now,
+                                              error="the approval ended before the email went out")
+                    return now, None
+                return now, approval
+            if hook is None and not chat:
                 await unit.webhooks.finish(row.delivery_id, status="dead", attempts=row.attempts, at=now,
                                           error="the endpoint is no longer configured")
-                return now, False
+                return now, None
             if row.event_type in UNTIL_DECIDED and await unit.approvals.status(row.pending_id) != "pending":
                 await unit.webhooks.finish(row.delivery_id, status="skipped", attempts=row.attempts, at=now,
                                           error="the approval ended before the notice went out")
-                return now, False
+                return now, None
             return now, True
 
         now, post = await self.uow.run(before)
-        if not post:
+        if post is None:
             return
-        error = await self._post(client, hook, row, int(now.timestamp()))
+        if mail:
+            error = await self.mailer.send(post, row)
+        elif chat:
+            error = await self._post_chat(client, row)
+        else:
+            error = await self._post(client, hook, row, int(now.timestamp()))
         attempts = row.attempts + 1
+        tries_left = not mail or attempts < self.mailer.max_attempts
 
         async def after(unit: Work) -> bool:
             """Record the attempt; True when the delivery gave up (a dead letter)."""
             now = await unit.now()
             if error is None:
                 await unit.webhooks.finish(row.delivery_id, status="delivered", attempts=attempts, at=now)
-            elif now - row.created_at >= self.give_up_after:
+            elif now - row.created_at >= self.give_up_after or not tries_left:
                 await unit.webhooks.finish(row.delivery_id, status="dead", attempts=attempts, at=now, error=error)
                 return True
             else:
@@ -113,6 +143,14 @@ class WebhookDispatcher:
         if 200 <= response.status_code < 300:
             return None
         return f"HTTP {response.status_code}"
+
+    async def _post_chat(self, client: httpx.AsyncClient, row: Any) -> str | None:
+        try:
+            response = await client.post(row.url, content=row.body.encode(), timeout=self.timeout_seconds,
+                                         headers={"content-type": "application/json"})
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"[:500]
+        return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
     async def _dead_letter(self, row: Any, error: str) -> None:
         if self.dead_letters is None:

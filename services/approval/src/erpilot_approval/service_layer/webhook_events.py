@@ -9,11 +9,13 @@ service's approval record and the ledger's event, never from the agent.
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from erpilot_approval.domain import notices
+from erpilot_approval.domain import chat, notices
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.webhooks import Webhook, body_of, event_id
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Work
@@ -23,13 +25,22 @@ from erpilot_contracts.erp.v1 import OperationStatusV1
 log = logging.getLogger(__name__)
 
 
+# Approval emails ride the webhook deliveries (lease, retry, dead letter): one row per approval and person, its
+# ``url`` the address as ``mailto:<address>``, its body naming the person; links are minted when it is sent.
+MAIL_EVENT = "approval.email"
+CARD_EVENT = "chat.card"  # the chat card of a new approval: its body is the Slack message, posted unsigned
+Recipients = Callable[[PendingApproval], list[tuple[str, str]]]
+
+
 class WebhookEvents:
     def __init__(self, uow: ApprovalUnitOfWork, webhooks: tuple[Webhook, ...], public_url: str,
-                 wake=lambda: None):
+                 wake=lambda: None, mail_recipients: Recipients | None = None, chat_url: str | None = None):
         self.uow = uow
         self.webhooks = webhooks
         self.public_url = public_url.rstrip("/")
         self.wake = wake
+        self.mail_recipients = mail_recipients  # None: no SMTP server configured
+        self.chat_url = chat_url  # [channels.chat] url; None: no chat card
 
     def wants(self, event_type: str) -> list[str]:
         return [hook.url for hook in self.webhooks if event_type in hook.events]
@@ -40,6 +51,27 @@ class WebhookEvents:
             return approval.created_at, {**self._data(approval), "status": "pending"}, text
 
         await self._record("approval.requested", pending_id, pending_id, build)
+        await self._mail(pending_id)
+        if self.chat_url:
+            async def card(approval: PendingApproval, status: str | None) -> tuple[datetime, dict, str] | None:
+                return None if status != "pending" else (approval.created_at, chat.card(approval, self._url(approval)),
+                                                          "")
+            await self._record(CARD_EVENT, pending_id, pending_id, card, urls=[self.chat_url])
+
+    async def _mail(self, pending_id: str) -> None:
+        """One email per person who may decide it (exactly once: a redelivered event adds no row)."""
+        if self.mail_recipients is None:
+            return
+        approval = await self.uow.read(lambda unit: unit.approvals.get(pending_id))
+        if approval is None or approval.status != "pending":
+            return
+        for sub, address in self.mail_recipients(approval):
+            body = json.dumps({"pending_id": pending_id, "sub": sub}, separators=(",", ":"))
+            added = await self.uow.run(lambda unit, body=body, address=address: unit.webhooks.add(
+                event_id=event_id(MAIL_EVENT, pending_id), event_type=MAIL_EVENT, pending_id=pending_id,
+                body=body, urls=[f"mailto:{address}"]))
+            if added:
+                self.wake()
 
     async def on_expiring(self, evt: ApprovalExpiringV1) -> None:
         async def build(approval: PendingApproval, status: str | None) -> tuple[datetime, dict, str] | None:
@@ -91,8 +123,9 @@ class WebhookEvents:
                           body_of("operation.finished", status.committed_at or now, data, text))
 
     # --- helpers -----------------------------------------------------------------------------
-    async def _record(self, event_type: str, key: str, pending_id: str, build) -> None:
-        if not self.wants(event_type):
+    async def _record(self, event_type: str, key: str, pending_id: str, build, urls: list[str] | None = None
+                      ) -> None:
+        if not (urls or self.wants(event_type)):
             return
         approval = await self.uow.read(lambda unit: unit.approvals.get(pending_id))
         if approval is None:
@@ -102,12 +135,15 @@ class WebhookEvents:
         if built is None:
             return
         occurred_at, data, text = built
-        await self._store(event_type, key, pending_id, body_of(event_type, occurred_at, data, text))
+        body = json.dumps(data, separators=(",", ":")).encode() if urls else body_of(event_type, occurred_at, data,
+                                                                                      text)
+        await self._store(event_type, key, pending_id, body, urls)
 
-    async def _store(self, event_type: str, key: str, pending_id: str | None, body: bytes) -> None:
+    async def _store(self, event_type: str, key: str, pending_id: str | None, body: bytes,
+                     urls: list[str] | None = None) -> None:
         added = await self.uow.run(lambda unit: unit.webhooks.add(
             event_id=event_id(event_type, key), event_type=event_type, pending_id=pending_id, body=body.decode(),
-            urls=self.wants(event_type)))
+            urls=urls or self.wants(event_type)))
         if added:
             self.wake()
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from erpilot_gateway.auth import TOKEN_COOKIE, decode_token
-from erpilot_gateway.console import approval_page, delegations_page, standing_page
+from erpilot_gateway.console import approval_page, delegations_page, email_link_page, standing_page
 from erpilot_gateway.console.delegations_page import delegate_of_someone
 from erpilot_gateway.console.pages import (
     DECIDER_ROLES,
@@ -107,3 +107,4 @@ async def favicon() -> Response:
 router.include_router(approval_page.router)
 router.include_router(delegations_page.router)
 router.include_router(standing_page.router)
+router.include_router(email_link_page.router)
