@@ -8,11 +8,8 @@ import uuid
 
 import nats
 import pytest
-from sqlalchemy import MetaData
 
 from erpilot_contracts import subjects
-from erpilot_platform.db import create_engine
-from erpilot_platform.outbox import Outbox, outbox_table
 
 pytestmark = pytest.mark.integration
 
@@ -20,21 +17,6 @@ pytestmark = pytest.mark.integration
 # stream's duplicate window spans all its subjects, as it does for cmd.erp.prepare and cmd.erp.commit.
 COMMIT = f"{subjects.PREFIX}.cmd.outbox_test.commit"
 OTHER = f"{subjects.PREFIX}.cmd.outbox_test.prepare"
-
-
-@pytest.fixture
-async def outbox(database_url):
-    schema = f"outbox_test_{uuid.uuid4().hex[:8]}"
-    metadata = MetaData(schema=schema)
-    table = outbox_table(metadata)
-    engine = create_engine(database_url)
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-        await conn.run_sync(metadata.create_all)
-    yield engine, Outbox(table, lock_key=hash(schema) & 0x7FFFFFFF)
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    await engine.dispose()
 
 
 async def _commits_stored(js, operation_id: str) -> int:

@@ -9,12 +9,11 @@ import uuid
 
 import nats
 import pytest
-from sqlalchemy import MetaData, func, select, update
+from sqlalchemy import func, select, update
 
 from erpilot_contracts import subjects
-from erpilot_platform.db import create_engine
 from erpilot_platform.loops import Soon
-from erpilot_platform.outbox import STALE_AFTER_SECONDS, Outbox, outbox_table
+from erpilot_platform.outbox import STALE_AFTER_SECONDS, Outbox
 from erpilot_platform.uow import UnitOfWork
 
 pytestmark = pytest.mark.integration
@@ -24,18 +23,8 @@ SUBJECT = f"{subjects.PREFIX}.cmd.outbox_test.published_on_commit"
 
 
 @pytest.fixture
-async def outbox(database_url):
-    schema = f"outbox_test_{uuid.uuid4().hex[:8]}"
-    metadata = MetaData(schema=schema)
-    table = outbox_table(metadata)
-    engine = create_engine(database_url)
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-        await conn.run_sync(metadata.create_all)
-    yield engine, table
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    await engine.dispose()
+def outbox(outbox_rows_table):
+    return outbox_rows_table  # (engine, table): these tests make their Outbox objects themselves
 
 
 @pytest.fixture

@@ -15,30 +15,13 @@ from collections import Counter
 
 import nats
 import pytest
-from sqlalchemy import MetaData, func, select
+from sqlalchemy import func, select
 
 from erpilot_contracts import subjects
-from erpilot_platform.db import create_engine
-from erpilot_platform.outbox import Outbox, outbox_table
 from erpilot_platform.uow import Transaction, UnitOfWork
 
 pytestmark = pytest.mark.integration
 DEADLINE_SECONDS = 15.0
-
-
-@pytest.fixture
-async def outbox(database_url):
-    schema = f"outbox_relay_{uuid.uuid4().hex[:8]}"
-    metadata = MetaData(schema=schema)
-    table = outbox_table(metadata)
-    engine = create_engine(database_url)
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-        await conn.run_sync(metadata.create_all)
-    yield engine, Outbox(table, lock_key=hash(schema) & 0x7FFFFFFF)
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    await engine.dispose()
 
 
 async def until(check, what: str) -> None:

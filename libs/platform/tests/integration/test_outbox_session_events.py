@@ -10,28 +10,11 @@ import uuid
 import nats
 import nats.js.errors
 import pytest
-from sqlalchemy import MetaData, func, select
+from sqlalchemy import func, select
 
 from erpilot_contracts.subjects import session_events_subject
-from erpilot_platform.db import create_engine
-from erpilot_platform.outbox import Outbox, outbox_table
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def outbox(database_url):
-    schema = f"outbox_sessions_{uuid.uuid4().hex[:8]}"
-    metadata = MetaData(schema=schema)
-    table = outbox_table(metadata)
-    engine = create_engine(database_url)
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-        await conn.run_sync(metadata.create_all)
-    yield engine, Outbox(table, lock_key=hash(schema) & 0x7FFFFFFF)
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    await engine.dispose()
 
 
 async def test_a_session_event_goes_out_live_on_core_nats_and_no_stream_stores_it(outbox, broker, nats_url):
