@@ -48,6 +48,24 @@ async def test_an_operation_id_reused_for_other_arguments_is_a_conflict(desk):
     assert list(desk.state.drafts) == ["D-1"]
 
 
+async def test_one_calls_assertion_makes_one_draft_not_more_under_new_operation_ids(desk):
+    """Security review of #32: the agent repeats a direct call's draft command with the same call id and assertion
+    and new operation ids; only the first makes a draft."""
+    cmd = desk.draft_cmd("create_order_draft", CREATE)
+    one = desk.assertion(call_id=cmd.call_id, tool=cmd.tool, ttl=timedelta(seconds=60))
+    first = await desk.drafts.handle(cmd.model_copy(update={"assertion": one}))
+
+    for n, qty in enumerate((5, 9)):
+        more = cmd.model_copy(update={"assertion": one, "operation_id": f"op-more-{n}",
+                                      "arguments": {**CREATE, "lines": [{"sku": "SKU-A", "qty": qty}]}})
+        with pytest.raises(InvalidMessage) as refused:
+            await desk.drafts.handle(more)
+        assert refused.value.reason == "call_already_prepared"
+
+    assert list(desk.state.drafts) == ["D-1"]
+    assert await desk.drafts.handle(cmd.model_copy(update={"assertion": one})) == first  # its retry is answered
+
+
 async def test_an_edit_on_the_latest_revision_makes_the_next_one(desk):
     draft = await desk.new_draft([("SKU-A", 2)])
     result = await desk.drafts.handle(desk.draft_cmd(

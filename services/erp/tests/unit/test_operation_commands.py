@@ -146,6 +146,26 @@ async def test_the_assertion_of_another_call_prepares_nothing(desk, bound):
     assert desk.state.operations == {} and requests_sent(desk) == [] and desk.ledger.inbox == {}
 
 
+async def test_one_calls_assertion_prepares_one_write_not_more_with_other_arguments(desk):
+    """Security review of #32: within a direct call's minute the agent sends more prepares of the same call with
+    the same assertion, new operation ids and other arguments; only the first is prepared and asked for."""
+    call_id = desk.call_id()
+    one = desk.assertion(call_id=call_id, tool="adjust_stock", ttl=timedelta(seconds=60))
+    first = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id, assertion=one)
+    await desk.operations.prepare(first)
+
+    for delta in (-5, -9):
+        more = desk.prepare_cmd("adjust_stock", {**STOCK, "delta": delta}, call_id=call_id, assertion=one)
+        with pytest.raises(InvalidMessage) as refused:
+            await desk.operations.prepare(more)
+        assert refused.value.reason == "call_already_prepared"
+
+    assert list(desk.state.operations) == [first.operation_id]
+    assert [r["operation_id"] for r in requests_sent(desk)] == [first.operation_id]
+    again = await desk.operations.prepare(first)  # a redelivery of the one operation is still answered
+    assert again.operation_id == first.operation_id and len(requests_sent(desk)) == 1
+
+
 class Stored:
     """A JetStream message as ``deliveries.handling`` reads it: stored at ``timestamp``."""
 
