@@ -158,7 +158,7 @@ def cancelled(session_id: str, *call_ids: str, owner: str = "alice", vouched_for
     """The agent's record of a cancel, with the assertion of the gateway's cancel command (for the owner)."""
     now, run_id = datetime.now(UTC), uid("run_")
     assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id,
-                               run_id=run_id, now=signed_at or now)
+                               run_id=run_id, cancel=True, now=signed_at or now)
     return RunCancelledV1(session_id=session_id, run_id=run_id, owner=owner, call_ids=list(call_ids),
                           cancelled_at=now, assertion=assertion)
 

@@ -27,7 +27,7 @@ def cancelled(session_id: str, *call_ids: str, owner: str = "alice", vouched_for
     """The agent's record of a cancel, with the cancel command's assertion (for ``vouched_for``, the owner by
     default), as the gateway signed it at ``at``."""
     assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id,
-                               run_id="run-1", now=at)
+                               run_id="run-1", cancel=True, now=at)
     values = dict(session_id=session_id, run_id="run-1", owner=owner, cancelled_at=NOW, call_ids=list(call_ids),
                   assertion=assertion)
     return RunCancelledV1(**{**values, **changes})

@@ -132,10 +132,12 @@ async def test_a_prepare_without_an_assertion_for_its_requester_and_session_stor
     {"call_id": "call-a-read", "tool": "search_products"},
     {"call_id": "SAME", "tool": "search_products"},  # the read's own call id, given to the write
     {"run_id": "run-another"},
+    # the cancel of the call's own run (security review of #32: a cancel's run id is the caller's word)
+    {"run_id": "run-desk", "cancel": True},
 ])
 async def test_the_assertion_of_another_call_prepares_nothing(desk, bound):
-    """Issue #32: the person's assertion for a read (or for another run) taken from the agent's records, reused
-    for a write of the same person in the same session."""
+    """Issue #32: the person's assertion for a read (or for another run, or for a cancel) taken from the agent's
+    records, reused for a write of the same person in the same session."""
     cmd = desk.prepare_cmd("adjust_stock", STOCK)
     bound = {**bound, "call_id": cmd.call_id} if bound.get("call_id") == "SAME" else bound
     cmd = cmd.model_copy(update={"assertion": desk.assertion(**bound)})

@@ -35,12 +35,20 @@ class RequesterAssertions:
         return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, call_id=call_id,
                               tool=tool, now=now, ttl=ttl)
 
-    def for_run(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None,
-                ttl: timedelta | None = None) -> str:
-        """The assertion of one chat run: its calls, and its cancel (with a shorter ``ttl``)."""
-        now, ttl = self._lifetime(user, ttl or self.run_ttl, now)
+    def for_run(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None) -> str:
+        """The assertion of one chat run: its calls."""
+        now, ttl = self._lifetime(user, self.run_ttl, now)
         return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, run_id=run_id,
                               now=now, ttl=ttl)
+
+    def for_cancel(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None) -> str:
+        """The assertion of the cancel of ``run_id`` (purpose ``cancel``): it withdraws that run's approvals and
+        prepares nothing. The run id is the caller's word (the URL's), so it must not vouch for the run's calls.
+        It lives as long as a direct call's: it only has to reach the approval service with the agent's
+        ``evt.agent.run_cancelled``."""
+        now, ttl = self._lifetime(user, self.call_ttl, now)
+        return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, run_id=run_id,
+                              cancel=True, now=now, ttl=ttl)
 
     def run_id(self, session_id: str, message_id: str) -> str:
         """The run a message starts, fixed by the gateway before it signs (the run's assertion names it): the same

@@ -66,12 +66,13 @@ class Services:
         return self.assertions.for_call(user, session_id, call_id, tool)
 
     async def vouch_run(self, user: User, session_id: str, run_id: str, *, cancel: bool = False) -> str:
-        """The requester assertion for ``user``'s chat run ``run_id`` in ``session_id`` (its calls), once the session
-        is found to be theirs. A cancel's lives as long as a direct call's: it only has to reach the approval
-        service with the agent's ``evt.agent.run_cancelled``, and the URL's run id is the caller's word."""
+        """The requester assertion for ``user``'s chat run ``run_id`` in ``session_id`` (its calls), or with
+        ``cancel`` for its cancel (purpose ``cancel``: its withdrawal only, never a call), once the session is
+        found to be theirs."""
         await self.check_owner(user, session_id)
-        ttl = self.assertions.call_ttl if cancel else None
-        return self.assertions.for_run(user, session_id, run_id, ttl=ttl)
+        if cancel:
+            return self.assertions.for_cancel(user, session_id, run_id)
+        return self.assertions.for_run(user, session_id, run_id)
 
     def run_id(self, session_id: str, message_id: str) -> str:
         """The run the message ``message_id`` starts in ``session_id`` (the same for a retry)."""

@@ -111,19 +111,23 @@ def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or
     assert create.assertion is None  # creating a session vouches for nothing
     bound = ((call, {"call_id": call.call_id, "tool": call.tool}),
              (message, {"call_id": f"{message.run_id}:call_0", "tool": "adjust_stock"}),
-             (message, {"run_id": message.run_id}), (cancel, {"run_id": "run_1"}))
+             (cancel, {"run_id": "run_1"}))
     for cmd, covered in bound:
         requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice", **covered)
         assert requester.roles == ("requester", "approver") and cmd.owner == "alice"
     lifetimes = [(r.expires_at - r.issued_at) for r in (
         verify_assertion(call.assertion, VERIFY_KEY, session_id=session_id, call_id=call.call_id, tool=call.tool),
         verify_assertion(cancel.assertion, VERIFY_KEY, session_id=session_id, run_id="run_1"),
-        verify_assertion(message.assertion, VERIFY_KEY, session_id=session_id, run_id=message.run_id))]
+        verify_assertion(message.assertion, VERIFY_KEY, session_id=session_id, call_id=f"{message.run_id}:1",
+                         tool="adjust_stock"))]
     assert lifetimes == [TOOL_CALL_TTL, TOOL_CALL_TTL, DEFAULT_TTL]  # a direct call's and a cancel's: seconds
     for cmd, other in ((call, {"call_id": "another-call", "tool": call.tool}),
                        (call, {"call_id": call.call_id, "tool": "adjust_stock"}),  # a read's, for a write
                        (message, {"call_id": "call_0", "tool": "adjust_stock"}),
-                       (call, {"run_id": call.call_id}), (cancel, {"run_id": "run_2"})):
+                       (call, {"run_id": call.call_id}), (cancel, {"run_id": "run_2"}),
+                       (message, {"run_id": message.run_id}),  # a run's assertion withdraws nothing
+                       # a cancel's prepares nothing (security review: the URL's run id is the caller's word)
+                       (cancel, {"call_id": "run_1:1", "tool": "adjust_stock"})):
         with pytest.raises(AssertionRefused) as refused:
             verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, **other)
         assert refused.value.reason == "assertion_call_mismatch"
