@@ -238,3 +238,13 @@ def test_a_cancel_answers_after_its_bound_even_if_an_approval_stays_pending(stac
 
     assert time.monotonic() - started < 2.0
     assert response.json()["approvals"] == [{"pending_id": "pa_1", "status": "pending"}]
+
+
+@pytest.mark.parametrize("session_id", ["ses_1.>", "*", "ses 1", "a" * 101])
+def test_the_event_stream_of_what_is_no_session_id_is_404_before_anything_is_asked(stack, session_id):
+    """Security review: the SSE route took any path segment as a session id and subscribed to its subject (a
+    wildcard subscribes to every session's events); it answers 404 as the tool-call routes do."""
+    response, sent = sending(stack.services, lambda: stack.client.get(
+        f"/v1/sessions/{session_id}/events", headers={"Authorization": f"Bearer {token()}"}))
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert sent == []
