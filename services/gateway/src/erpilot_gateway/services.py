@@ -78,10 +78,20 @@ class Services:
         """The run the message ``message_id`` starts in ``session_id`` (the same for a retry)."""
         return self.assertions.run_id(session_id, message_id)
 
+    def new_session_id(self, owner: str) -> str:
+        """A new session id bound to ``owner`` by the gateway's MAC (``RequesterAssertions.new_session_id``)."""
+        return self.assertions.new_session_id(owner)
+
     async def check_owner(self, user: User, session_id: str) -> None:
-        """Nothing when ``session_id`` is ``user``'s; else the Problem 404 ``not_found`` of an unknown session. The
-        first look asks the agent (the owner check of ``GET .../events``); a session's owner never changes, so
-        the answer is kept and later calls cost no hop."""
+        """Nothing when ``session_id`` is ``user``'s; else the Problem 404 ``not_found`` of an unknown session. A
+        session id the gateway bound to its owner is checked here by its MAC, never by the agent's word. A legacy
+        id's first look asks the agent (the owner check of ``GET .../events``); a session's owner never changes,
+        so the answer is kept and later calls cost no hop."""
+        bound = self.assertions.session_owner(session_id, user.sub)
+        if bound is not None:
+            if not bound:
+                raise Problem(404, "not_found", f"session {session_id} not found")
+            return
         owner = self._owners.get(session_id)
         if owner is None:
             await self.call(AGENT_SESSION, GetSessionV1(session_id=session_id, owner=user.sub, summary_only=True))

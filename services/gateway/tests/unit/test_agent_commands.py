@@ -14,6 +14,7 @@ The gateway runs in-process with its services replaced by a fake that records ev
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -51,6 +52,7 @@ class Stack:
 
     def __init__(self) -> None:
         self.call_status = "running"
+        self.agent_lies = False  # a compromised agent: every session is whoever asks
         self.script: list[dict] = []
         self.approvals: dict[str, list[str]] = {}  # pending_id -> the statuses successive reads see
         self.services = RecordingServices(self.answer, timeout=0.3, events=lambda session_id: list(self.script))
@@ -58,7 +60,7 @@ class Stack:
 
     def answer(self, subject: str, payload: Any) -> dict:
         if subject == subjects.AGENT_QUERY_SESSION:  # the owner check before signing: every session is alice's
-            if payload.owner != "alice":
+            if payload.owner != "alice" and not self.agent_lies:
                 raise Problem(404, "not_found", f"session {payload.session_id} not found")
             return {"session_id": payload.session_id, "owner": "alice", "created_at": "2026-10-01T12:00:00Z",
                     "last_seq": 0, "run_status": "idle"}
@@ -161,6 +163,37 @@ def test_nothing_is_signed_or_sent_for_a_session_that_is_not_the_callers(stack, 
     assert [query.owner for query in owner_checks] == ["mallory", "alice"]  # alice's answer is kept
     again, sent = stack.post(path, body, who="mallory")
     assert again.status_code == 404 and sent == []  # from what was kept: no hop
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("tool-calls", {**WRITE, "call_id": "c-9"}),
+    ("messages", {"text": "hi"}),
+    ("runs/run_1/cancel", {}),
+])
+def test_a_session_the_gateway_bound_to_its_owner_is_checked_by_its_mac_not_by_the_agents_word(stack, path, body):
+    """Security review of #32: the agent (its answer, or a row it updated) names mallory the owner of alice's
+    session; the gateway signs nothing for mallory there, and asks the agent nothing for either of them."""
+    created, _ = stack.post("/v1/sessions", {})
+    session_id = created.json()["session_id"]
+    assert re.fullmatch(r"ses_[0-9a-f]{20}_[0-9a-f]{32}", session_id)
+    stack.agent_lies = True
+
+    response, sent = stack.post(f"/v1/sessions/{session_id}/{path}", body, who="mallory")
+    assert (response.status_code, response.json()["code"], sent) == (404, "not_found", [])
+    _, sent = stack.post(f"/v1/sessions/{session_id}/{path}", body)
+    assert [cmd.owner for _, cmd in sent] == ["alice"]
+    assert all(subject != subjects.AGENT_QUERY_SESSION for subject, _ in stack.services.queries)  # no hop
+
+    # the same id with another MAC, or one for mallory's own name, is nobody's
+    forged = session_id[:-1] + ("0" if session_id[-1] != "0" else "1")
+    response, sent = stack.post(f"/v1/sessions/{forged}/{path}", body)
+    assert (response.status_code, sent) == (404, [])
+
+
+def test_a_legacy_session_id_without_a_mac_is_still_checked_by_asking_the_agent(stack):
+    response, sent = stack.post("/v1/sessions/ses_0123456789abcdef0123/tool-calls", {**WRITE, "call_id": "c-8"})
+    assert response.status_code in (200, 202) and [cmd.owner for _, cmd in sent] == ["alice"]
+    assert stack.services.queries[0][0] == subjects.AGENT_QUERY_SESSION
 
 
 @pytest.mark.parametrize("session_id", ["*", ">", "a.b", "ses 1", "s%C3%A9s"])

@@ -45,7 +45,7 @@ async def create_session(request: Request, user: CurrentUser, body: CreateSessio
     """Start a session owned by the caller."""
     title = body.title if body else None
     services = _services(request)
-    session_id = f"ses_{uuid.uuid4().hex[:20]}"
+    session_id = services.new_session_id(user.sub)  # its owner bound by the gateway's MAC, not the agent's word
     cmd = CreateSessionV1(session_id=session_id, owner=user.sub, title=title)  # vouches for nothing: no assertion
     created = await services.call(requests.AGENT_CREATE_SESSION, cmd)
     return {"session_id": created.session_id}
