@@ -3,7 +3,8 @@
 An assertion is a compact JWS (PyJWT, ``EdDSA``: Ed25519) with the claims ``sub``, ``roles``, ``session_id``,
 ``purpose``, ``call_id`` or ``run_id``, ``iat`` and ``exp`` (SPEC §11). It vouches for one command, not for a person
 in a session: ``purpose = "tool_call"`` with the ``call_id`` and the ``tool`` of one tool call (the tool too: the
-ERP records no read, so a read's call id alone could be taken again for a write), or ``purpose = "run"`` with the
+ERP records no read, so a read's call id alone could be taken again for a write; and ``args``, the fingerprint of
+its normalised arguments, which the ERP compares with a draft's or a prepare's), or ``purpose = "run"`` with the
 ``run_id`` of one chat run, which covers the run's calls (``<run_id>:*``, whatever tool the model picks), or
 ``purpose = "cancel"`` with the ``run_id`` of the run a person cancels, which covers that run's withdrawal and no
 call (SPEC §11 names ``tool_call`` and ``run``; ``cancel`` is our refinement: the run id of a cancel is the
@@ -76,19 +77,23 @@ class Requester:
     call_id: str | None = None
     run_id: str | None = None
     tool: str | None = None
+    # A direct call's: the fingerprint of the call's normalised arguments (``erpilot_contracts.fingerprint``), which
+    # the ERP compares with the draft's or the prepare's; None for a run's, a cancel's, or one signed before.
+    args: str | None = None
 
 
 def sign_assertion(key: Ed25519PrivateKey, *, sub: str, roles: list[str] | tuple[str, ...], session_id: str,
                    call_id: str | None = None, tool: str | None = None, run_id: str | None = None,
-                   cancel: bool = False, now: datetime | None = None, ttl: timedelta = DEFAULT_TTL) -> str:
+                   cancel: bool = False, args: str | None = None, now: datetime | None = None,
+                   ttl: timedelta = DEFAULT_TTL) -> str:
     """The gateway's assertion for ``sub`` (with ``roles``) acting in ``session_id`` for exactly one tool call
     (``call_id`` of ``tool``), one chat run (``run_id``) or the cancel of one (``run_id`` and ``cancel``), valid
     ``ttl`` from ``now``."""
     if (call_id is None) == (run_id is None) or (call_id is None) != (tool is None) or (cancel and run_id is None):
         raise ValueError("an assertion vouches for one tool call (call_id and tool) or one run (run_id)")
     issued = (now or datetime.now(UTC)).replace(microsecond=0)
-    bound = ({"purpose": TOOL_CALL, "call_id": call_id, "tool": tool} if call_id is not None
-             else {"purpose": CANCEL if cancel else RUN, "run_id": run_id})
+    bound = ({"purpose": TOOL_CALL, "call_id": call_id, "tool": tool, **({"args": args} if args else {})}
+             if call_id is not None else {"purpose": CANCEL if cancel else RUN, "run_id": run_id})
     claims = {"sub": sub, "roles": list(roles), "session_id": session_id, **bound,
               "iat": int(issued.timestamp()), "exp": int((issued + ttl).timestamp())}
     return jwt.encode(claims, key, algorithm=ALGORITHM)
@@ -135,6 +140,8 @@ def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: st
         if bound_to is None or not isinstance(claims.get(bound_to), str) or not claims[bound_to] or (
                 claims["purpose"] == TOOL_CALL and not isinstance(claims.get("tool"), str)):
             raise ValueError("the assertion is bound to no tool call and no run")
+        if "args" in claims and not isinstance(claims["args"], str):
+            raise ValueError("malformed args claim")
     except (jwt.InvalidTokenError, ValueError, TypeError, OverflowError) as exc:
         raise AssertionRefused("assertion_invalid", f"the requester assertion does not verify: {exc}") from None
     moment = at or datetime.now(UTC)
@@ -149,7 +156,8 @@ def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: st
         raise AssertionRefused("assertion_subject_mismatch", "the requester assertion names another person")
     requester = Requester(sub=claims["sub"], roles=tuple(roles), session_id=claims["session_id"], issued_at=issued,
                           expires_at=expires, purpose=claims["purpose"], call_id=claims.get("call_id"),
-                          run_id=claims.get("run_id"), tool=claims.get("tool"))
+                          run_id=claims.get("run_id"), tool=claims.get("tool"),
+                          args=claims.get("args"))
     if not covers(requester, call_id=call_id, tool=tool, run_id=run_id):
         what = f"call {call_id} of {tool}" if call_id is not None else f"run {run_id}"
         raise AssertionRefused("assertion_call_mismatch", f"the requester assertion does not cover {what}")

@@ -141,6 +141,7 @@ def test_a_services_refusal_of_another_calls_assertion_is_an_invalid_message_nam
     {"purpose": "anything", "call_id": "call_1", "tool": "search_products"},
     {"purpose": "tool_call", "call_id": "", "tool": "search_products"},
     {"purpose": "tool_call", "call_id": 7, "tool": "search_products"},
+    {"purpose": "tool_call", "call_id": "call_1", "tool": "search_products", "args": 7},  # a malformed binding
 ])
 def test_an_assertion_bound_to_no_call_and_no_run_does_not_verify(claims):
     token = jwt.encode({"sub": "alice", "roles": [], "session_id": "ses_1", "iat": int(NOW.timestamp()),

@@ -168,6 +168,23 @@ async def test_one_calls_assertion_prepares_one_write_not_more_with_other_argume
     assert again.operation_id == first.operation_id and len(requests_sent(desk)) == 1
 
 
+async def test_a_direct_calls_assertion_prepares_only_the_arguments_the_person_gave(desk):
+    """Security review of #32: the gateway binds a direct call's assertion to the fingerprint of its normalised
+    arguments (``args``); the agent's prepare of that call with other arguments is refused, nothing stored."""
+    call_id = desk.call_id()
+    asked = fingerprint("adjust_stock", 1, normalise("adjust_stock", STOCK))
+    one = desk.assertion(call_id=call_id, tool="adjust_stock", args=asked, ttl=timedelta(seconds=60))
+    other = desk.prepare_cmd("adjust_stock", {**STOCK, "delta": -9}, call_id=call_id, assertion=one)
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(other)
+    assert refused.value.reason == "assertion_args_mismatch"
+    assert desk.state.operations == {} and requests_sent(desk) == []
+
+    given = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id, assertion=one)
+    await desk.operations.prepare(given)
+    assert list(desk.state.operations) == [given.operation_id]
+
+
 class Stored:
     """A JetStream message as ``deliveries.handling`` reads it: stored at ``timestamp``."""
 

@@ -52,11 +52,13 @@ class RequesterAssertions:
         # existing ids legacy: their owner is asked of the agent again, and they take no new standing approval.
         self._session_key = hmac.new(key.private_bytes_raw(), b"erpilot session owner v1", hashlib.sha256).digest()
 
-    def for_call(self, user: User, session_id: str, call_id: str, tool: str, *, now: datetime | None = None) -> str:
-        """The assertion of one direct tool call (HTTP or MCP) of ``tool``."""
+    def for_call(self, user: User, session_id: str, call_id: str, tool: str, *, args: str | None = None,
+                 now: datetime | None = None) -> str:
+        """The assertion of one direct tool call (HTTP or MCP) of ``tool`` with the arguments whose fingerprint is
+        ``args``."""
         now, ttl = self._lifetime(user, self.call_ttl, now)
         return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, call_id=call_id,
-                              tool=tool, now=now, ttl=ttl)
+                              tool=tool, args=args, now=now, ttl=ttl)
 
     def for_run(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None) -> str:
         """The assertion of one chat run: its calls."""

@@ -22,6 +22,8 @@ import jwt
 import pytest
 
 from erpilot_contracts import subjects
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import normalise
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.routes import sessions
 from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL, AssertionRefused, verify_assertion
@@ -281,3 +283,16 @@ def test_the_event_stream_of_what_is_no_session_id_is_404_before_anything_is_ask
         f"/v1/sessions/{session_id}/events", headers={"Authorization": f"Bearer {token()}"}))
     assert (response.status_code, response.json()["code"]) == (404, "not_found")
     assert sent == []
+
+
+def test_a_direct_calls_assertion_names_the_fingerprint_of_its_normalised_arguments(stack):
+    """Security review of #32: the ERP compares it with the draft's or the prepare's, so the agent cannot use a
+    direct call's assertion for a write with other arguments."""
+    _, [(_, call)] = stack.post("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-args"})
+    requester = verify_assertion(call.assertion, VERIFY_KEY, session_id="ses_1", call_id="c-args", tool=WRITE["tool"])
+    assert requester.args == fingerprint(WRITE["tool"], 1, normalise(WRITE["tool"], WRITE["arguments"]))
+
+
+def test_arguments_the_tool_does_not_take_are_refused_before_anything_is_signed_or_sent(stack):
+    response, sent = stack.post("/v1/sessions/ses_1/tool-calls", {"tool": "adjust_stock", "arguments": {"sku": 7}})
+    assert (response.status_code, response.json()["code"], sent) == (422, "invalid_arguments", [])

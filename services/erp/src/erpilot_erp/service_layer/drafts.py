@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import get_tool
 from erpilot_erp.domain.drafts import DRAFT_EDIT_TOOLS, CreateDraft, create_draft, edit_draft
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.model import DraftRevision
@@ -54,7 +56,8 @@ class DraftService:
         # Checked at the time JetStream stored the command, so a redelivery after a crash still verifies with a
         # direct call's short-lived assertion (no publisher chooses that time; outside JetStream: now).
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
-                              requested_by=cmd.requested_by, at=stored_at(now))
+                              requested_by=cmd.requested_by, at=stored_at(now),
+                              args=fingerprint(cmd.tool, get_tool(cmd.tool).schema_version, args))
         await self._first_of_its_call(w, cmd)
         try:
             if cmd.tool == "create_order_draft":

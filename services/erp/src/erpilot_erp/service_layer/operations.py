@@ -134,7 +134,7 @@ class OperationService:
         if cmd.supersedes is None:
             asserted_at = stored_at(now)
             self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
-                                  requested_by=cmd.requested_by, at=asserted_at)
+                                  requested_by=cmd.requested_by, at=asserted_at, args=cmd.fingerprint)
             return cmd.requested_by, cmd.assertion, asserted_at
         if not cmd.edit_signature:  # the agent may publish cmd.erp.prepare too: an edit is the approval service's
             raise InvalidMessage("edit_signature_missing", "an edit (supersedes) is taken only from the approval "
