@@ -164,6 +164,10 @@ class FakeServices:
 
         return replay_session(self.broker, session_id, stored_after, after_seq)
 
+    def new_session_id(self, owner: str) -> str:
+        """``Services.new_session_id``: the fake agent checks no owner MAC, so a plain id."""
+        return f"ses_{uuid.uuid4().hex[:20]}"
+
     def vouch(self, user, session_id: str) -> str:
         """``Services.vouch``: the fake agent checks no requester assertion."""
         return f"assertion-of-{user.sub}-in-{session_id}"

@@ -93,7 +93,8 @@ def test_a_cancel_the_gateway_never_answers_still_withdraws_the_approval(stack, 
     (its outbox, the only path) makes the approval service withdraw the run's approval all the same."""
     session_id, run_id, pending = waiting_submit(requester)
     key = load_signing_key(stack.env_for("gateway")[0]["ERPILOT_ASSERTION_SIGNING_KEY"])  # the gateway's key
-    vouched = sign_assertion(key, sub=requester.sub, roles=["requester"], session_id=session_id, run_id=run_id)
+    vouched = sign_assertion(key, sub=requester.sub, roles=["requester"], session_id=session_id, run_id=run_id,
+                             cancel=True)  # the purpose the gateway signs a cancel with
 
     async def cancel_at_the_agent() -> ReplyV1:
         broker = create_broker(stack.nats_url, "e2e-gateway")

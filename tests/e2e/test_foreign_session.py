@@ -1,11 +1,11 @@
 """A draft and its order are the person's who created the draft, not whoever can get an assertion for the session
 (security review, issue 27's medium finding "who owns a session is decided by the agent, or never checked").
 
-Mallory posts a tool call to Alice's session. The gateway vouches for her (an assertion for Mallory in Alice's
-session) before the agent checks who owns the session, and sends it to the agent, which answers 404. A compromised
-agent keeps that assertion and uses it, with ``requested_by: mallory``, straight on the ERP's subjects: to read,
-edit and submit Alice's draft, and to read and cancel Alice's order. The ERP refuses each as ``not_found``, as for
-an id that does not exist, and stores nothing; Alice's own draft and order are as she left them.
+Mallory posts a tool call to Alice's session: the gateway checks the owner before it signs (issue #32; by the
+session id's MAC since the review of #32) and signs nothing for her. Should an assertion for Mallory in Alice's
+session exist anyway, a compromised agent uses it, with ``requested_by: mallory``, straight on the ERP's subjects:
+to read, edit and submit Alice's draft, and to read and cancel Alice's order. The ERP refuses each as
+``not_found``, as for an id that does not exist, and stores nothing; Alice's own draft and order are as she left them.
 """
 
 from __future__ import annotations
@@ -21,22 +21,27 @@ from erpilot_contracts import subjects
 from erpilot_contracts.erp.v1 import ExecuteToolV1, PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import normalise
+from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.broker import create_broker, request
+from erpilot_platform.grants import load_signing_key
 from tests.e2e.conftest import Api
 from tests.e2e.test_write_flow import draft, place_order
 
 pytestmark = pytest.mark.e2e
 
 
-async def assertion_given_to_the_agent(js, session_id: str, sub: str) -> str:
-    """The assertion the gateway sent the agent with ``sub``'s tool call in ``session_id`` (the commands stream)."""
+async def nothing_signed_for(js, session_id: str, sub: str) -> bool:
+    """Whether the gateway sent the agent no command of ``sub`` in ``session_id`` (the commands stream)."""
     sub_ = await js.subscribe(subjects.AGENT_CMD_TOOL_CALL, ordered_consumer=True,
                               config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
     try:
         while True:
-            body = json.loads((await sub_.next_msg(timeout=5)).data)
-            if body.get("session_id") == session_id and body.get("owner") == sub and body.get("assertion"):
-                return body["assertion"]
+            try:
+                body = json.loads((await sub_.next_msg(timeout=1)).data)
+            except TimeoutError:
+                return True
+            if body.get("session_id") == session_id and body.get("owner") == sub:
+                return False
     finally:
         await sub_.unsubscribe()
 
@@ -50,24 +55,29 @@ async def test_an_assertion_for_another_person_in_the_owners_session_reads_edits
     revision = draft(alice, session_id, [("SKU-PAPER-A4", 2)])
     draft_id = revision["draft_id"]
 
-    # Mallory in Alice's session: the honest agent refuses her, but now holds an assertion for her there.
+    # Mallory in Alice's session: the gateway checks the owner before it signs (#32) and signs nothing for her.
     refused = mallory.call(session_id, "get_draft", {"draft_id": draft_id})
     assert refused.status_code == 404, refused.text
 
+    # Say an assertion for Mallory in Alice's session exists anyway (a gateway bug, a key leak): the ERP's owner
+    # rule still holds. Signed here with the gateway's key for one run, whose calls are ``<run>:*``.
+    key = load_signing_key(stack.env_for("gateway")[0]["ERPILOT_ASSERTION_SIGNING_KEY"])
+    run = f"run_{uuid.uuid4().hex}"
+    stolen = sign_assertion(key, sub=mallory.sub, roles=["requester"], session_id=session_id, run_id=run)
     agent = create_broker(stack.nats_url, "agent")
     await agent.connect()
     try:
-        stolen = await assertion_given_to_the_agent(agent.config.connection_state.stream, session_id, mallory.sub)
+        assert await nothing_signed_for(agent.config.connection_state.stream, session_id, mallory.sub)
 
         def tool(name: str, arguments: dict) -> ExecuteToolV1:
-            return ExecuteToolV1(session_id=session_id, call_id=f"call_{uuid.uuid4().hex}",
+            return ExecuteToolV1(session_id=session_id, call_id=f"{run}:{uuid.uuid4().hex}",
                                  operation_id=f"op_{uuid.uuid4().hex}", tool=name,
                                  arguments=normalise(name, arguments), requested_by=mallory.sub, assertion=stolen)
 
         def prepare(name: str, arguments: dict) -> PrepareOperationV1:
             args = normalise(name, arguments)
             return PrepareOperationV1(operation_id=f"op_{uuid.uuid4().hex}", session_id=session_id,
-                                      call_id=f"call_{uuid.uuid4().hex}", tool=name, arguments=args,
+                                      call_id=f"{run}:{uuid.uuid4().hex}", tool=name, arguments=args,
                                       fingerprint=fingerprint(name, 1, args), requested_by=mallory.sub,
                                       assertion=stolen)
 

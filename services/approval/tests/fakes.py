@@ -104,10 +104,17 @@ class MemoryApprovalRepository(_Rows):
         found = next((a for a in self.state.approvals.values() if a.operation_id == operation_id), None)
         return found if found is None or votes else replace(found, votes=())
 
+    async def first_of_call(self, session_id: str, call_id: str) -> PendingApproval | None:
+        found = next((a for a in self.state.approvals.values()
+                      if (a.session_id, a.call_id, a.supersedes) == (session_id, call_id, None)), None)
+        return replace(found, votes=()) if found is not None else None
+
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
         self.writing()
         if await self.get_by_operation(approval.operation_id) is not None:
             return False
+        if approval.supersedes is None and await self.first_of_call(approval.session_id, approval.call_id):
+            raise ValueError(f"uq_approvals_call: call {approval.call_id} has an approval already")
         if approval.pending_id in self.state.approvals:
             raise ValueError(f"approval {approval.pending_id} exists already")  # the primary key
         self.state.approvals[approval.pending_id] = replace(approval, votes=())  # votes: their own table

@@ -154,12 +154,29 @@ async def test_pending_approvals_of_calls_are_those_of_that_session_in_id_order(
     now = await units.now()
     a, b = pending(now, session_id="ses-x", call_id="c1"), pending(now, session_id="ses-x", call_id="c2")
     other_session = pending(now, session_id="ses-y", call_id="c1")
-    decided = pending(now, session_id="ses-x", call_id="c1", status="rejected")
+    decided = pending(now, session_id="ses-x", call_id="c3", status="rejected")
     await units.insert(a, b, other_session, decided)
 
-    found = await units.uow.read(lambda unit: unit.approvals.pending_of_calls("ses-x", ["c1", "c2", "c9"]))
+    found = await units.uow.read(lambda unit: unit.approvals.pending_of_calls("ses-x", ["c1", "c2", "c3", "c9"]))
     assert found == sorted([a.pending_id, b.pending_id])
     assert await units.uow.read(lambda unit: unit.approvals.pending_of_calls("ses-x", [])) == []
+
+
+async def test_a_call_has_one_first_approval_and_its_edits_beside_it(units: Units) -> None:
+    """uq_approvals_call (migration 0016): a second first version of one call is never stored (security review of
+    #32); an edit's version (supersedes) is."""
+    now = await units.now()
+    session_id = f"ses-one-{uuid.uuid4().hex[:8]}"
+    first = pending(now, session_id=session_id, call_id="c1")
+    await units.insert(first)
+    assert (await units.uow.read(lambda unit: unit.approvals.first_of_call(session_id, "c1"))).pending_id == (
+        first.pending_id)
+
+    with pytest.raises(Exception) as refused:  # noqa: PT011 - ValueError in memory, IntegrityError in SQL
+        await units.insert(pending(now, session_id=session_id, call_id="c1"))
+    assert "uq_approvals_call" in str(refused.value)
+    await units.insert(pending(now, session_id=session_id, call_id="c1", supersedes=first.pending_id))
+    assert await units.uow.read(lambda unit: unit.approvals.first_of_call(session_id, "c9")) is None
 
 
 async def test_due_approvals_come_earliest_first_and_the_next_deadline_is_relative_to_now(units: Units) -> None:

@@ -127,9 +127,15 @@ class MemoryLedgerRepository:
     async def operation(self, operation_id: str, *, lock: bool = False) -> OperationRecord | None:
         return self.state.operations.get(operation_id)
 
+    async def operation_for_call(self, session_id: str, call_id: str) -> OperationRecord | None:
+        return next((op for op in self.state.operations.values() if (op.session_id, op.call_id, op.supersedes)
+                     == (session_id, call_id, None)), None)
+
     async def insert_operation(self, operation: NewOperation) -> OperationRecord:
         if operation.operation_id in self.state.operations:
             raise StaleWrite(f"operation {operation.operation_id} already exists")  # the primary key
+        if operation.supersedes is None and await self.operation_for_call(operation.session_id, operation.call_id):
+            raise StaleWrite(f"call {operation.call_id} already has an operation")  # uq_operations_call
         record = OperationRecord(status="prepared", created_at=self.clock(), **asdict(operation))
         self.state.operations[operation.operation_id] = record
         return record

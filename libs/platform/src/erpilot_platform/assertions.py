@@ -3,9 +3,13 @@
 An assertion is a compact JWS (PyJWT, ``EdDSA``: Ed25519) with the claims ``sub``, ``roles``, ``session_id``,
 ``purpose``, ``call_id`` or ``run_id``, ``iat`` and ``exp`` (SPEC §11). It vouches for one command, not for a person
 in a session: ``purpose = "tool_call"`` with the ``call_id`` and the ``tool`` of one tool call (the tool too: the
-ERP records no read, so a read's call id alone could be taken again for a write), or ``purpose = "run"`` with the
-``run_id`` of one chat run, which covers the run's calls (``<run_id>:*``, whatever tool the model picks) and its
-cancel. The gateway signs it with
+ERP records no read, so a read's call id alone could be taken again for a write; and ``args``, the fingerprint of
+its normalised arguments, which the ERP compares with a draft's or a prepare's), or ``purpose = "run"`` with the
+``run_id`` of one chat run, which covers the run's calls (``<run_id>:*``, whatever tool the model picks), or
+``purpose = "cancel"`` with the ``run_id`` of the run a person cancels, which covers that run's withdrawal and no
+call (SPEC §11 names ``tool_call`` and ``run``; ``cancel`` is our refinement: the run id of a cancel is the
+caller's word from the URL, so its assertion must not be a write credential for that run's calls). The gateway
+signs it with
 ``ERPILOT_ASSERTION_SIGNING_KEY`` after it checked the session is the caller's; the agent stores it and forwards it
 unchanged; the ERP (read, draft, prepare) and the approval service (request, withdrawal) accept a ``requested_by``
 only with an assertion that verifies with ``ERPILOT_ASSERTION_VERIFY_KEY``, names that person and that session,
@@ -42,6 +46,7 @@ DEFAULT_TTL = timedelta(hours=1)
 TOOL_CALL_TTL = timedelta(seconds=60)
 TOOL_CALL = "tool_call"
 RUN = "run"
+CANCEL = "cancel"
 # Clocks of two hosts disagree a little; an assertion is still honoured this close to its edges.
 LEEWAY = timedelta(seconds=30)
 SIGNING_KEY_ENV = "ERPILOT_ASSERTION_SIGNING_KEY"
@@ -72,18 +77,23 @@ class Requester:
     call_id: str | None = None
     run_id: str | None = None
     tool: str | None = None
+    # A direct call's: the fingerprint of the call's normalised arguments (``erpilot_contracts.fingerprint``), which
+    # the ERP compares with the draft's or the prepare's; None for a run's, a cancel's, or one signed before.
+    args: str | None = None
 
 
 def sign_assertion(key: Ed25519PrivateKey, *, sub: str, roles: list[str] | tuple[str, ...], session_id: str,
                    call_id: str | None = None, tool: str | None = None, run_id: str | None = None,
-                   now: datetime | None = None, ttl: timedelta = DEFAULT_TTL) -> str:
+                   cancel: bool = False, args: str | None = None, now: datetime | None = None,
+                   ttl: timedelta = DEFAULT_TTL) -> str:
     """The gateway's assertion for ``sub`` (with ``roles``) acting in ``session_id`` for exactly one tool call
-    (``call_id`` of ``tool``) or one chat run (``run_id``), valid ``ttl`` from ``now``."""
-    if (call_id is None) == (run_id is None) or (call_id is None) != (tool is None):
+    (``call_id`` of ``tool``), one chat run (``run_id``) or the cancel of one (``run_id`` and ``cancel``), valid
+    ``ttl`` from ``now``."""
+    if (call_id is None) == (run_id is None) or (call_id is None) != (tool is None) or (cancel and run_id is None):
         raise ValueError("an assertion vouches for one tool call (call_id and tool) or one run (run_id)")
     issued = (now or datetime.now(UTC)).replace(microsecond=0)
-    bound = ({"purpose": TOOL_CALL, "call_id": call_id, "tool": tool} if call_id is not None
-             else {"purpose": RUN, "run_id": run_id})
+    bound = ({"purpose": TOOL_CALL, "call_id": call_id, "tool": tool, **({"args": args} if args else {})}
+             if call_id is not None else {"purpose": CANCEL if cancel else RUN, "run_id": run_id})
     claims = {"sub": sub, "roles": list(roles), "session_id": session_id, **bound,
               "iat": int(issued.timestamp()), "exp": int((issued + ttl).timestamp())}
     return jwt.encode(claims, key, algorithm=ALGORITHM)
@@ -92,12 +102,13 @@ def sign_assertion(key: Ed25519PrivateKey, *, sub: str, roles: list[str] | tuple
 def covers(requester: Requester, *, call_id: str | None = None, tool: str | None = None,
            run_id: str | None = None) -> bool:
     """Whether the assertion vouches for the call ``call_id`` of ``tool`` (its own call and tool, or any call of
-    its run) or for the run ``run_id`` (only a run's assertion: a tool call's never stands for a run)."""
+    its run) or for the withdrawal of the run ``run_id`` (only a cancel's assertion for that run: neither a tool
+    call's nor a run's, which the agent holds for as long as the run goes on). A cancel's covers no call."""
     if run_id is not None:
-        return requester.purpose == RUN and requester.run_id == run_id
+        return requester.purpose == CANCEL and requester.run_id == run_id
     if requester.purpose == TOOL_CALL:
         return (requester.call_id, requester.tool) == (call_id, tool)
-    return call_id is not None and call_id.startswith(f"{requester.run_id}:")
+    return requester.purpose == RUN and call_id is not None and call_id.startswith(f"{requester.run_id}:")
 
 
 def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: str, sub: str | None = None,
@@ -122,13 +133,15 @@ def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: st
         issued = datetime.fromtimestamp(int(claims["iat"]), UTC)
         expires = datetime.fromtimestamp(int(claims["exp"]), UTC)
         roles = claims.get("roles", [])
-        bound_to = {TOOL_CALL: "call_id", RUN: "run_id"}.get(claims["purpose"])
+        bound_to = {TOOL_CALL: "call_id", RUN: "run_id", CANCEL: "run_id"}.get(claims["purpose"])
         if not isinstance(claims["sub"], str) or not isinstance(claims["session_id"], str) or not (
                 isinstance(roles, list) and all(isinstance(role, str) for role in roles)):
             raise ValueError("malformed claims")
         if bound_to is None or not isinstance(claims.get(bound_to), str) or not claims[bound_to] or (
                 claims["purpose"] == TOOL_CALL and not isinstance(claims.get("tool"), str)):
             raise ValueError("the assertion is bound to no tool call and no run")
+        if "args" in claims and not isinstance(claims["args"], str):
+            raise ValueError("malformed args claim")
     except (jwt.InvalidTokenError, ValueError, TypeError, OverflowError) as exc:
         raise AssertionRefused("assertion_invalid", f"the requester assertion does not verify: {exc}") from None
     moment = at or datetime.now(UTC)
@@ -143,7 +156,8 @@ def verify_assertion(token: str | None, key: Ed25519PublicKey, *, session_id: st
         raise AssertionRefused("assertion_subject_mismatch", "the requester assertion names another person")
     requester = Requester(sub=claims["sub"], roles=tuple(roles), session_id=claims["session_id"], issued_at=issued,
                           expires_at=expires, purpose=claims["purpose"], call_id=claims.get("call_id"),
-                          run_id=claims.get("run_id"), tool=claims.get("tool"))
+                          run_id=claims.get("run_id"), tool=claims.get("tool"),
+                          args=claims.get("args"))
     if not covers(requester, call_id=call_id, tool=tool, run_id=run_id):
         what = f"call {call_id} of {tool}" if call_id is not None else f"run {run_id}"
         raise AssertionRefused("assertion_call_mismatch", f"the requester assertion does not cover {what}")

@@ -91,6 +91,7 @@ def test_a_service_refuses_what_nobody_vouched_for_as_an_invalid_message_naming_
 
 # --- issue #32: an assertion vouches for one command, not for a person in a session --------------------------
 RUN_TOKEN = _signed(call_id=None, tool=None, run_id="run_7")
+CANCEL_TOKEN = _signed(call_id=None, tool=None, run_id="run_7", cancel=True)
 READ = "search_products"
 
 
@@ -104,7 +105,12 @@ READ = "search_products"
     (_signed(call_id="run_7"), {"call_id": "run_7:call_0", "tool": READ}, False),
     (RUN_TOKEN, {"call_id": "run_7:call_0", "tool": "adjust_stock"}, True),  # a run covers its calls, any tool
     (RUN_TOKEN, {"call_id": "run_7:call_0:2", "tool": READ}, True),
-    (RUN_TOKEN, {"run_id": "run_7"}, True),  # and its cancel
+    (RUN_TOKEN, {"run_id": "run_7"}, False),  # not its cancel: the agent holds a run's assertion all the run
+    (CANCEL_TOKEN, {"run_id": "run_7"}, True),  # a cancel's covers that run's withdrawal
+    (CANCEL_TOKEN, {"run_id": "run_8"}, False),
+    # and no call: the URL's run id is the caller's word, so a cancel is no write credential (security review)
+    (CANCEL_TOKEN, {"call_id": "run_7:1", "tool": "adjust_stock"}, False),
+    (CANCEL_TOKEN, {"call_id": "run_7:call_0", "tool": READ}, False),
     (RUN_TOKEN, {"call_id": "run_8:call_0", "tool": READ}, False),
     (RUN_TOKEN, {"call_id": "run_70:call_0", "tool": READ}, False),  # a prefix of the run id is another run
     (RUN_TOKEN, {"call_id": "run_7", "tool": READ}, False),
@@ -135,6 +141,7 @@ def test_a_services_refusal_of_another_calls_assertion_is_an_invalid_message_nam
     {"purpose": "anything", "call_id": "call_1", "tool": "search_products"},
     {"purpose": "tool_call", "call_id": "", "tool": "search_products"},
     {"purpose": "tool_call", "call_id": 7, "tool": "search_products"},
+    {"purpose": "tool_call", "call_id": "call_1", "tool": "search_products", "args": 7},  # a malformed binding
 ])
 def test_an_assertion_bound_to_no_call_and_no_run_does_not_verify(claims):
     token = jwt.encode({"sub": "alice", "roles": [], "session_id": "ses_1", "iat": int(NOW.timestamp()),

@@ -154,11 +154,13 @@ async def later_marker(approvals: Approvals, events: Events, *, expiring: bool =
 
 
 def cancelled(session_id: str, *call_ids: str, owner: str = "alice", vouched_for: str | None = None,
-              key: Ed25519PrivateKey = ASSERTION_KEY, signed_at: datetime | None = None) -> RunCancelledV1:
-    """The agent's record of a cancel, with the assertion of the gateway's cancel command (for the owner)."""
-    now, run_id = datetime.now(UTC), uid("run_")
+              key: Ed25519PrivateKey = ASSERTION_KEY, signed_at: datetime | None = None,
+              run_id: str | None = None) -> RunCancelledV1:
+    """The agent's record of a cancel of ``run_id`` (default: the run of the first call, ``<run_id>:…``), with the
+    assertion of the gateway's cancel command (for the owner)."""
+    now, run_id = datetime.now(UTC), run_id or call_ids[0].partition(":")[0]
     assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id,
-                               run_id=run_id, now=signed_at or now)
+                               run_id=run_id, cancel=True, now=signed_at or now)
     return RunCancelledV1(session_id=session_id, run_id=run_id, owner=owner, call_ids=list(call_ids),
                           cancelled_at=now, assertion=assertion)
 
@@ -220,7 +222,7 @@ class Approvals:
                     requested_by: str = "alice", **changes: Any) -> RequestApprovalV1:
         """The ledger's request for a new operation (fresh ids), vouched for by the gateway, held by the ledger."""
         args = arguments if arguments is not None else ARGUMENTS[tool]
-        values = dict(call_id=uid("call-"), session_id=uid("ses-"), tool=tool, arguments=args,
+        values = dict(call_id=f"{uid('run_')}:{uid('call-')}", session_id=uid("ses-"), tool=tool, arguments=args,
                       fingerprint=fingerprint(tool, 1, args), operation_id=uid("op-"), requested_by=requested_by,
                       preview={"operation": tool, "object": "x", "target": "y", "amount_minor": amount_minor,
                                "currency": "EUR"})

@@ -69,24 +69,30 @@ async def test_the_agents_cancel_record_withdraws_the_runs_approvals_without_the
 
 async def test_only_pending_approvals_of_the_named_calls_that_the_owner_requested_are_withdrawn(
         approvals, events, nats_url) -> None:
-    session_id = uid("ses-")
-    own = await approvals.create("submit_order", session_id=session_id, requested_by="alice")
-    another_call = await approvals.create("submit_order", session_id=session_id, requested_by="alice")
-    someone_elses = await approvals.create("submit_order", session_id=session_id, requested_by="mallory")
+    session_id, run = uid("ses-"), uid("run_")
+
+    async def create(n: str, **kw):
+        return await approvals.create("submit_order", **{"session_id": session_id, "call_id": f"{run}:{n}", **kw})
+
+    own = await create("1", requested_by="alice")
+    another_call = await create("2", requested_by="alice")
+    someone_elses = await create("3", requested_by="mallory")
     # The same call id in another session is another call.
-    other_session = await approvals.create("submit_order", call_id=own["call_id"], requested_by="alice")
-    decided = await approvals.create("submit_order", session_id=session_id, requested_by="alice")
+    other_session = await create("1", session_id=uid("ses-"), requested_by="alice")
+    decided = await create("4", requested_by="alice")
+    # The owner's call of another run, which the agent adds to the cancel's call ids: not the cancelled run's.
+    other_run = await approvals.create("submit_order", session_id=session_id, requested_by="alice")
     assert (await approvals.decide(decided, "approve", actor("bob", "approver"))).ok
 
     seq = await publish(nats_url, cancelled(session_id, own["call_id"], someone_elses["call_id"],
-                                            decided["call_id"], "call-unknown"))
+                                            decided["call_id"], f"{run}:unknown", other_run["call_id"], run_id=run))
     await handled(nats_url, seq)
 
     status = {name: (await approvals.get(record["pending_id"], ADA)).data["status"] for name, record in {
         "own": own, "another_call": another_call, "someone_elses": someone_elses,
-        "other_session": other_session, "decided": decided}.items()}
+        "other_session": other_session, "decided": decided, "other_run": other_run}.items()}
     assert status == {"own": "withdrawn", "another_call": "pending", "someone_elses": "pending",
-                      "other_session": "pending", "decided": "approved"}
+                      "other_session": "pending", "decided": "approved", "other_run": "pending"}
 
 
 async def test_the_event_handled_again_changes_nothing(approvals, events, nats_url) -> None:

@@ -20,6 +20,7 @@ from erpilot_contracts.approval.standing import (
     RevokeStandingApprovalV1,
 )
 from erpilot_contracts.approval.v1 import Actor
+from erpilot_platform.refusals import InvalidMessage
 
 from ..fakes import NOW
 from .conftest import Desk, refusal_of
@@ -130,6 +131,22 @@ async def test_a_covered_request_is_approved_at_once_with_its_commit_in_the_same
     assert [c["operation_id"] for c in desk.events(subjects.ERP_CMD_COMMIT)] == [record["operation_id"]]
     decision = next(row for row in desk.state.audit if row.kind == "decision")
     assert (decision.actor, decision.data["on_behalf_of"]) == ("standing:sa_1", "bob")
+
+
+async def test_one_calls_assertion_gets_one_write_approved_not_more_with_other_operations(desk: Desk):
+    """Security review of #32: requests of more operations for one call (one direct call's assertion, other
+    arguments) are refused before anything is stored, so the standing approval approves the first alone (the
+    ledger prepares one per call; this holds if a ledger let more through)."""
+    await give_standing(give_cmd(), desk.ports)
+    first = await desk.request(amount_minor=100, call_id="call-1", operation_id="op-1")
+
+    for n, amount in ((2, 49_000), (3, 48_000)):
+        with pytest.raises(InvalidMessage) as refused:
+            await desk.request(amount_minor=amount, call_id="call-1", operation_id=f"op-{n}")
+        assert refused.value.reason == "call_already_requested"
+
+    assert first["status"] == "approved" and len(desk.state.approvals) == 1
+    assert [c["operation_id"] for c in desk.events(subjects.ERP_CMD_COMMIT)] == ["op-1"]
 
 
 async def test_over_the_cap_or_after_revocation_a_request_waits_for_a_person(desk: Desk):

@@ -27,28 +27,34 @@ def cancelled(session_id: str, *call_ids: str, owner: str = "alice", vouched_for
     """The agent's record of a cancel, with the cancel command's assertion (for ``vouched_for``, the owner by
     default), as the gateway signed it at ``at``."""
     assertion = sign_assertion(key, sub=vouched_for or owner, roles=["requester"], session_id=session_id,
-                               run_id="run-1", now=at)
+                               run_id="run-1", cancel=True, now=at)
     values = dict(session_id=session_id, run_id="run-1", owner=owner, cancelled_at=NOW, call_ids=list(call_ids),
                   assertion=assertion)
     return RunCancelledV1(**{**values, **changes})
 
 
 async def test_a_cancelled_run_withdraws_the_owners_pending_approvals_of_its_calls(desk):
-    waiting = await desk.request("submit_order", session_id="S-5")
-    decided = await desk.request("submit_order", session_id="S-5")
-    untouched = await desk.request("submit_order", session_id="S-5")
-    someone_elses = await desk.request("submit_order", session_id="S-5", requested_by="eve")
+    waiting = await desk.request("submit_order", session_id="S-5", call_id="run-1:1")
+    decided = await desk.request("submit_order", session_id="S-5", call_id="run-1:2")
+    untouched = await desk.request("submit_order", session_id="S-5", call_id="run-1:3")
+    someone_elses = await desk.request("submit_order", session_id="S-5", requested_by="eve", call_id="run-1:4")
+    # the owner's approvals of another run and of a direct call, which the agent puts in the cancel's call ids
+    # (security review of #32): the cancel's assertion vouches for run-1's withdrawal only
+    other_run = await desk.request("submit_order", session_id="S-5", call_id="run-2:1")
+    direct = await desk.request("submit_order", session_id="S-5", call_id="call-direct")
     await desk.decide(decided, "approve", "bob", "approver")
     desk.uow.advance(timedelta(seconds=3))
 
-    await withdraw_cancelled_run(cancelled("S-5", waiting["call_id"], decided["call_id"],
-                                           someone_elses["call_id"]), desk.ports, stored_at=NOW)
+    await withdraw_cancelled_run(cancelled("S-5", waiting["call_id"], decided["call_id"], someone_elses["call_id"],
+                                           other_run["call_id"], direct["call_id"]), desk.ports, stored_at=NOW)
     withdrawn = desk.approval(waiting["pending_id"])
     assert (withdrawn.status, withdrawn.decided_by, withdrawn.decided_at) == (
         "withdrawn", "alice", NOW + timedelta(seconds=3))
     assert desk.approval(decided["pending_id"]).status == "approved"  # its outcome stands
     assert desk.approval(untouched["pending_id"]).status == "pending"  # not a call of the run
     assert desk.approval(someone_elses["pending_id"]).status == "pending"  # not the owner's
+    assert desk.approval(other_run["pending_id"]).status == "pending"  # not a call of the cancelled run
+    assert desk.approval(direct["pending_id"]).status == "pending"
     resolved = desk.events(subjects.APPROVAL_EVT_RESOLVED)
     assert [(e["pending_id"], e["status"], e["grant"]) for e in resolved][-1] == (
         waiting["pending_id"], "withdrawn", None)
@@ -60,7 +66,7 @@ async def test_a_cancelled_run_withdraws_the_owners_pending_approvals_of_its_cal
 
 
 async def test_a_pending_approval_past_its_deadline_expires_instead_of_being_withdrawn(desk):
-    waiting = await desk.request("submit_order", session_id="S-6")
+    waiting = await desk.request("submit_order", session_id="S-6", call_id="run-1:1")
     desk.uow.advance(timedelta(minutes=15))
 
     await withdraw_cancelled_run(cancelled("S-6", waiting["call_id"], at=NOW + timedelta(minutes=15),
@@ -86,7 +92,7 @@ async def test_a_pending_approval_past_its_deadline_expires_instead_of_being_wit
                             cancelled_at=NOW - timedelta(days=30) + timedelta(minutes=1)), "assertion_expired"),
 ])
 async def test_a_cancel_the_gateway_did_not_vouch_for_withdraws_nothing(desk, make, reason):
-    waiting = await desk.request("submit_order", session_id="S-7")
+    waiting = await desk.request("submit_order", session_id="S-7", call_id="run-1:1")
     commits = desk.uow.commits
 
     refused = await refusal_of(withdraw_cancelled_run(make(waiting["call_id"]), desk.ports, stored_at=NOW))

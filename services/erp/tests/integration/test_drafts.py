@@ -104,7 +104,9 @@ async def test_a_business_rejection_is_stored_and_repeated_even_after_the_cause_
     await erp.update_product(sku, status="active")
 
     again = await erp.send("erpilot.v1.cmd.erp.draft", cmd)
-    fresh = await erp.send("erpilot.v1.cmd.erp.draft", cmd.model_copy(update={"operation_id": "op-" + sku}))
+    # a new call (its own call id: one call runs one draft operation) now succeeds
+    fresh = await erp.send("erpilot.v1.cmd.erp.draft", cmd.model_copy(update={"operation_id": "op-" + sku,
+                                                                             "call_id": cmd.call_id + "-new"}))
 
     assert first.data["outcome"] == "business_rejected" and first.data["error"]["code"] == "product_unavailable"
     assert again == first

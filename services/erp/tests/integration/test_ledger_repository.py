@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from erpilot_erp.adapters.ledger import ledger as sql_ledger
 from erpilot_erp.adapters.repository import StaleWrite
@@ -183,6 +184,24 @@ async def test_an_operation_is_stored_finished_once_and_its_grant_used_once(ledg
     assert await ledger.run(lambda w: w.ledger.consume_grant(f"pa-{operation_id}", operation_id)) is False
     assert await ledger.run(lambda w: w.ledger.consume_grant(f"pa-other-{operation_id}", operation_id)) is False
     assert await ledger.read(lambda w: w.ledger.operation(f"{operation_id}-none")) is None
+
+
+async def test_a_call_has_one_first_operation_and_edits_beside_it(ledger):
+    """uq_operations_call (migration 0004): a second first version of one call is refused by the database itself,
+    even when two prepares race past the service's look; an edit (supersedes) is a new version of the same call."""
+    first = new_operation(f"op-repo-{uuid.uuid4().hex}")
+    await ledger.run(lambda w: w.ledger.insert_operation(first))
+    assert (await ledger.read(lambda w: w.ledger.operation_for_call("S-repo", first.call_id))).operation_id == (
+        first.operation_id)
+
+    second = replace(first, operation_id=f"{first.operation_id}-2", arguments={"sku": "SKU-X", "delta": -9})
+    with pytest.raises((StaleWrite, IntegrityError)):
+        await ledger.run(lambda w: w.ledger.insert_operation(second))
+    edit = replace(second, operation_id=f"{first.operation_id}-e", supersedes=first.operation_id)
+    await ledger.run(lambda w: w.ledger.insert_operation(edit))
+    assert (await ledger.read(lambda w: w.ledger.operation_for_call("S-repo", first.call_id))).operation_id == (
+        first.operation_id)
+    assert await ledger.read(lambda w: w.ledger.operation(second.operation_id)) is None
 
 
 async def test_a_plan_whose_stock_moved_is_a_stale_write_and_applies_nothing(ledger):

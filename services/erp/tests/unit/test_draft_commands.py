@@ -11,6 +11,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import UpdateProductV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import normalise
 from erpilot_platform.refusals import InvalidMessage, Refused
 
 pytestmark = pytest.mark.unit
@@ -46,6 +48,36 @@ async def test_an_operation_id_reused_for_other_arguments_is_a_conflict(desk):
 
     assert (refused.value.code, refused.value.status) == ("operation_conflict", 409)
     assert list(desk.state.drafts) == ["D-1"]
+
+
+async def test_one_calls_assertion_makes_one_draft_not_more_under_new_operation_ids(desk):
+    """Security review of #32: the agent repeats a direct call's draft command with the same call id and assertion
+    and new operation ids; only the first makes a draft."""
+    cmd = desk.draft_cmd("create_order_draft", CREATE)
+    one = desk.assertion(call_id=cmd.call_id, tool=cmd.tool, ttl=timedelta(seconds=60))
+    first = await desk.drafts.handle(cmd.model_copy(update={"assertion": one}))
+
+    for n, qty in enumerate((5, 9)):
+        more = cmd.model_copy(update={"assertion": one, "operation_id": f"op-more-{n}",
+                                      "arguments": {**CREATE, "lines": [{"sku": "SKU-A", "qty": qty}]}})
+        with pytest.raises(InvalidMessage) as refused:
+            await desk.drafts.handle(more)
+        assert refused.value.reason == "call_already_prepared"
+
+    assert list(desk.state.drafts) == ["D-1"]
+    assert await desk.drafts.handle(cmd.model_copy(update={"assertion": one})) == first  # its retry is answered
+
+
+async def test_a_direct_calls_assertion_makes_a_draft_only_with_the_arguments_the_person_gave(desk):
+    cmd = desk.draft_cmd("create_order_draft", CREATE)
+    asked = fingerprint(cmd.tool, 1, normalise(cmd.tool, CREATE))
+    one = desk.assertion(call_id=cmd.call_id, tool=cmd.tool, args=asked, ttl=timedelta(seconds=60))
+    other = cmd.model_copy(update={"assertion": one, "arguments": {**CREATE, "lines": [{"sku": "SKU-A", "qty": 9}]}})
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.drafts.handle(other)
+    assert refused.value.reason == "assertion_args_mismatch" and desk.state.drafts == {}
+
+    assert (await desk.drafts.handle(cmd.model_copy(update={"assertion": one}))).outcome == "succeeded"
 
 
 async def test_an_edit_on_the_latest_revision_makes_the_next_one(desk):

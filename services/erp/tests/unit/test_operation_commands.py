@@ -132,10 +132,12 @@ async def test_a_prepare_without_an_assertion_for_its_requester_and_session_stor
     {"call_id": "call-a-read", "tool": "search_products"},
     {"call_id": "SAME", "tool": "search_products"},  # the read's own call id, given to the write
     {"run_id": "run-another"},
+    # the cancel of the call's own run (security review of #32: a cancel's run id is the caller's word)
+    {"run_id": "run-desk", "cancel": True},
 ])
 async def test_the_assertion_of_another_call_prepares_nothing(desk, bound):
-    """Issue #32: the person's assertion for a read (or for another run) taken from the agent's records, reused
-    for a write of the same person in the same session."""
+    """Issue #32: the person's assertion for a read (or for another run, or for a cancel) taken from the agent's
+    records, reused for a write of the same person in the same session."""
     cmd = desk.prepare_cmd("adjust_stock", STOCK)
     bound = {**bound, "call_id": cmd.call_id} if bound.get("call_id") == "SAME" else bound
     cmd = cmd.model_copy(update={"assertion": desk.assertion(**bound)})
@@ -144,6 +146,43 @@ async def test_the_assertion_of_another_call_prepares_nothing(desk, bound):
 
     assert refused.value.reason == "assertion_call_mismatch"
     assert desk.state.operations == {} and requests_sent(desk) == [] and desk.ledger.inbox == {}
+
+
+async def test_one_calls_assertion_prepares_one_write_not_more_with_other_arguments(desk):
+    """Security review of #32: within a direct call's minute the agent sends more prepares of the same call with
+    the same assertion, new operation ids and other arguments; only the first is prepared and asked for."""
+    call_id = desk.call_id()
+    one = desk.assertion(call_id=call_id, tool="adjust_stock", ttl=timedelta(seconds=60))
+    first = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id, assertion=one)
+    await desk.operations.prepare(first)
+
+    for delta in (-5, -9):
+        more = desk.prepare_cmd("adjust_stock", {**STOCK, "delta": delta}, call_id=call_id, assertion=one)
+        with pytest.raises(InvalidMessage) as refused:
+            await desk.operations.prepare(more)
+        assert refused.value.reason == "call_already_prepared"
+
+    assert list(desk.state.operations) == [first.operation_id]
+    assert [r["operation_id"] for r in requests_sent(desk)] == [first.operation_id]
+    again = await desk.operations.prepare(first)  # a redelivery of the one operation is still answered
+    assert again.operation_id == first.operation_id and len(requests_sent(desk)) == 1
+
+
+async def test_a_direct_calls_assertion_prepares_only_the_arguments_the_person_gave(desk):
+    """Security review of #32: the gateway binds a direct call's assertion to the fingerprint of its normalised
+    arguments (``args``); the agent's prepare of that call with other arguments is refused, nothing stored."""
+    call_id = desk.call_id()
+    asked = fingerprint("adjust_stock", 1, normalise("adjust_stock", STOCK))
+    one = desk.assertion(call_id=call_id, tool="adjust_stock", args=asked, ttl=timedelta(seconds=60))
+    other = desk.prepare_cmd("adjust_stock", {**STOCK, "delta": -9}, call_id=call_id, assertion=one)
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.operations.prepare(other)
+    assert refused.value.reason == "assertion_args_mismatch"
+    assert desk.state.operations == {} and requests_sent(desk) == []
+
+    given = desk.prepare_cmd("adjust_stock", STOCK, call_id=call_id, assertion=one)
+    await desk.operations.prepare(given)
+    assert list(desk.state.operations) == [given.operation_id]
 
 
 class Stored:

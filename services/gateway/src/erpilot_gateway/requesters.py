@@ -6,17 +6,35 @@ in the session the command is for, for the one tool call (``call_id``) or the on
 the run's calls ``<run_id>:*``) the person asked for; only the gateway holds the signing key
 (``ERPILOT_ASSERTION_SIGNING_KEY``). ``Services.vouch_call`` / ``vouch_run`` sign only after the session was found
 to be the caller's.
+
+Who owns a session is bound by the gateway itself, not taken from the agent: a session id the gateway makes
+carries a MAC of its owner (``new_session_id``), so the owner check of such a session is done here, without the
+agent, whose answer (or database) could name anyone (security review of #32: the standing-approval boundary is
+the session). Session ids from before carry none and are still checked by asking the agent (``session_owner``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import re
+import secrets
 from datetime import UTC, datetime, timedelta
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_gateway.auth import User
 from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL, sign_assertion
+
+# ``ses_<20 hex random>_<32 hex MAC of random and owner>``: 57 characters, within the services' 64 for a session
+# id and SPEC's ``^[A-Za-z0-9_-]{1,100}$``. A legacy id is ``ses_<20 hex>`` (or anything else the agent holds).
+OWNER_BOUND = re.compile(r"ses_([0-9a-f]{20})_([0-9a-f]{32})")
+
+
+def owner_bound(session_id: str) -> bool:
+    """Whether ``session_id`` has the shape of an id the gateway bound to its owner (its MAC is checked with the
+    owner, ``RequesterAssertions.session_owner``: an id of this shape whose MAC names nobody is nobody's)."""
+    return OWNER_BOUND.fullmatch(session_id) is not None
 
 
 class RequesterAssertions:
@@ -28,19 +46,50 @@ class RequesterAssertions:
         self.key = key
         self.run_ttl = run_ttl
         self.call_ttl = call_ttl
+        # The session MAC key is derived from the assertion signing key: the one secret only the gateway holds
+        # and every gateway instance shares, and what a session's owner check stands for anyway (an assertion is
+        # signed after it), so no second secret to configure, and one rotation for both. A new signing key makes
+        # existing ids legacy: their owner is asked of the agent again, and they take no new standing approval.
+        self._session_key = hmac.new(key.private_bytes_raw(), b"erpilot session owner v1", hashlib.sha256).digest()
 
-    def for_call(self, user: User, session_id: str, call_id: str, tool: str, *, now: datetime | None = None) -> str:
-        """The assertion of one direct tool call (HTTP or MCP) of ``tool``."""
+    def for_call(self, user: User, session_id: str, call_id: str, tool: str, *, args: str | None = None,
+                 now: datetime | None = None) -> str:
+        """The assertion of one direct tool call (HTTP or MCP) of ``tool`` with the arguments whose fingerprint is
+        ``args``."""
         now, ttl = self._lifetime(user, self.call_ttl, now)
         return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, call_id=call_id,
-                              tool=tool, now=now, ttl=ttl)
+                              tool=tool, args=args, now=now, ttl=ttl)
 
-    def for_run(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None,
-                ttl: timedelta | None = None) -> str:
-        """The assertion of one chat run: its calls, and its cancel (with a shorter ``ttl``)."""
-        now, ttl = self._lifetime(user, ttl or self.run_ttl, now)
+    def for_run(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None) -> str:
+        """The assertion of one chat run: its calls."""
+        now, ttl = self._lifetime(user, self.run_ttl, now)
         return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, run_id=run_id,
                               now=now, ttl=ttl)
+
+    def for_cancel(self, user: User, session_id: str, run_id: str, *, now: datetime | None = None) -> str:
+        """The assertion of the cancel of ``run_id`` (purpose ``cancel``): it withdraws that run's approvals and
+        prepares nothing. The run id is the caller's word (the URL's), so it must not vouch for the run's calls.
+        It lives as long as a direct call's: it only has to reach the approval service with the agent's
+        ``evt.agent.run_cancelled``."""
+        now, ttl = self._lifetime(user, self.call_ttl, now)
+        return sign_assertion(self.key, sub=user.sub, roles=user.roles, session_id=session_id, run_id=run_id,
+                              cancel=True, now=now, ttl=ttl)
+
+    def new_session_id(self, owner: str) -> str:
+        """A new session id that carries the MAC of its ``owner`` (the caller who creates it)."""
+        nonce = secrets.token_hex(10)
+        return f"ses_{nonce}_{self._session_mac(nonce, owner)}"
+
+    def session_owner(self, session_id: str, sub: str) -> bool | None:
+        """Whether ``sub`` owns ``session_id`` by the id's own MAC; None for a legacy id that carries none (then
+        only the agent knows)."""
+        bound = OWNER_BOUND.fullmatch(session_id)
+        if bound is None:
+            return None
+        return hmac.compare_digest(bound.group(2), self._session_mac(bound.group(1), sub))
+
+    def _session_mac(self, nonce: str, owner: str) -> str:
+        return hmac.new(self._session_key, f"{nonce}\n{owner}".encode(), hashlib.sha256).hexdigest()[:32]
 
     def run_id(self, session_id: str, message_id: str) -> str:
         """The run a message starts, fixed by the gateway before it signs (the run's assertion names it): the same

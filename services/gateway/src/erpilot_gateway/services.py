@@ -19,15 +19,19 @@ from faststream.nats import NatsBroker
 
 from erpilot_contracts import json_input, requests
 from erpilot_contracts.agent.v1 import GetSessionV1
+from erpilot_contracts.base import ReplyV1
+from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.requests import AGENT_SESSION, Endpoint, Rep, Req
 from erpilot_contracts.sessions.v1 import GetSessionEventsV1
 from erpilot_contracts.subjects import ping_subject
+from erpilot_contracts.tools.v1 import get_tool
 from erpilot_gateway.auth import User
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.requesters import RequesterAssertions
 from erpilot_gateway.session_watch import SessionReplay, SessionWatch, replay_session, watch_session
 from erpilot_platform.broker import PayloadTooLarge, ReplyError, ServiceUnavailable, call, request, send
 from erpilot_platform.runtime import PingV1
+from erpilot_platform.tool_arguments import normalised_or_refusal
 
 # The services readiness asks (each answers its ping from its database).
 PINGED = ("agent", "approval", "erp")
@@ -59,28 +63,45 @@ class Services:
             raise Problem.from_error(reply.error)
         return reply.data or {}
 
-    async def vouch_call(self, user: User, session_id: str, call_id: str, tool: str) -> str:
-        """The requester assertion for ``user``'s one tool call ``call_id`` of ``tool`` in ``session_id``, once the
-        session is found to be theirs (else the Problem 404 ``not_found``)."""
+    async def vouch_call(self, user: User, session_id: str, call_id: str, tool: str, arguments: Any) -> str:
+        """The requester assertion for ``user``'s one tool call ``call_id`` of ``tool`` with ``arguments`` in
+        ``session_id``, once the session is found to be theirs (else the Problem 404 ``not_found``). It names the
+        fingerprint of the normalised arguments, as the agent will send them on (``args``); arguments the tool does
+        not take are refused here (422, as the agent would), since an assertion without them would bind none."""
         await self.check_owner(user, session_id)
-        return self.assertions.for_call(user, session_id, call_id, tool)
+        normalised = normalised_or_refusal(tool, arguments)
+        if isinstance(normalised, ReplyV1):
+            raise Problem.from_error(normalised.error)
+        args = fingerprint(tool, get_tool(tool).schema_version, normalised)
+        return self.assertions.for_call(user, session_id, call_id, tool, args=args)
 
     async def vouch_run(self, user: User, session_id: str, run_id: str, *, cancel: bool = False) -> str:
-        """The requester assertion for ``user``'s chat run ``run_id`` in ``session_id`` (its calls), once the session
-        is found to be theirs. A cancel's lives as long as a direct call's: it only has to reach the approval
-        service with the agent's ``evt.agent.run_cancelled``, and the URL's run id is the caller's word."""
+        """The requester assertion for ``user``'s chat run ``run_id`` in ``session_id`` (its calls), or with
+        ``cancel`` for its cancel (purpose ``cancel``: its withdrawal only, never a call), once the session is
+        found to be theirs."""
         await self.check_owner(user, session_id)
-        ttl = self.assertions.call_ttl if cancel else None
-        return self.assertions.for_run(user, session_id, run_id, ttl=ttl)
+        if cancel:
+            return self.assertions.for_cancel(user, session_id, run_id)
+        return self.assertions.for_run(user, session_id, run_id)
 
     def run_id(self, session_id: str, message_id: str) -> str:
         """The run the message ``message_id`` starts in ``session_id`` (the same for a retry)."""
         return self.assertions.run_id(session_id, message_id)
 
+    def new_session_id(self, owner: str) -> str:
+        """A new session id bound to ``owner`` by the gateway's MAC (``RequesterAssertions.new_session_id``)."""
+        return self.assertions.new_session_id(owner)
+
     async def check_owner(self, user: User, session_id: str) -> None:
-        """Nothing when ``session_id`` is ``user``'s; else the Problem 404 ``not_found`` of an unknown session. The
-        first look asks the agent (the owner check of ``GET .../events``); a session's owner never changes, so
-        the answer is kept and later calls cost no hop."""
+        """Nothing when ``session_id`` is ``user``'s; else the Problem 404 ``not_found`` of an unknown session. A
+        session id the gateway bound to its owner is checked here by its MAC, never by the agent's word. A legacy
+        id's first look asks the agent (the owner check of ``GET .../events``); a session's owner never changes,
+        so the answer is kept and later calls cost no hop."""
+        bound = self.assertions.session_owner(session_id, user.sub)
+        if bound is not None:
+            if not bound:
+                raise Problem(404, "not_found", f"session {session_id} not found")
+            return
         owner = self._owners.get(session_id)
         if owner is None:
             await self.call(AGENT_SESSION, GetSessionV1(session_id=session_id, owner=user.sub, summary_only=True))

@@ -36,7 +36,8 @@ async def start_tool_call(services: Services, *, session_id: str, user: User, to
         raise Problem(404, "not_found", f"session {session_id} not found")
     started = time.monotonic()
     cmd = StartToolCallV1(session_id=session_id, owner=user.sub, tool=tool, arguments=arguments, call_id=call_id,
-                          assertion=await services.vouch_call(user, session_id, call_id, tool),  # after the owner check
+                          # after the owner check; bound to the call's arguments
+                          assertion=await services.vouch_call(user, session_id, call_id, tool, arguments),
                           reason=reason)
     async with services.watch_session(session_id) as events:  # before the command: no event can be missed
         view = await services.call(requests.AGENT_TOOL_CALL, cmd)

@@ -58,6 +58,7 @@ class RecordingServices:
     vouch_run = Services.vouch_run
     run_id = Services.run_id
     check_owner = Services.check_owner
+    new_session_id = Services.new_session_id
 
     @asynccontextmanager
     async def watch_session(self, session_id: str) -> AsyncIterator[SessionWatch]:

@@ -14,6 +14,7 @@ The gateway runs in-process with its services replaced by a fake that records ev
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -21,6 +22,8 @@ import jwt
 import pytest
 
 from erpilot_contracts import subjects
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import normalise
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.routes import sessions
 from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL, AssertionRefused, verify_assertion
@@ -51,6 +54,7 @@ class Stack:
 
     def __init__(self) -> None:
         self.call_status = "running"
+        self.agent_lies = False  # a compromised agent: every session is whoever asks
         self.script: list[dict] = []
         self.approvals: dict[str, list[str]] = {}  # pending_id -> the statuses successive reads see
         self.services = RecordingServices(self.answer, timeout=0.3, events=lambda session_id: list(self.script))
@@ -58,7 +62,7 @@ class Stack:
 
     def answer(self, subject: str, payload: Any) -> dict:
         if subject == subjects.AGENT_QUERY_SESSION:  # the owner check before signing: every session is alice's
-            if payload.owner != "alice":
+            if payload.owner != "alice" and not self.agent_lies:
                 raise Problem(404, "not_found", f"session {payload.session_id} not found")
             return {"session_id": payload.session_id, "owner": "alice", "created_at": "2026-10-01T12:00:00Z",
                     "last_seq": 0, "run_status": "idle"}
@@ -111,19 +115,23 @@ def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or
     assert create.assertion is None  # creating a session vouches for nothing
     bound = ((call, {"call_id": call.call_id, "tool": call.tool}),
              (message, {"call_id": f"{message.run_id}:call_0", "tool": "adjust_stock"}),
-             (message, {"run_id": message.run_id}), (cancel, {"run_id": "run_1"}))
+             (cancel, {"run_id": "run_1"}))
     for cmd, covered in bound:
         requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice", **covered)
         assert requester.roles == ("requester", "approver") and cmd.owner == "alice"
     lifetimes = [(r.expires_at - r.issued_at) for r in (
         verify_assertion(call.assertion, VERIFY_KEY, session_id=session_id, call_id=call.call_id, tool=call.tool),
         verify_assertion(cancel.assertion, VERIFY_KEY, session_id=session_id, run_id="run_1"),
-        verify_assertion(message.assertion, VERIFY_KEY, session_id=session_id, run_id=message.run_id))]
+        verify_assertion(message.assertion, VERIFY_KEY, session_id=session_id, call_id=f"{message.run_id}:1",
+                         tool="adjust_stock"))]
     assert lifetimes == [TOOL_CALL_TTL, TOOL_CALL_TTL, DEFAULT_TTL]  # a direct call's and a cancel's: seconds
     for cmd, other in ((call, {"call_id": "another-call", "tool": call.tool}),
                        (call, {"call_id": call.call_id, "tool": "adjust_stock"}),  # a read's, for a write
                        (message, {"call_id": "call_0", "tool": "adjust_stock"}),
-                       (call, {"run_id": call.call_id}), (cancel, {"run_id": "run_2"})):
+                       (call, {"run_id": call.call_id}), (cancel, {"run_id": "run_2"}),
+                       (message, {"run_id": message.run_id}),  # a run's assertion withdraws nothing
+                       # a cancel's prepares nothing (security review: the URL's run id is the caller's word)
+                       (cancel, {"call_id": "run_1:1", "tool": "adjust_stock"})):
         with pytest.raises(AssertionRefused) as refused:
             verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, **other)
         assert refused.value.reason == "assertion_call_mismatch"
@@ -157,6 +165,37 @@ def test_nothing_is_signed_or_sent_for_a_session_that_is_not_the_callers(stack, 
     assert [query.owner for query in owner_checks] == ["mallory", "alice"]  # alice's answer is kept
     again, sent = stack.post(path, body, who="mallory")
     assert again.status_code == 404 and sent == []  # from what was kept: no hop
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("tool-calls", {**WRITE, "call_id": "c-9"}),
+    ("messages", {"text": "hi"}),
+    ("runs/run_1/cancel", {}),
+])
+def test_a_session_the_gateway_bound_to_its_owner_is_checked_by_its_mac_not_by_the_agents_word(stack, path, body):
+    """Security review of #32: the agent (its answer, or a row it updated) names mallory the owner of alice's
+    session; the gateway signs nothing for mallory there, and asks the agent nothing for either of them."""
+    created, _ = stack.post("/v1/sessions", {})
+    session_id = created.json()["session_id"]
+    assert re.fullmatch(r"ses_[0-9a-f]{20}_[0-9a-f]{32}", session_id)
+    stack.agent_lies = True
+
+    response, sent = stack.post(f"/v1/sessions/{session_id}/{path}", body, who="mallory")
+    assert (response.status_code, response.json()["code"], sent) == (404, "not_found", [])
+    _, sent = stack.post(f"/v1/sessions/{session_id}/{path}", body)
+    assert [cmd.owner for _, cmd in sent] == ["alice"]
+    assert all(subject != subjects.AGENT_QUERY_SESSION for subject, _ in stack.services.queries)  # no hop
+
+    # the same id with another MAC, or one for mallory's own name, is nobody's
+    forged = session_id[:-1] + ("0" if session_id[-1] != "0" else "1")
+    response, sent = stack.post(f"/v1/sessions/{forged}/{path}", body)
+    assert (response.status_code, sent) == (404, [])
+
+
+def test_a_legacy_session_id_without_a_mac_is_still_checked_by_asking_the_agent(stack):
+    response, sent = stack.post("/v1/sessions/ses_0123456789abcdef0123/tool-calls", {**WRITE, "call_id": "c-8"})
+    assert response.status_code in (200, 202) and [cmd.owner for _, cmd in sent] == ["alice"]
+    assert stack.services.queries[0][0] == subjects.AGENT_QUERY_SESSION
 
 
 @pytest.mark.parametrize("session_id", ["*", ">", "a.b", "ses 1", "s%C3%A9s"])
@@ -234,3 +273,26 @@ def test_a_cancel_answers_after_its_bound_even_if_an_approval_stays_pending(stac
 
     assert time.monotonic() - started < 2.0
     assert response.json()["approvals"] == [{"pending_id": "pa_1", "status": "pending"}]
+
+
+@pytest.mark.parametrize("session_id", ["ses_1.>", "*", "ses 1", "a" * 101])
+def test_the_event_stream_of_what_is_no_session_id_is_404_before_anything_is_asked(stack, session_id):
+    """Security review: the SSE route took any path segment as a session id and subscribed to its subject (a
+    wildcard subscribes to every session's events); it answers 404 as the tool-call routes do."""
+    response, sent = sending(stack.services, lambda: stack.client.get(
+        f"/v1/sessions/{session_id}/events", headers={"Authorization": f"Bearer {token()}"}))
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert sent == []
+
+
+def test_a_direct_calls_assertion_names_the_fingerprint_of_its_normalised_arguments(stack):
+    """Security review of #32: the ERP compares it with the draft's or the prepare's, so the agent cannot use a
+    direct call's assertion for a write with other arguments."""
+    _, [(_, call)] = stack.post("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-args"})
+    requester = verify_assertion(call.assertion, VERIFY_KEY, session_id="ses_1", call_id="c-args", tool=WRITE["tool"])
+    assert requester.args == fingerprint(WRITE["tool"], 1, normalise(WRITE["tool"], WRITE["arguments"]))
+
+
+def test_arguments_the_tool_does_not_take_are_refused_before_anything_is_signed_or_sent(stack):
+    response, sent = stack.post("/v1/sessions/ses_1/tool-calls", {"tool": "adjust_stock", "arguments": {"sku": 7}})
+    assert (response.status_code, response.json()["code"], sent) == (422, "invalid_arguments", [])

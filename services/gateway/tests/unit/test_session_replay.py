@@ -102,3 +102,42 @@ async def test_what_is_not_an_event_is_ignored():
     await live(replay, store.commit(1))
 
     assert await drain(replay) == [1]
+
+
+async def test_a_store_page_that_does_not_go_on_from_the_readers_seq_ends_the_look_instead_of_a_loop():
+    """Security review of #31: a compromised agent answers every read with ``more`` and a page after a gap; the
+    stream asked for the same seq again without end (254k reads a second) and never reached its token's expiry."""
+    reads = []
+
+    async def lying(after_seq: int, limit: int) -> tuple[list[dict], bool]:
+        reads.append(after_seq)
+        return [event(after_seq + 2)], True
+
+    replay = SessionReplay(lying, after_seq=0)
+    assert await replay.next(timeout=0.01) is None
+    assert reads == [0]  # one read, not one per turn of a loop
+
+
+async def test_a_look_reads_a_bounded_number_of_pages_and_the_rest_once_those_are_handed_out(monkeypatch):
+    monkeypatch.setattr(session_watch, "REPLAY_PAGES_PER_LOOK", 2)
+    store = Store(last_seq=7)
+    store.page_events = 2
+    replay = SessionReplay(store.fetch, after_seq=0)
+
+    assert await replay.next(timeout=0.01) == store.events[0]
+    assert [after for after, _ in store.reads] == [0, 2]  # two pages in the first look
+    assert await drain(replay) == [2, 3, 4, 5, 6, 7]  # the rest, no event missed
+
+
+async def test_a_live_event_the_contract_refuses_or_of_another_session_is_dropped():
+    """Security review: the agent publishes live events; the gateway passes on only a SessionEventV1 of the stream's
+    session, as the store's events (no field or type of the agent's choosing reaches the SSE stream)."""
+    for bad in ({"type": "no\nsuch: type\n\nid: 99999"}, {"session_id": "ses_other"}, {"data": "not an object"}):
+        replay = SessionReplay(Store().fetch, after_seq=0, session_id="ses_1")
+        await live(replay, {**event(1), **bad})
+        assert await drain(replay) == [], bad
+
+    replay = SessionReplay(Store().fetch, after_seq=0, session_id="ses_1")
+    await live(replay, {**event(1), "injected": "<img src=x>"})
+    got = await replay.next(timeout=0.01)
+    assert got == {"schema_version": 1, **event(1)}  # the contract's fields, as the store's events

@@ -47,7 +47,8 @@ def token(sub: str = "bob", roles: tuple[str, ...] = ("approver",)) -> str:
 
 FAKE = RecordingServices(answer)
 CLIENT = gateway_client(FAKE, SECRET)
-BODY = {"session_id": "ses_1", "tool": "submit_order", "max_amount_minor": 5000, "until": UNTIL}
+SESSION = FAKE.new_session_id("alice")  # a session the gateway bound to its owner
+BODY = {"session_id": SESSION, "tool": "submit_order", "max_amount_minor": 5000, "until": UNTIL}
 
 
 def post(body: Any, who: str | None = None):
@@ -60,7 +61,7 @@ def test_a_give_is_201_for_the_authenticated_person():
     assert response.status_code == 201, response.text
     [(subject, cmd)] = sent
     assert subject == subjects.APPROVAL_CMD_STAND
-    assert (cmd.actor.sub, cmd.actor.roles, cmd.session_id, cmd.max_amount_minor) == ("bob", ["approver"], "ses_1",
+    assert (cmd.actor.sub, cmd.actor.roles, cmd.session_id, cmd.max_amount_minor) == ("bob", ["approver"], SESSION,
                                                                                       5000)
     assert cmd.standing_id.startswith("sa_") and response.json()["standing_id"] == cmd.standing_id
 
@@ -79,6 +80,15 @@ def test_a_malformed_give_is_422_and_sends_nothing(body):
 
     assert response.status_code == 422, response.text
     assert sent == []
+
+
+@pytest.mark.parametrize("session_id", ["ses_0123456789abcdef0123", "sess-1", "ses_x_" + "0" * 32])
+def test_a_session_the_gateway_did_not_bind_to_its_owner_takes_no_standing_approval(session_id):
+    """Security review of #32: a legacy session's owner is the agent's word, so a standing approval there could
+    approve writes someone else was made the requester of; the give is 422 and nothing is sent."""
+    response, sent = sending(FAKE, lambda: post({**BODY, "session_id": session_id}))
+
+    assert (response.status_code, response.json()["code"], sent) == (422, "session_predates_standing_approvals", [])
 
 
 def test_only_approvers_and_managers_give_and_the_services_refusals_pass_through():

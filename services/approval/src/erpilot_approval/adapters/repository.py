@@ -95,6 +95,12 @@ async def append_vote(conn: AsyncConnection, pending_id: str, vote: Vote) -> Non
                                              on_behalf_of=vote.on_behalf_of))
 
 
+async def first_of_call(conn: AsyncConnection, session_id: str, call_id: str) -> PendingApproval | None:
+    first = (approvals.c.session_id == session_id, approvals.c.call_id == call_id, approvals.c.supersedes.is_(None))
+    row = (await conn.execute(select(approvals).where(*first))).first()
+    return to_domain(row) if row is not None else None
+
+
 async def insert_new(conn: AsyncConnection, approval: PendingApproval, *,
                      trace_context: dict[str, str] | None = None) -> bool:
     """Insert unless an approval for its ``operation_id`` exists (then False: a concurrent twin won).

@@ -39,6 +39,9 @@ class SqlApprovalRepository:
     async def get_by_operation(self, operation_id: str, *, votes: bool = True) -> PendingApproval | None:
         return await repository.get_by_operation(self.conn, operation_id, votes=votes)
 
+    async def first_of_call(self, session_id: str, call_id: str) -> PendingApproval | None:
+        return await repository.first_of_call(self.conn, session_id, call_id)
+
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
         return await repository.insert_new(self.conn, approval, trace_context=trace_context)
 

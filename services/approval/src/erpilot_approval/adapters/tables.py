@@ -77,6 +77,9 @@ approvals = Table(
 )
 # The sweeper's "next deadline" and "what is due" lookups.
 Index("approvals_pending_deadline", approvals.c.expires_at, postgresql_where=approvals.c.status == "pending")
+# One call, one write: a second first version of one call is never stored (migration 0016; edits supersede).
+Index("uq_approvals_call", approvals.c.session_id, approvals.c.call_id, unique=True,
+      postgresql_where=approvals.c.supersedes.is_(None))
 # The escalation sweeper's "next escalation" and "what is due" lookups.
 ESCALATION_DUE = "status = 'pending' AND escalated_at IS NULL AND escalate_at IS NOT NULL"
 Index("approvals_escalation_due", approvals.c.escalate_at, postgresql_where=text(ESCALATION_DUE))

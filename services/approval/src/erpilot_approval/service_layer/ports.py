@@ -64,6 +64,10 @@ class ApprovalRepository(Protocol):
         only the approval's own fields."""
         ...
 
+    async def first_of_call(self, session_id: str, call_id: str) -> PendingApproval | None:
+        """The approval of the call's first version (``supersedes`` None), whatever its status, without votes."""
+        ...
+
     async def insert_new(self, approval: PendingApproval, *, trace_context: dict[str, str] | None = None) -> bool:
         """Store a new approval; False if one for its ``operation_id`` exists (a concurrent twin won).
         ``trace_context``: the trace later steps continue (default: the current one)."""

@@ -185,6 +185,10 @@ async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ApprovalReco
             return _repeat(existing, request), False
         if cmd.supersedes is not None:
             return await _edited(unit, ports, request, cmd.supersedes)
+        first = await unit.approvals.first_of_call(request.session_id, request.call_id)
+        if first is not None:  # one call, one write (the ledger prepares one; this holds if it did not)
+            raise InvalidMessage("call_already_requested", f"call {request.call_id} of this session was already "
+                                                           f"requested as operation {first.operation_id}")
         return await _new(unit, ports, request)
 
     with step("approval", "request", session_id=cmd.session_id, call_id=cmd.call_id,

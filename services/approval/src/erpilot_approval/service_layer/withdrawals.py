@@ -35,7 +35,9 @@ def verify_owner(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) ->
 async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) -> None:
     """The agent recorded a cancel: withdraw the owner's pending approvals of those calls of that session."""
     verify_owner(event, ports, stored_at=stored_at)
-    calls = set(event.call_ids)
+    # The assertion vouches for the cancel of this run only: the agent's list of call ids is held to the run's own
+    # calls (``<run_id>:*``), so it cannot withdraw the owner's approvals of other runs or direct calls with it.
+    calls = {call_id for call_id in event.call_ids if call_id.startswith(f"{event.run_id}:")}
 
     async def work(unit: Work) -> None:
         # Every row first (the audit chain's lock is taken after the rows, never before one of them).

@@ -72,6 +72,10 @@ class SqlLedgerRepository:
         row = await repository.operation(self.conn, operation_id, lock=lock)
         return operation_record(row) if row is not None else None
 
+    async def operation_for_call(self, session_id: str, call_id: str) -> OperationRecord | None:
+        row = await repository.operation_for_call(self.conn, session_id, call_id)
+        return operation_record(row) if row is not None else None
+
     async def insert_operation(self, operation: NewOperation) -> OperationRecord:
         return operation_record(await repository.insert_operation(self.conn, asdict(operation)))
 

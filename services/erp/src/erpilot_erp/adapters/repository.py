@@ -159,6 +159,12 @@ async def operation(conn: AsyncConnection, operation_id: str, *, lock: bool = Fa
     return (await conn.execute(stmt.with_for_update() if lock else stmt)).first()
 
 
+async def operation_for_call(conn: AsyncConnection, session_id: str, call_id: str) -> Any | None:
+    stmt = select(operations).where(operations.c.session_id == session_id, operations.c.call_id == call_id,
+                                    operations.c.supersedes.is_(None))
+    return (await conn.execute(stmt)).first()
+
+
 async def insert_operation(conn: AsyncConnection, values: Mapping[str, Any]) -> Any:
     """Store a prepared operation; returns its row."""
     stmt = operations.insert().values(status="prepared", **values).returning(*operations.c)

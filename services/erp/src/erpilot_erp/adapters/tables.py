@@ -9,6 +9,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
@@ -133,6 +134,9 @@ operations = Table(
     Column("committed_at", DateTime(timezone=True), nullable=True),
     CheckConstraint("status IN ('prepared', 'committed', 'rejected')", name="operation_status"),
 )
+# At most one operation per call (edits aside, which supersede it): one call's assertion vouches for one write.
+Index("uq_operations_call", operations.c.session_id, operations.c.call_id, unique=True,
+      postgresql_where=operations.c.supersedes.is_(None))
 
 consumed_grants = Table(
     "consumed_grants", metadata,

@@ -7,10 +7,13 @@ is stored under the operation id and given again to a redelivered command.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 from typing import Any
 
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import get_tool
 from erpilot_erp.domain.drafts import DRAFT_EDIT_TOOLS, CreateDraft, create_draft, edit_draft
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.model import DraftRevision
@@ -20,7 +23,7 @@ from erpilot_erp.service_layer.replies import answered, normalised, once, reject
 from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
 from erpilot_platform.deliveries import stored_at
 from erpilot_platform.failpoints import failpoint
-from erpilot_platform.refusals import Refused
+from erpilot_platform.refusals import InvalidMessage, Refused
 
 DRAFT_TOOLS = DRAFT_EDIT_TOOLS | {"create_order_draft"}
 
@@ -53,7 +56,9 @@ class DraftService:
         # Checked at the time JetStream stored the command, so a redelivery after a crash still verifies with a
         # direct call's short-lived assertion (no publisher chooses that time; outside JetStream: now).
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
-                              requested_by=cmd.requested_by, at=stored_at(now))
+                              requested_by=cmd.requested_by, at=stored_at(now),
+                              args=fingerprint(cmd.tool, get_tool(cmd.tool).schema_version, args))
+        await self._first_of_its_call(w, cmd)
         try:
             if cmd.tool == "create_order_draft":
                 revision = await self._create(w, cmd.session_id, cmd.requested_by, to_domain.draft_creation(args), now)
@@ -63,6 +68,20 @@ class DraftService:
             return rejected_tool(exc)
         await w.ledger.insert_revision(revision, operation_id=cmd.operation_id)
         return ToolResultV1(outcome="succeeded", result=revision.to_result())
+
+    @staticmethod
+    async def _first_of_its_call(w: Work, cmd: ExecuteToolV1) -> None:
+        """At most one draft operation per call (as ``OperationService`` for writes): a direct call's assertion
+        vouches for one call, so the agent may not make several drafts under it with new operation ids. The inbox
+        holds the call's operation id under a key of its own (hashed: ids from the agent have no length bound), in
+        this transaction; a retry repeats the operation id and ``once`` answers it before this."""
+        key = "draft-call:" + hashlib.sha256(f"{cmd.session_id}\n{cmd.call_id}".encode()).hexdigest()
+        claimed, recorded = await w.claim(key)
+        if claimed:
+            await w.record(key, {"operation_id": cmd.operation_id})
+        elif (recorded or {}).get("operation_id") != cmd.operation_id:
+            raise InvalidMessage("call_already_prepared", f"call {cmd.call_id} of this session already ran as "
+                                                          f"operation {(recorded or {}).get('operation_id')}")
 
     async def _create(self, w: Work, session_id: str, owner: str, args: CreateDraft,
                       now: datetime) -> DraftRevision:

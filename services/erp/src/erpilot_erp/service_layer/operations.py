@@ -89,6 +89,8 @@ class OperationService:
     async def _prepare(self, w: Work, cmd: PrepareOperationV1) -> PreparedOperationV1:
         now = self.clock()
         requested_by, assertion, asserted_at = await self._requester(w, cmd, now)
+        if cmd.supersedes is None:
+            await self._first_of_its_call(w, cmd)
         # the domain refuses a draft or an order that is not the vouched requester's as not_found (domain.owners)
         state = await write_state(w.ledger, cmd.tool, cmd.arguments, cmd.session_id, requested_by=requested_by)
         try:
@@ -108,6 +110,18 @@ class OperationService:
         return PreparedOperationV1.model_validate({"operation_id": record.operation_id, "tool": record.tool,
                                                    "fingerprint": record.fingerprint, "preview": prepared.preview})
 
+    @staticmethod
+    async def _first_of_its_call(w: Work, cmd: PrepareOperationV1) -> None:
+        """At most one operation per call: a direct call's assertion vouches for one call, and without this the
+        agent could prepare any number of writes under it (new operation ids, other arguments), each asked for in
+        the person's name and each approved by a standing approval. A retry repeats the operation id (``once``
+        answers it before this); an edit supersedes its version. The unique index ``uq_operations_call`` (0004)
+        holds the rule against a concurrent prepare."""
+        earlier = await w.ledger.operation_for_call(cmd.session_id, cmd.call_id)
+        if earlier is not None and earlier.operation_id != cmd.operation_id:
+            raise InvalidMessage("call_already_prepared", f"call {cmd.call_id} of this session was already prepared "
+                                                          f"as operation {earlier.operation_id}")
+
     async def _requester(self, w: Work, cmd: PrepareOperationV1, now: datetime) -> tuple[str, str, datetime]:
         """Who asked, the assertion that says so and when it was accepted.
 
@@ -120,7 +134,7 @@ class OperationService:
         if cmd.supersedes is None:
             asserted_at = stored_at(now)
             self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
-                                  requested_by=cmd.requested_by, at=asserted_at)
+                                  requested_by=cmd.requested_by, at=asserted_at, args=cmd.fingerprint)
             return cmd.requested_by, cmd.assertion, asserted_at
         if not cmd.edit_signature:  # the agent may publish cmd.erp.prepare too: an edit is the approval service's
             raise InvalidMessage("edit_signature_missing", "an edit (supersedes) is taken only from the approval "

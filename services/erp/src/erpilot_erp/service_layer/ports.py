@@ -138,6 +138,10 @@ class LedgerRepository(Protocol):
 
     async def operation(self, operation_id: str, *, lock: bool = False) -> OperationRecord | None: ...
 
+    async def operation_for_call(self, session_id: str, call_id: str) -> OperationRecord | None:
+        """The first version (``supersedes`` None) of the session's call ``call_id``, if it was prepared."""
+        ...
+
     async def insert_operation(self, operation: NewOperation) -> OperationRecord:
         """Store a prepared operation; returns it as recorded."""
         ...

@@ -21,6 +21,7 @@ from erpilot_contracts.agent.v1 import (
     ToolCallViewV1,
 )
 from erpilot_contracts.approval.v1 import GetApprovalV1
+from erpilot_contracts.subjects import is_subject_token
 from erpilot_gateway import tool_calls
 from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
 from erpilot_gateway.bodies import REASON_LIMIT, CreateSessionBody, PostMessageBody, ToolCallBody
@@ -44,7 +45,7 @@ async def create_session(request: Request, user: CurrentUser, body: CreateSessio
     """Start a session owned by the caller."""
     title = body.title if body else None
     services = _services(request)
-    session_id = f"ses_{uuid.uuid4().hex[:20]}"
+    session_id = services.new_session_id(user.sub)  # its owner bound by the gateway's MAC, not the agent's word
     cmd = CreateSessionV1(session_id=session_id, owner=user.sub, title=title)  # vouches for nothing: no assertion
     created = await services.call(requests.AGENT_CREATE_SESSION, cmd)
     return {"session_id": created.session_id}
@@ -176,6 +177,8 @@ async def session_events(request: Request, session_id: str):
     """Server-sent events of the session; ``Last-Event-ID`` resumes after that seq with no gap. The stream
     ends when the token expires: reconnect with a fresh one (and ``Last-Event-ID``)."""
     user = _user_for_stream(request)
+    if not is_subject_token(session_id):  # no session has such an id; nor may it name other sessions' subjects
+        raise Problem(404, "not_found", f"session {session_id} not found")
     # The owner check only: the summary has no tool calls, so a long session answers as fast as a new one.
     await _services(request).call(requests.AGENT_SESSION,
                                    GetSessionV1(session_id=session_id, owner=user.sub, summary_only=True))

@@ -24,6 +24,7 @@ from erpilot_contracts.approval.standing import (
 from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.bodies import Body
 from erpilot_gateway.problems import Problem
+from erpilot_gateway.requesters import owner_bound
 from erpilot_gateway.routes.approvals import _documented, strict_body
 
 router = APIRouter(prefix="/v1/standing-approvals", tags=["standing approvals"])
@@ -62,7 +63,13 @@ async def give(request: Request, user: CurrentUser,
     created_at, revoked_at}``; each write it covers is approved at once, ``decided_by`` ``standing:<id>`` on your
     behalf. Refused 422: ``unknown_tool``, ``not_a_write_tool``, ``approval_not_required``, ``invalid_amount``
     (negative), ``standing_in_past``, ``standing_too_long`` (over 90 days); 403 ``standing_beyond_authority`` (a
-    tool, or an amount up to the cap, you may not decide)."""
+    tool, or an amount up to the cap, you may not decide), ``session_predates_standing_approvals`` (a session id
+    from before the gateway bound sessions to their owner)."""
+    if not owner_bound(body.session_id):
+        # Only a session whose owner the gateway bound itself: a legacy session's owner is the agent's word, and a
+        # standing approval must cover only what its session's true owner asked for.
+        raise Problem(422, "session_predates_standing_approvals",
+                      f"session {body.session_id} was started before standing approvals; start a new session")
     cmd = GiveStandingApprovalV1(standing_id=f"sa_{uuid.uuid4().hex}", session_id=body.session_id, tool=body.tool,
                                  max_amount_minor=body.max_amount_minor, until=body.until, actor=user.actor())
     return (await request.app.state.services.call(requests.APPROVAL_STAND, cmd)).model_dump(mode="json")
