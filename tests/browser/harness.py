@@ -172,6 +172,18 @@ class FakeServices:
         """``Services.vouch``: the fake agent checks no requester assertion."""
         return f"assertion-of-{user.sub}-in-{session_id}"
 
+    async def vouch_call(self, user, session_id: str, call_id: str, tool: str, arguments: Any) -> str:
+        """``Services.vouch_call``: the fake agent checks no requester assertion."""
+        return f"assertion-of-{user.sub}-in-{session_id}-for-{call_id}"
+
+    async def vouch_run(self, user, session_id: str, run_id: str, *, cancel: bool = False) -> str:
+        """``Services.vouch_run``: the fake agent checks no requester assertion."""
+        return f"assertion-of-{user.sub}-in-{session_id}-for-{run_id}"
+
+    def run_id(self, session_id: str, message_id: str) -> str:
+        """``Services.run_id``: one run per message, the same for a retry."""
+        return f"run_{uuid.uuid5(uuid.NAMESPACE_URL, session_id + ':' + message_id).hex[:24]}"
+
     def _answer(self, subject: str, p) -> dict[str, Any]:
         if subject == subjects.AGENT_CMD_CREATE_SESSION:
             self.sessions[p.session_id] = {"session_id": p.session_id, "owner": p.owner, "title": p.title,

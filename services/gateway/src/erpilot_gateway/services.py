@@ -11,6 +11,7 @@ its ``ErrorV1``, an unreachable service as 503 ``service_unavailable``, a messag
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
@@ -29,7 +30,7 @@ from erpilot_gateway.auth import User
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.requesters import RequesterAssertions
 from erpilot_gateway.session_watch import SessionReplay, SessionWatch, replay_session, watch_session
-from erpilot_platform.broker import PayloadTooLarge, ReplyError, ServiceUnavailable, call, request, send
+from erpilot_platform.broker import PayloadTooLarge, ReplyError, ServiceUnavailable, call, payload_limit, request, send
 from erpilot_platform.runtime import PingV1
 from erpilot_platform.tool_arguments import normalised_or_refusal
 
@@ -69,6 +70,9 @@ class Services:
         fingerprint of the normalised arguments, as the agent will send them on (``args``); arguments the tool does
         not take are refused here (422, as the agent would), since an assertion without them would bind none."""
         await self.check_owner(user, session_id)
+        # Arguments no service could be sent are 413 before they are judged: the command carries them whole.
+        if len(json.dumps(arguments)) > payload_limit(self.broker):
+            raise Problem(413, "payload_too_large", "the request is too large to pass on to the service")
         normalised = normalised_or_refusal(tool, arguments)
         if isinstance(normalised, ReplyV1):
             raise Problem.from_error(normalised.error)

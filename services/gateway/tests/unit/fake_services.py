@@ -38,6 +38,7 @@ class RecordingServices:
                  events: Callable[[str], list[dict]] | None = None) -> None:
         self.answer = answer
         self.timeout = timeout
+        self.broker = None  # not connected: the port's size check takes NATS' default max_payload
         self.events = events or (lambda session_id: [])
         self.assertions = RequesterAssertions(load_signing_key(ASSERTION_KEYS["ERPILOT_ASSERTION_SIGNING_KEY"]))
         self._owners: dict[str, str] = {}
