@@ -12,6 +12,7 @@ import pytest
 from erpilot_approval.domain import standing
 from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.domain.standing import StandingApproval, StandingError
+from erpilot_approval.service_layer.requests import request_approval
 from erpilot_approval.service_layer.standing import give_standing, list_standing, revoke_standing
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.standing import (
@@ -22,7 +23,7 @@ from erpilot_contracts.approval.standing import (
 from erpilot_contracts.approval.v1 import Actor
 from erpilot_platform.refusals import InvalidMessage
 
-from ..fakes import NOW
+from ..fakes import NOW, MemoryApprovalRepository
 from .conftest import Desk, refusal_of
 
 pytestmark = pytest.mark.unit
@@ -147,6 +148,25 @@ async def test_one_calls_assertion_gets_one_write_approved_not_more_with_other_o
 
     assert first["status"] == "approved" and len(desk.state.approvals) == 1
     assert [c["operation_id"] for c in desk.events(subjects.ERP_CMD_COMMIT)] == ["op-1"]
+
+
+async def test_a_twin_delivery_committed_between_the_two_reads_is_a_repeat_not_a_second_call(desk: Desk,
+                                                                                                monkeypatch):
+    """CI's duplicate-delivery soak: two deliveries of one request ran at once; the second looked the operation up
+    before the first committed and the call's first request up after, and was dead-lettered as
+    call_already_requested. It is the same operation: answered as the repeat it is."""
+    cmd = desk.request_cmd(call_id="call-1", operation_id="op-1")
+    first = await request_approval(cmd, desk.ports)
+    looked_up = MemoryApprovalRepository.get_by_operation
+    misses = iter([True])
+
+    async def before_the_twin_committed(self, operation_id: str, *, votes: bool = True):
+        return None if next(misses, False) else await looked_up(self, operation_id, votes=votes)
+
+    monkeypatch.setattr(MemoryApprovalRepository, "get_by_operation", before_the_twin_committed)
+    again = await request_approval(cmd, desk.ports)
+
+    assert again == first and len(desk.state.approvals) == 1
 
 
 async def test_over_the_cap_or_after_revocation_a_request_waits_for_a_person(desk: Desk):

@@ -186,6 +186,9 @@ async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ApprovalReco
         if cmd.supersedes is not None:
             return await _edited(unit, ports, request, cmd.supersedes)
         first = await unit.approvals.first_of_call(request.session_id, request.call_id)
+        if first is not None and first.operation_id == request.operation_id:
+            # a twin delivery of this request committed between the two reads: a repeat, not a second write
+            return _repeat(await unit.approvals.get_by_operation(request.operation_id), request), False
         if first is not None:  # one call, one write (the ledger prepares one; this holds if it did not)
             raise InvalidMessage("call_already_requested", f"call {request.call_id} of this session was already "
                                                            f"requested as operation {first.operation_id}")
