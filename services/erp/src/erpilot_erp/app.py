@@ -37,14 +37,14 @@ def build(settings: ErpSettings, *, ledger: Ledger | None = None) -> ServiceApp:
     uow = ledger or sql
     requesters = Requesters(settings.assertion_key())
     register_ping(bus, engine)
-    nats_entry.register(
-        bus, uow,
+    nats_entry.register(bus, nats_entry.ErpDeps(
+        uow,
         reads=ReadTools(uow, requesters),
         drafts=DraftService(uow, requesters, quote_ttl=timedelta(seconds=settings.quote_ttl_seconds)),
         operations=OperationService(uow, settings.grant_key(), requesters, settings.ledger_key(),
                                     default_stock_check=settings.stock_check),
         products=ProductService(uow),
-    )
+    ))
 
     async def relay() -> None:
         await sql.outbox.run(engine, broker)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from erpilot_approval.service_layer import audit
-from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Work
+from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports, Work
 from erpilot_contracts.approval.v1 import AuditPageV1, AuditQueryV1, AuditRowV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_platform.refusals import Refused
@@ -23,12 +23,14 @@ async def record_operation_finished(status: OperationStatusV1, uow: ApprovalUnit
     await uow.run(work)
 
 
-async def audit_rows(uow: ApprovalUnitOfWork, query: AuditQueryV1) -> AuditPageV1:
-    """Admins only: the rows of one approval or operation, or since a time, oldest first."""
+async def audit_rows(query: AuditQueryV1, ports: Ports) -> AuditPageV1:
+    """Audit log rows (admins).
+
+    Admins only: the rows of one approval or operation, or since a time, oldest first."""
     if "admin" not in query.actor.roles:
         raise Refused("forbidden", "the audit log is for admins", 403)
     if query.pending_id is None and query.operation_id is None and query.since is None:
         raise Refused("invalid_query", "give pending_id, operation_id or since", 422)
-    found = await uow.read(lambda unit: unit.audit.rows_of(
+    found = await ports.uow.read(lambda unit: unit.audit.rows_of(
         pending_id=query.pending_id, operation_id=query.operation_id, since=query.since, limit=query.limit))
     return AuditPageV1(items=[AuditRowV1.model_validate(row.to_wire()) for row in found])

@@ -120,7 +120,9 @@ class _Edit:
 
 
 async def edit(cmd: EditApprovalV1, ports: Ports) -> ApprovalRecordV1:
-    """Check (role, arguments, then state, deadline and fingerprint with the intent), ask the ledger to prepare
+    """Replace the arguments: the ledger prepares a new pending version that supersedes this one.
+
+    Check (role, arguments, then state, deadline and fingerprint with the intent), ask the ledger to prepare
     the edited operation, and answer the new version it asked for."""
     old = await ports.uow.read(lambda unit: unit.approvals.get(cmd.pending_id))
     if old is None:

@@ -294,3 +294,5 @@ class Ports:
     # Each person's roles now (``domain.people``: the policy's [people] and ERPILOT_ROLE_SOURCE); None: neither
     # is configured. Asked at each decision, so a changed role source counts at once.
     people: Callable[[], Directory | None] = lambda: None
+    chat_secret: bytes | None = None  # ERPILOT_CHAT_SIGNING_SECRET: None, chat buttons are refused
+    wake_webhooks: Callable[[], None] = lambda: None  # the webhook dispatcher: a chat card's update is waiting

@@ -173,7 +173,10 @@ async def _replace(unit: Work, intent: EditIntent, old: PendingApproval, new: Pe
 
 
 async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ApprovalRecordV1:
-    """Verify that the ledger sent it and who asked, then store the pending approval (or refuse it: nothing
+    """The ledger asks (from its outbox) for a decision on an operation it prepared: store the pending approval under
+    the policy in force (idempotent by operation_id).
+
+    Verify that the ledger sent it and who asked, then store the pending approval (or refuse it: nothing
     stored)."""
     verify_ledger_signature(cmd, ports)
     verify_requester(cmd, ports)

@@ -16,7 +16,7 @@ from erpilot_approval.domain.standing import StandingApproval, StandingError
 from erpilot_approval.service_layer import audit
 from erpilot_approval.service_layer.common import refused
 from erpilot_approval.service_layer.decisions import store_vote
-from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports, Work
+from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_contracts.approval.standing import (
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
@@ -57,7 +57,10 @@ async def approve_at_once(unit: Work, ports: Ports, approval: PendingApproval, f
 
 
 async def give_standing(cmd: GiveStandingApprovalV1, ports: Ports) -> StandingApprovalV1:
-    """A new standing approval from the actor (refusals: ``domain.standing.give``), with its audit row."""
+    """An approver or manager approves in advance one write tool in one session up to an amount until a time
+    (idempotent by standing_id).
+
+    A new standing approval from the actor (refusals: ``domain.standing.give``), with its audit row."""
 
     async def work(unit: Work) -> StandingApprovalV1:
         existing = await unit.standing.get(cmd.standing_id)
@@ -81,7 +84,9 @@ async def give_standing(cmd: GiveStandingApprovalV1, ports: Ports) -> StandingAp
 
 
 async def revoke_standing(cmd: RevokeStandingApprovalV1, ports: Ports) -> StandingApprovalV1:
-    """Its giver or an admin ends it now (again: the recorded revocation); anyone else: 404, as for an unknown one."""
+    """The giver (or an admin) ends a standing approval now.
+
+    Its giver or an admin ends it now (again: the recorded revocation); anyone else: 404, as for an unknown one."""
 
     async def work(unit: Work) -> StandingApprovalV1:
         found = await unit.standing.get(cmd.standing_id, lock=True)  # waits for requests that use it
@@ -98,13 +103,15 @@ async def revoke_standing(cmd: RevokeStandingApprovalV1, ports: Ports) -> Standi
     return await ports.uow.run(work)
 
 
-async def list_standing(uow: ApprovalUnitOfWork, query: ListStandingApprovalsV1) -> StandingApprovalPageV1:
-    """The standing approvals in force the actor gave (an admin: everyone's), newest first."""
+async def list_standing(query: ListStandingApprovalsV1, ports: Ports) -> StandingApprovalPageV1:
+    """The standing approvals in force a person gave (admins: all).
+
+    The standing approvals in force the actor gave (an admin: everyone's), newest first."""
     giver = None if "admin" in query.actor.roles else query.actor.sub
 
     async def look(unit: Work) -> list[StandingApproval]:
         return await unit.standing.in_force(await unit.now(), giver=giver)
 
-    found = await uow.read(look)
+    found = await ports.uow.read(look)
     newest_first = sorted(found, key=lambda s: (s.created_at, s.standing_id), reverse=True)
     return StandingApprovalPageV1(items=[standing_record(s) for s in newest_first])
