@@ -94,11 +94,11 @@ class ToolCallService:
         try:
             digest = request_hash(tool, raw_arguments)
 
-            async def look(w: Work) -> CallRecord | None:
-                session = await w.sessions.get(session_id)
+            async def look(unit: Work) -> CallRecord | None:
+                session = await unit.sessions.get(session_id)
                 if session is None or session.owner != owner:
                     raise Refused("not_found", f"session {session_id} not found", 404)
-                return await w.calls.get(key)
+                return await unit.calls.get(key)
 
             existing = await self.uow.read(look)
             if existing is None:
@@ -137,13 +137,13 @@ class ToolCallService:
                                                     call=call, requested_by=owner, assertion=assertion)
             events += finish(call)
 
-        async def record(w: Work) -> tuple[CallRecord, bool]:
-            added = await w.calls.add(call_key=key, call_id=call_id, session_id=session_id, run_id=run_id,
-                                      source=source, request_hash=digest, operation_id=operation_id,
-                                      assertion=assertion, call=call)
+        async def record(unit: Work) -> tuple[CallRecord, bool]:
+            added = await unit.calls.add(call_key=key, call_id=call_id, session_id=session_id, run_id=run_id,
+                                         source=source, request_hash=digest, operation_id=operation_id,
+                                         assertion=assertion, call=call)
             if added is None:  # a concurrent delivery of the same command recorded it first: no second call
-                return await w.calls.get(key), False
-            await w.sessions.append(session_id, events)
+                return await unit.calls.get(key), False
+            await unit.sessions.append(session_id, events)
             return added, True
 
         recorded, new = await self.uow.run(record)
@@ -154,8 +154,8 @@ class ToolCallService:
         return recorded
 
     async def view(self, key: str) -> ToolCallViewV1:
-        async def look(w: Work) -> CallRecord | None:
-            return await w.calls.get(key)
+        async def look(unit: Work) -> CallRecord | None:
+            return await unit.calls.get(key)
 
         return views.call_view(await self.uow.read(look))
 
