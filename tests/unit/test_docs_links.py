@@ -1,6 +1,7 @@
 """The documentation a newcomer reads is in the repository and stays true to it: the README is a short front door
 that links the guide, every relative link in README.md and docs/*.md names a file that exists (the user contract
-is docs/SPEC.md; tests/unit/test_citations.py holds the code's citations to it), and every repository path the docs name in backticks exists, with the function or class it names."""
+is docs/SPEC.md; tests/unit/test_citations.py holds the code's citations to it), and every repository path the
+docs name in backticks exists, with the function or class it names."""
 
 from __future__ import annotations
 

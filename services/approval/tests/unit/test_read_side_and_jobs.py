@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 
-from erpilot_approval.domain.audit import verify
+from erpilot_approval.domain.audit import AuditRow, verify
 from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.domain.webhooks import Webhook
 from erpilot_approval.service_layer.audit import CheckpointSigner
-from erpilot_approval.service_layer.audit_queries import audit_rows, record_operation_finished
+from erpilot_approval.service_layer.audit_queries import audit_chain, audit_rows, record_operation_finished
 from erpilot_approval.service_layer.expiry import expiry_sweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
@@ -29,6 +29,7 @@ from erpilot_contracts.approval.v1 import (
     Actor,
     ApprovalExpiringV1,
     ApprovalResolvedV1,
+    AuditChainQueryV1,
     AuditQueryV1,
     FindReferringApprovalV1,
     GetApprovalV1,
@@ -161,6 +162,28 @@ async def test_the_audit_rows_of_an_approval_verify_and_are_for_admins(desk):
     assert await signer.sign_once() is None  # the head is signed already
     assert verify(desk.state.audit, desk.uow.key.public_key(), desk.state.checkpoints) == (
         None, len(desk.state.audit))
+
+
+
+async def test_the_audit_chain_goes_out_page_by_page_with_its_checkpoints_once(desk):
+    record = await desk.request("submit_order")
+    await desk.request("cancel_order")
+    assert (await desk.decide(record, "approve", "bob", "approver")).status == "approved"
+    mark = await CheckpointSigner(desk.uow, 60).sign_once()
+    assert mark is not None
+    rows = len(desk.state.audit)
+
+    pages, after_seq, first = [], 0, True
+    while after_seq is not None:
+        page = await audit_chain(AuditChainQueryV1(after_seq=after_seq, limit=2, with_checkpoints=first), desk.ports)
+        pages.append(page)
+        after_seq, first = page.next_after_seq, False
+    assert [len(page.items) for page in pages] == [2] * (rows // 2) + ([rows % 2] if rows % 2 else [0])
+    assert [row.seq for page in pages for row in page.items] == list(range(1, rows + 1))
+    assert [(c.seq, c.hash) for c in pages[0].checkpoints] == [(mark.seq, mark.hash)]
+    assert all(page.checkpoints == [] for page in pages[1:])  # asked once
+    shown = [AuditRow(**row.model_dump(exclude={"schema_version"})) for page in pages for row in page.items]
+    assert verify(shown, desk.uow.key.public_key(), desk.state.checkpoints) == (None, rows)
 
 
 # --- gauge and sweepers ----------------------------------------------------------------------------------

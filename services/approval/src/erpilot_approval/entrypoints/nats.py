@@ -37,6 +37,7 @@ HANDLERS = {
     events.AGENT_RUN_CANCELLED: withdrawals.withdraw_cancelled_run,
     endpoints.APPROVAL_GET: queries.get_approval,
     endpoints.APPROVAL_AUDIT: audit_queries.audit_rows,
+    endpoints.APPROVAL_AUDIT_CHAIN: audit_queries.audit_chain,
     endpoints.APPROVAL_LIST: queries.list_approvals,
     endpoints.APPROVAL_REFERRING: queries.referring_approval,
     endpoints.APPROVAL_DELEGATE: delegations.give_delegation,

@@ -155,6 +155,14 @@ class AuditLog(Protocol):
         """Sign the chain's head unless it is signed already (or the log is empty)."""
         ...
 
+    async def rows_after(self, after_seq: int, *, since: datetime | None, limit: int) -> list[AuditRow]:
+        """The rows after ``after_seq`` (and at or after ``since``), in ``seq`` order, at most ``limit``."""
+        ...
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        """Every signed checkpoint, in ``seq`` order."""
+        ...
+
     async def rows_of(self, *, pending_id: str | None, operation_id: str | None, since: datetime | None,
                       limit: int) -> list[AuditRow]:
         """The rows about one approval or operation (and/or since a time), oldest first."""
