@@ -36,7 +36,6 @@ from erpilot_agent.service_layer.call_pipeline import CallPipeline, OnFinished, 
 from erpilot_agent.service_layer.ports import AgentUnitOfWork, CallDownstream, CallRecord, Work
 from erpilot_contracts.agent.v1 import ToolCallViewV1
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalRequestRefusedV1, ApprovalResolvedV1
-from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_platform.broker import TransientError
@@ -44,7 +43,7 @@ from erpilot_platform.failpoints import failpoint
 from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.logs import bind, unbind
 from erpilot_platform.refusals import Refused
-from erpilot_platform.tool_arguments import normalised_or_refusal
+from erpilot_platform.tool_arguments import normalised_arguments
 
 __all__ = ["ToolCallService", "request_hash"]
 log = logging.getLogger(__name__)
@@ -123,9 +122,7 @@ class ToolCallService:
         once, finished, with its events in the same transaction (a crash before that commit leaves nothing:
         the redelivered command reads again). Every other call is recorded first and then driven by ``advance``.
         """
-        arguments = normalised_or_refusal(tool, raw_arguments)
-        if isinstance(arguments, ReplyV1):
-            raise Refused.of(arguments)
+        arguments = normalised_arguments(tool, raw_arguments)
         policy = await self.downstream.policy(tool)
         if policy.action == "deny":
             raise Refused("policy_denied", f"the policy denies {tool}", 403)

@@ -26,7 +26,7 @@ from erpilot_erp.domain.errors import BusinessError, ErrorCode
 from erpilot_erp.service_layer.ports import Work
 from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.refusals import InvalidMessage, Refused
-from erpilot_platform.tool_arguments import normalised_or_refusal
+from erpilot_platform.tool_arguments import normalised_arguments
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,10 +54,7 @@ def rejected_tool(exc: BusinessError) -> ToolResultV1:
 
 def normalised(tool: str, arguments: Any) -> dict[str, Any]:
     """The tool's normalised arguments; ``unknown_tool`` / ``invalid_arguments`` (422) refused."""
-    args = normalised_or_refusal(tool, arguments)
-    if isinstance(args, ReplyV1):
-        raise Refused.of(args)
-    return args
+    return normalised_arguments(tool, arguments)
 
 
 def legacy_request_print(request: dict[str, Any]) -> str:
