@@ -23,11 +23,13 @@ from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.chat import ChatActionV1
 from erpilot_contracts.approval.links import DecideByLinkV1, EmailLinkV1, EmailLinkViewV1
 from erpilot_contracts.approval.standing import (
+    EndRunV1,
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
     RevokeStandingApprovalV1,
     StandingApprovalPageV1,
     StandingApprovalV1,
+    StandingRunV1,
 )
 from erpilot_contracts.approval.v1 import (
     ApprovalPageV1,
@@ -150,6 +152,12 @@ def register(bus: ServiceBus, ports: Ports, *, chat_secret: bytes | None = None,
     @bus.serve(endpoints.APPROVAL_REVOKE_STANDING, description="The giver (or an admin) ends a standing approval now.")
     async def revoke_standing(cmd: RevokeStandingApprovalV1) -> StandingApprovalV1:
         return await standing.revoke_standing(cmd, ports)
+
+    @bus.serve(endpoints.APPROVAL_END_RUN,
+               description="The owner cancelled a chat run (the gateway, with the cancel's assertion): standing "
+                           "approvals approve no call of it any more; they wait for a person.")
+    async def end_run(cmd: EndRunV1) -> StandingRunV1:
+        return await standing.end_run(cmd, ports, stored_at=stored_at())
 
     @bus.serve(endpoints.APPROVAL_STANDING, description="The standing approvals in force a person gave (admins: all).")
     async def list_standing(query: ListStandingApprovalsV1) -> StandingApprovalPageV1:
