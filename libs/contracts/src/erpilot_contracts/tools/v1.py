@@ -85,6 +85,8 @@ class Traits:
     - ``default_amount_rule``: ``(min_amount_minor, roles)``: from that preview amount the default roles narrow
       to ``roles``; None: no such rule.
     - ``takes_stock_check``: its prepare and commit honour the policy's ``stock_check``.
+    - ``headline``: a write's one-line subject in notifications, a ``str.format`` template over its arguments,
+      ``{amount}`` (the preview's amount with currency) and ``{target}`` (the preview's); "" for reads and drafts.
     """
 
     money_out: bool
@@ -95,18 +97,19 @@ class Traits:
     default_roles: tuple[str, ...]
     default_amount_rule: tuple[int, tuple[str, ...]] | None
     takes_stock_check: bool
+    headline: str
 
 
 def _read(result_kind: ResultKind, object_key: str | None = None) -> Traits:
     return Traits(money_out=False, repeat_safe=True, object_key=object_key, result_kind=result_kind,
-                  default_risk=Risk.LOW, default_roles=(), default_amount_rule=None, takes_stock_check=False)
+                  default_risk=Risk.LOW, default_roles=(), default_amount_rule=None, takes_stock_check=False, headline="")
 
 
 def _draft(repeat_safe: bool) -> Traits:
     """A draft tool adds a revision; one bound to ``base_revision`` fails ``draft_changed`` when repeated."""
     return Traits(money_out=False, repeat_safe=repeat_safe, object_key="draft_id" if repeat_safe else None,
                   result_kind=ResultKind.DRAFT, default_risk=Risk.LOW, default_roles=(), default_amount_rule=None,
-                  takes_stock_check=False)
+                  takes_stock_check=False, headline="")
 
 
 class SearchArgs(StrictBody):
@@ -247,20 +250,23 @@ def trait_problems(spec: ToolSpec) -> list[str]:
             problems.append(f"a write is approved by default by some of {APPROVER_ROLES}, not {traits.default_roles}")
         if traits.default_risk is Risk.LOW:
             problems.append("a write is never low risk")
-    elif traits.default_roles or traits.money_out or traits.takes_stock_check or traits.default_amount_rule:
-        problems.append("only a write has approvers, moves money, checks stock or has amount rules")
+        if not traits.headline:
+            problems.append("a write has a headline for its notifications")
+    elif (traits.default_roles or traits.money_out or traits.takes_stock_check or traits.default_amount_rule
+          or traits.headline):
+        problems.append("only a write has approvers, moves money, checks stock, has amount rules or a headline")
     if traits.money_out and traits.default_risk is not Risk.HIGH:
         problems.append("money out is high risk")
     return problems
 
 
 def _write(*, money_out: bool, repeat_safe: bool, object_key: str, result_kind: ResultKind, default_risk: Risk,
-           default_roles: tuple[str, ...], default_amount_rule: tuple[int, tuple[str, ...]] | None = None,
+           default_roles: tuple[str, ...], headline: str, default_amount_rule: tuple[int, tuple[str, ...]] | None = None,
            takes_stock_check: bool = False) -> Traits:
-    """A write's traits: the first six are stated by every write (keyword-only, no defaults)."""
+    """A write's traits: all but the last two are stated by every write (keyword-only, no defaults)."""
     return Traits(money_out=money_out, repeat_safe=repeat_safe, object_key=object_key, result_kind=result_kind,
                   default_risk=default_risk, default_roles=default_roles, default_amount_rule=default_amount_rule,
-                  takes_stock_check=takes_stock_check)
+                  takes_stock_check=takes_stock_check, headline=headline)
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -293,23 +299,26 @@ TOOLS: dict[str, ToolSpec] = {
         ToolSpec("submit_order", ToolKind.WRITE, SubmitOrderArgs, "Turn a draft revision into an order.",
                  _write(money_out=False, repeat_safe=True, object_key="draft_id", result_kind=ResultKind.ORDER,
                         default_risk=Risk.MEDIUM, default_roles=("approver", "manager"),
-                        default_amount_rule=(1_000_000, ("manager",)), takes_stock_check=True)),
+                        default_amount_rule=(1_000_000, ("manager",)), takes_stock_check=True,
+                        headline="Order {amount} for {target}")),
         # A cancelled order cannot be cancelled again.
         ToolSpec("cancel_order", ToolKind.WRITE, CancelOrderArgs,
                  "Cancel an order and return its quantities to stock. Never refunds.",
                  _write(money_out=False, repeat_safe=True, object_key="order_id", result_kind=ResultKind.ORDER,
-                        default_risk=Risk.MEDIUM, default_roles=("approver",))),
+                        default_risk=Risk.MEDIUM, default_roles=("approver",), headline="Cancellation of {order_id}")),
         ToolSpec("adjust_stock", ToolKind.WRITE, AdjustStockArgs, "Change a product's on-hand stock.",
                  _write(money_out=False, repeat_safe=False, object_key="sku", result_kind=ResultKind.PRODUCT,
-                        default_risk=Risk.MEDIUM, default_roles=("manager",))),
+                        default_risk=Risk.MEDIUM, default_roles=("manager",),
+                        headline="Stock change {delta:+d} on {sku}")),
         ToolSpec("refund_payment", ToolKind.WRITE, RefundPaymentArgs, "Refund part or all of an order's payment.",
                  _write(money_out=True, repeat_safe=False, object_key="order_id", result_kind=ResultKind.REFUND,
-                        default_risk=Risk.HIGH, default_roles=("manager",))),
+                        default_risk=Risk.HIGH, default_roles=("manager",), headline="Refund {amount} on {order_id}")),
         ToolSpec("issue_credit_note", ToolKind.WRITE, IssueCreditNoteArgs,
                  "Issue a credit note against a placed order: at most its total less refunds and earlier credit "
                  "notes. Moves no stock and refunds nothing.",
                  _write(money_out=True, repeat_safe=False, object_key="order_id",
-                        result_kind=ResultKind.CREDIT_NOTE, default_risk=Risk.HIGH, default_roles=("manager",))),
+                        result_kind=ResultKind.CREDIT_NOTE, default_risk=Risk.HIGH, default_roles=("manager",),
+                        headline="Credit note {amount} on {order_id}")),
     ]
 }
 
