@@ -45,9 +45,8 @@ def result_summary(tool: str, result: dict[str, Any] | None) -> str:
     kind = spec.traits.result_kind if spec is not None else None
     currency = result.get("currency")
     if kind is not None and kind.document:
-        remaining = "refundable" if kind is ResultKind.REFUND else "creditable"
         return (f"{kind.label} {result.get(kind.id_key)} of {money(result.get('amount_minor'), currency)} on order "
-                f"{result.get('order_id')}; {money(result.get('remaining_minor'), currency)} remains {remaining}")
+                f"{result.get('order_id')}; {money(result.get('remaining_minor'), currency)} remains {kind.remains}")
     if kind is ResultKind.ORDER and "order_id" in result:
         parts = [f"Order {result['order_id']}"]
         if result.get("status"):

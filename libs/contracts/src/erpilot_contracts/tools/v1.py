@@ -43,26 +43,30 @@ class ResultKind(StrEnum):
 
     ``label`` is how people call one; ``id_key`` the result field that identifies it. A *document* (a refund, a
     credit note) is money booked against an order: ``{<id_key>, order_id, amount_minor, currency,
-    remaining_minor}``.
+    remaining_minor}``, and ``remains`` says what its ``remaining_minor`` still is ("refundable", "creditable").
     """
 
     label: str
     id_key: str
-    document: bool
+    remains: str
 
-    def __new__(cls, value: str, label: str, id_key: str, document: bool = False) -> ResultKind:
+    def __new__(cls, value: str, label: str, id_key: str, remains: str = "") -> ResultKind:
         member = str.__new__(cls, value)
         member._value_ = value
-        member.label, member.id_key, member.document = label, id_key, document
+        member.label, member.id_key, member.remains = label, id_key, remains
         return member
+
+    @property
+    def document(self) -> bool:
+        return bool(self.remains)
 
     PRODUCT = "product", "Product", "sku"
     ORDER = "order", "Order", "order_id"
     DRAFT = "draft", "Draft", "draft_id"
     TASK = "task", "Order task", "status"
     LISTING = "listing", "Listing", "items"
-    REFUND = "refund", "Refund", "refund_id", True
-    CREDIT_NOTE = "credit_note", "Credit note", "credit_note_id", True
+    REFUND = "refund", "Refund", "refund_id", "refundable"
+    CREDIT_NOTE = "credit_note", "Credit note", "credit_note_id", "creditable"
 
 
 APPROVER_ROLES = ("approver", "manager")

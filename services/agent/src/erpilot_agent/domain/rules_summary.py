@@ -75,9 +75,8 @@ def _describe_order(order: dict[str, Any]) -> str:
 
 def _describe_document(kind: ResultKind, document: dict[str, Any]) -> str:
     """A refund or a credit note: money booked against an order."""
-    remains = "refundable" if kind is ResultKind.REFUND else "creditable"
     return (f"{kind.label} {document.get(kind.id_key)} of {_money(document, 'amount_minor')} on order "
-            f"{document.get('order_id')}; {_money(document, 'remaining_minor')} remains {remains}.")
+            f"{document.get('order_id')}; {_money(document, 'remaining_minor')} remains {kind.remains}.")
 
 
 def describe_result(tool: str, result: dict[str, Any]) -> str:
