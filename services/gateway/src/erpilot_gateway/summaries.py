@@ -48,28 +48,29 @@ def result_summary(tool: str, result: dict[str, Any] | None) -> str:
         return (f"{kind.label} {result.get(kind.id_key)} of {money(result.get('amount_minor'), currency)} on order "
                 f"{result.get('order_id')}; {money(result.get('remaining_minor'), currency)} remains {kind.remains}")
     if kind is ResultKind.ORDER and "order_id" in result:
-        parts = [f"Order {result['order_id']}"]
-        if result.get("status"):
-            parts.append(str(result["status"]))
-        if "total_amount_minor" in result:
-            parts.append(f"total {money(result.get('total_amount_minor'), currency)}")
-        if "paid_minor" in result:
-            parts.append(f"paid {money(result.get('paid_minor'), currency)}")
-        return " · ".join(parts)
+        return _joined(f"Order {result['order_id']}", result, "status", "total_amount_minor", "paid_minor")
     if kind is ResultKind.PRODUCT and "sku" in result:
         return f"{result['sku']}: on hand now {result.get('on_hand')}"
     if kind is ResultKind.DRAFT and "draft_id" in result:
-        parts = [f"Draft {result['draft_id']} revision {result.get('revision')}"]
-        if result.get("customer_name"):
-            parts.append(str(result["customer_name"]))
-        if "total_amount_minor" in result:
-            parts.append(f"total {money(result.get('total_amount_minor'), currency)}")
-        return " · ".join(parts)
+        return _joined(f"Draft {result['draft_id']} revision {result.get('revision')}", result, "customer_name",
+                       "total_amount_minor")
     if kind is ResultKind.TASK:
         return _task_summary(result)
     if kind is ResultKind.LISTING and isinstance(result.get("items"), list):
         return f"{len(result['items'])} item(s)"
     return plain(result)
+
+
+def _joined(head: str, result: dict[str, Any], *keys: str) -> str:
+    """``head · value · total 12.00 EUR · …``: each of ``keys`` the result has (amounts named, with currency)."""
+    parts = [head]
+    for key in keys:
+        value = result.get(key)
+        if key.endswith("_minor") and key in result:
+            parts.append(f"{key.removesuffix('_minor').removesuffix('_amount')} {money(value, result.get('currency'))}")
+        elif value:
+            parts.append(str(value))
+    return " · ".join(parts)
 
 
 def _task_summary(task: dict[str, Any]) -> str:
