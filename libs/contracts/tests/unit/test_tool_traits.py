@@ -64,7 +64,7 @@ def test_a_write_without_traits_does_not_build():
 
 
 def test_reads_and_drafts_approve_nothing_and_move_no_money():
-    for name, spec in TOOLS.items():
+    for spec in TOOLS.values():
         if spec.kind is not ToolKind.WRITE:
             assert (spec.traits.default_roles, spec.traits.money_out, spec.traits.default_risk) == ((), False, Risk.LOW)
 

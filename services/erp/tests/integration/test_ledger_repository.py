@@ -290,6 +290,7 @@ async def test_credit_notes_a_plan_issues_read_back_per_order_with_their_own_ids
              CreditNote(second, order_id, 150, "EUR", "damaged", 250, NOW + timedelta(seconds=1))]
     for index, note in enumerate(notes):
         plan = CommitPlan(result={}, effects=(NewCreditNote(note),))
-        await ledger.run(lambda w, plan=plan, index=index: w.ledger.apply_plan(plan, operation_id=f"op-{first}-{index}"))
+        await ledger.run(lambda w, plan=plan, index=index: w.ledger.apply_plan(
+            plan, operation_id=f"op-{first}-{index}"))
     assert await ledger.run(lambda w: w.ledger.credit_notes(order_id)) == notes
     assert await ledger.read(lambda w: w.ledger.credit_notes("O-NONE")) == []

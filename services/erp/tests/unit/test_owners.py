@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from erpilot_erp.domain.errors import BusinessError
-from erpilot_erp.domain.plans import NewOrder
 from erpilot_erp.domain.owners import is_owner, may_use_draft, may_use_order, owned_draft, owned_order
+from erpilot_erp.domain.plans import NewOrder
 from erpilot_erp.domain.reads import get_order_task
 
 pytestmark = pytest.mark.unit

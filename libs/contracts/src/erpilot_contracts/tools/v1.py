@@ -106,7 +106,8 @@ class Traits:
 
 def _read(result_kind: ResultKind, object_key: str | None = None) -> Traits:
     return Traits(money_out=False, repeat_safe=True, object_key=object_key, result_kind=result_kind,
-                  default_risk=Risk.LOW, default_roles=(), default_amount_rule=None, takes_stock_check=False, headline="")
+                  default_risk=Risk.LOW, default_roles=(), default_amount_rule=None, takes_stock_check=False,
+                  headline="")
 
 
 def _draft(repeat_safe: bool) -> Traits:
@@ -265,8 +266,8 @@ def trait_problems(spec: ToolSpec) -> list[str]:
 
 
 def _write(*, money_out: bool, repeat_safe: bool, object_key: str, result_kind: ResultKind, default_risk: Risk,
-           default_roles: tuple[str, ...], headline: str, default_amount_rule: tuple[int, tuple[str, ...]] | None = None,
-           takes_stock_check: bool = False) -> Traits:
+           default_roles: tuple[str, ...], headline: str,
+           default_amount_rule: tuple[int, tuple[str, ...]] | None = None, takes_stock_check: bool = False) -> Traits:
     """A write's traits: all but the last two are stated by every write (keyword-only, no defaults)."""
     return Traits(money_out=money_out, repeat_safe=repeat_safe, object_key=object_key, result_kind=result_kind,
                   default_risk=default_risk, default_roles=default_roles, default_amount_rule=default_amount_rule,

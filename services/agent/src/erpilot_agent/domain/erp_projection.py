@@ -1,8 +1,9 @@
 """Structural summaries of ERP tool results, used by the context view when a result is too large.
 
 The summariser is chosen by the call's tool, through its result kind in the catalog (a trait, never a tool
-name matched here), never by the result's content, so a result cannot pick its own projection. A summary keeps what the model needs to act on later (identity,
-revision, customer, note, every line's item number, SKU and quantity, totals) and is marked
+name matched here), never by the result's content, so a result cannot pick its own projection. A summary
+keeps what the model needs to act on later (identity, revision, customer, note, every line's item number,
+SKU and quantity, totals) and is marked
 ``projected`` and ``refresh_required``: it is a historical observation, not current state.
 
 A draft (or order) too long even for that is projected *compactly*: the summary with only the lines the

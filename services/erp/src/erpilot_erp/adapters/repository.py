@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from erpilot_erp.adapters import rows
 from erpilot_erp.adapters.tables import (
     consumed_grants,
-    credit_notes as credit_note_rows,
     customers,
     draft_revisions,
     drafts,
@@ -25,6 +24,7 @@ from erpilot_erp.adapters.tables import (
     products,
     refunds,
 )
+from erpilot_erp.adapters.tables import credit_notes as credit_note_rows
 from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product
 from erpilot_erp.domain.plans import (
     CommitPlan,
