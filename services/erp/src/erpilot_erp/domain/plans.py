@@ -32,7 +32,8 @@ class Rows(Enum):
     """``products``: ``args.sku``."""
     ORDER_CREDIT_NOTES = "order_credit_notes"
     """``credit_notes``: those issued against the order (with ``ORDER``). Not locked: a credit note is only ever
-    inserted under its order's lock, which the commit holds."""
+    inserted under its order's lock, which the commit holds; they are read in a statement of their own after that
+    lock is granted, so (READ COMMITTED) every note committed under it is seen."""
 
 
 @dataclass(frozen=True)

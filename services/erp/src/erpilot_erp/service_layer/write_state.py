@@ -33,7 +33,7 @@ async def write_state(repo: LedgerRepository, tool: str, args: Mapping[str, Any]
         order = await repo.order(args["order_id"], lock=lock)
         if order is not None and Rows.ORDER_PRODUCTS in rows:
             skus |= {line.sku for line in order.lines}
-        if order is not None and Rows.ORDER_CREDIT_NOTES in rows:
+        if order is not None and Rows.ORDER_CREDIT_NOTES in rows:  # after the order's lock: a fresh snapshot
             credit_notes = tuple(await repo.credit_notes(order.order_id))
     if Rows.PRODUCT in rows:
         skus.add(args["sku"])
