@@ -4,6 +4,7 @@ import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
+from erpilot_erp.domain.plans import NewRefund, OrderChange, StockChange
 
 pytestmark = pytest.mark.unit
 
@@ -63,11 +64,10 @@ def test_commit_records_the_refund_and_the_new_remainder(catalog):
     plan = catalog.commit("refund_payment", args(1000), catalog.stored(facts), state, catalog.now, new_id="R-9")
     assert plan.result == {"refund_id": "R-9", "order_id": "O-1", "amount_minor": 1000, "currency": "EUR",
                            "remaining_minor": 1500}
-    assert plan.updated_order is not None
-    assert (plan.updated_order.refunded_minor, plan.updated_order.status) == (1500, "placed")
-    assert plan.new_refund is not None
-    assert (plan.new_refund.channel, plan.new_refund.created_at) == ("original", catalog.now)
-    assert plan.stock_changes == ()
+    [change], [new] = plan.of(OrderChange), plan.of(NewRefund)
+    assert (change.order.refunded_minor, change.order.status) == (1500, "placed")
+    assert (new.refund.channel, new.refund.created_at) == ("original", catalog.now)
+    assert plan.of(StockChange) == ()
 
 
 def test_the_whole_payment_can_be_refunded_even_after_cancelling(catalog):

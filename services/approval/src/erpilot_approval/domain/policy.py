@@ -172,22 +172,21 @@ def parse_duration(value: Any, path: str) -> timedelta:
 
 
 def _builtin(name: str) -> dict[str, Any]:
-    """The SPEC §6 defaults for one tool: reads and drafts allowed, writes need these roles, and no party to a
-    write (its requester, any editor) may approve it (SPEC §10: separation of duties is the default for every
-    write tool; a policy turns it off per tool with ``separation_of_duties = false``)."""
-    if TOOLS[name].kind is not ToolKind.WRITE:
+    """The SPEC §6 defaults for one tool, from its catalog traits: reads and drafts allowed, a write needs its
+    ``default_roles`` (narrowed by its ``default_amount_rule``), and no party to a write (its requester, any editor)
+    may approve it (SPEC §10: separation of duties is the default for every write tool; a policy turns it off per
+    tool with ``separation_of_duties = false``)."""
+    spec = TOOLS[name]
+    if spec.kind is not ToolKind.WRITE:
         return {"action": "allow", "roles": ()}
-    writes: dict[str, dict[str, Any]] = {
-        "submit_order": {
-            "roles": ("approver", "manager"),
-            "rules": (AmountRule(1_000_000, ("manager",)),),
-            "stock_check": "exact",
-        },
-        "cancel_order": {"roles": ("approver",)},
-        "adjust_stock": {"roles": ("manager",)},
-        "refund_payment": {"roles": ("manager",)},
-    }
-    return {"action": "require_approval", "separation_of_duties": True, **writes[name]}
+    traits = spec.traits
+    builtin: dict[str, Any] = {"action": "require_approval", "separation_of_duties": True,
+                               "roles": traits.default_roles}
+    if traits.default_amount_rule is not None:
+        builtin["rules"] = (AmountRule(*traits.default_amount_rule),)
+    if traits.takes_stock_check:
+        builtin["stock_check"] = "exact"
+    return builtin
 
 
 def _tool_table(name: str, value: Any) -> dict[str, Any]:
@@ -215,8 +214,9 @@ def _tool_table(name: str, value: Any) -> dict[str, Any]:
         elif key in _QUORUM_KEYS:
             parsed[key] = parse.quorum(item, path)
         elif key == "stock_check":
-            if name != "submit_order":
-                raise PolicyError(f"{path}: only tools.submit_order takes stock_check")
+            if not TOOLS[name].traits.takes_stock_check:
+                takers = ", ".join(f"tools.{n}" for n, spec in TOOLS.items() if spec.traits.takes_stock_check)
+                raise PolicyError(f"{path}: only {takers} takes stock_check")
             parsed[key] = parse.choice(item, STOCK_CHECKS, path)
     return parsed
 

@@ -203,3 +203,28 @@ class Refund:
             "currency": self.currency,
             "remaining_minor": self.remaining_minor,
         }
+
+
+@dataclass(frozen=True)
+class CreditNote:
+    """An amount credited to the customer against an order (no money moves now, no stock moves);
+    ``remaining_minor`` is what stayed creditable right after it (total - refunded - credited)."""
+
+    credit_note_id: str
+    order_id: str
+    amount_minor: int
+    currency: str
+    reason: str
+    remaining_minor: int
+    created_at: datetime
+
+    def to_result(self) -> dict[str, Any]:
+        """``{credit_note_id, order_id, amount_minor, currency, reason, remaining_minor}``."""
+        return {
+            "credit_note_id": self.credit_note_id,
+            "order_id": self.order_id,
+            "amount_minor": self.amount_minor,
+            "currency": self.currency,
+            "reason": self.reason,
+            "remaining_minor": self.remaining_minor,
+        }

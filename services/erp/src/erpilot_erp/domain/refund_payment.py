@@ -10,7 +10,17 @@ from typing import Any, ClassVar
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Order, Refund
 from erpilot_erp.domain.owners import owned_order
-from erpilot_erp.domain.plans import CommitPlan, Prepared, WriteState, effect, preview
+from erpilot_erp.domain.plans import (
+    CommitPlan,
+    NewRefund,
+    OrderChange,
+    Prepared,
+    Rows,
+    WriteState,
+    WriteTool,
+    effect,
+    preview,
+)
 from erpilot_erp.domain.pricing import format_money
 
 
@@ -90,7 +100,15 @@ def commit_refund_payment(
         remaining_minor=refunded.remaining_minor,
         created_at=now,
     )
-    return CommitPlan(result=refund.to_result(), updated_order=refunded, new_refund=refund)
+    return CommitPlan(result=refund.to_result(), effects=(OrderChange(refunded), NewRefund(refund)))
+
+
+TOOL = WriteTool(
+    name=RefundPayment.tool, args=RefundPayment, rows=(Rows.ORDER,), new_id_kind="refund",
+    prepare=lambda args, state, now, stock_check: prepare_refund_payment(args, state, now),
+    commit=lambda args, facts, state, now, stock_check, new_id: commit_refund_payment(
+        args, facts, state, now, refund_id=str(new_id)),
+)
 
 
 def _refundable(args: RefundPayment, order: Order | None) -> Order:
