@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
+from erpilot_erp.domain.model import CreditNote
 from erpilot_erp.domain.plans import NewRefund, OrderChange, StockChange
 
 pytestmark = pytest.mark.unit
@@ -95,3 +99,33 @@ def test_commit_needs_the_new_refund_id(catalog):
     facts = catalog.prepare("refund_payment", args(1000), catalog.state(order=catalog.order()), catalog.now).facts
     with pytest.raises(ValueError):
         catalog.commit("refund_payment", args(1000), facts, catalog.state(order=catalog.order()), catalog.now)
+
+
+def credit_note(amount: int, order_id: str = "O-1") -> CreditNote:
+    return CreditNote(credit_note_id="CN-1", order_id=order_id, amount_minor=amount, currency="EUR", reason="damaged",
+                      remaining_minor=0, created_at=datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_credit_notes_count_against_what_is_refundable(catalog):
+    """A full credit note and then a full refund would give the customer the order twice: refunds and credit notes
+    together stay within the order's total (#33 review)."""
+    credited = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(1200),))
+    prepared = catalog.prepare("refund_payment", args(1800), credited, catalog.now)
+    assert prepared.facts["remaining_minor"] == 1800
+    assert prepared.preview["effects"][0] == {"label": "refundable remaining", "before": 1800, "after": 0,
+                                              "unit": "EUR"}
+    with rejected("refund_exceeds_remaining") as exc:
+        catalog.prepare("refund_payment", args(1801), credited, catalog.now)
+    assert exc.value.details["remaining_minor"] == 1800
+    other_order = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(3000, "O-2"),))
+    assert catalog.prepare("refund_payment", args(3000), other_order, catalog.now).facts["remaining_minor"] == 3000
+
+
+def test_a_credit_note_issued_between_prepare_and_commit_is_rechecked(catalog):
+    facts = catalog.prepare("refund_payment", args(2000), catalog.state(order=catalog.order()), catalog.now).facts
+    meanwhile = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(1500),))
+    with rejected("refund_exceeds_remaining"):
+        catalog.commit("refund_payment", args(2000), facts, meanwhile, catalog.now, new_id="R-9")
+    still_fits = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(500),))
+    plan = catalog.commit("refund_payment", args(2000), facts, still_fits, catalog.now, new_id="R-9")
+    assert plan.result["remaining_minor"] == 500

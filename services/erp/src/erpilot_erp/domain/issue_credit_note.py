@@ -42,12 +42,6 @@ class IssueCreditNote:
     reason: str
 
 
-def creditable_minor(order: Order, credit_notes: tuple[CreditNote, ...]) -> int:
-    """What can still be credited: the total less refunds and the credit notes issued against the order."""
-    credited = sum(note.amount_minor for note in credit_notes if note.order_id == order.order_id)
-    return order.total_amount_minor - order.refunded_minor - credited
-
-
 def prepare_issue_credit_note(args: IssueCreditNote, state: WriteState, now: datetime,
                               stock_check: StockCheck = "exact") -> Prepared:
     """Check the order is the requester's (or the back office's), placed, in the currency and with room for the
@@ -104,7 +98,7 @@ def _creditable(args: IssueCreditNote, order: Order | None, credit_notes: tuple[
     if args.currency != order.currency:
         raise BusinessError(ErrorCode.CURRENCY_MISMATCH,
                             f"order {order.order_id} is in {order.currency}, not {args.currency}")
-    remaining = creditable_minor(order, credit_notes)
+    remaining = order.creditable_minor(credit_notes)
     if args.amount_minor > remaining:
         raise BusinessError(
             ErrorCode.CREDIT_EXCEEDS_REMAINING,
