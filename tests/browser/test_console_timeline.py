@@ -118,7 +118,8 @@ def test_the_timeline_shows_each_stage_and_tells_approved_from_done(console, new
 
     expect(ok.locator(".pill")).to_have_text("Done")
     expect(ok).to_have_attribute("data-state", "succeeded")
-    expect(ok.locator('[data-stage="tool_finished"]')).to_contain_text("order O-1001 · placed · total 1,234.50 EUR")
+    expect(ok.locator('[data-stage="tool_finished"]')).to_contain_text(  # the server's one line (summaries.py)
+        "Order O-1001 · placed · total 1,234.50 EUR · paid 1,234.50 EUR")
     assert [s.get_attribute("data-stage") for s in ok.locator(".stage").all()] == [
         "tool_started", "approval_pending", "approval_resolved", "tool_executing", "tool_finished"]
     rejected_by_erp = card(page, "c-br")
@@ -246,7 +247,7 @@ def test_a_large_result_is_read_from_the_call_when_its_card_is_opened(console, n
                         "href": marker_href}}))
 
     big = card(page, "c-big").locator('[data-stage="tool_finished"]')
-    expect(big).to_contain_text("draft D-1500 revision 101 · total 2,700.00 EUR")
+    expect(big).to_contain_text("Draft D-1500 revision 101 · total 2,700.00 EUR")
     expect(big.locator("summary")).to_have_text(re.compile(r"^result \(\d+\.\d kB, loaded when opened\)$"))
     expect(big.locator("pre")).to_have_count(0)  # not kept in the page until asked for
     big.locator("summary").click()

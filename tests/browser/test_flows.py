@@ -69,7 +69,7 @@ def test_an_order_drafted_in_the_chat_is_approved_on_the_approval_page_and_commi
     expect(card.locator('[data-stage="approval_resolved"]')).to_contain_text(f"Approved by {approver.sub}")
     finished = card.locator('[data-stage="tool_finished"]')
     expect(finished).to_have_attribute("data-outcome", "succeeded")
-    order_id = re.search(r"order (\S+) ·", finished.inner_text())[1]
+    order_id = re.search(r"Order (\S+) ·", finished.inner_text())[1]  # the server's result line
     order = requester.get(f"/v1/erp/orders/{order_id}")
     assert order.status_code == 200 and order.json()["lines"][0]["qty"] == 2
     page.screenshot(path=str(artifacts / "console-e2e.png"))

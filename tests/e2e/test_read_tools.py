@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from erpilot_contracts.tools.v1 import TOOLS
 from tests.e2e.conftest import Api
 
 pytestmark = pytest.mark.e2e
@@ -74,7 +75,7 @@ def test_auth_is_required_and_sessions_are_private(stack, requester: Api):
 def test_tool_catalog_lists_every_tool_with_its_policy(requester: Api):
     items = {t["name"]: t for t in requester.get("/v1/tools").json()["items"]}
 
-    assert len(items) == 15
+    assert set(items) == set(TOOLS) and len(items) == 16  # the catalog's every tool, issue_credit_note included
     assert items["submit_order"]["kind"] == "write"
     assert items["submit_order"]["policy"] == {"action": "require_approval", "roles": ["approver", "manager"],
                                                "ttl": "15m"}

@@ -2,16 +2,26 @@
 advance a session's orders up to an amount; three writes under the cap commit at once ("standing:<id>" for the
 giver on the record, the session's stream and the audit log), the fourth over the cap waits for a person, and after
 the revocation every write waits. Giving what the giver may not decide, or bad input, is a 4xx that records
-nothing."""
+nothing. A chat run's calls are approved at once only until its owner cancels the run: a call the agent makes up
+afterwards with the run's assertion waits for a person (security follow-up of #32/#34)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 
-from tests.e2e.conftest import Api
+from erpilot_contracts import subjects
+from erpilot_contracts.erp.v1 import PrepareOperationV1
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import normalise
+from erpilot_platform.broker import create_broker, request
+from tests.e2e.conftest import Api, wait_for
+from tests.e2e.test_model_runs import run_events, start_run
 from tests.e2e.test_write_flow import call_events, draft, finished
 
 pytestmark = pytest.mark.e2e
@@ -119,3 +129,82 @@ def test_only_its_giver_or_an_admin_revokes_it(stack, admin):
     assert standing_id in [s["standing_id"] for s in admin.get("/v1/standing-approvals").json()["items"]]
     assert admin.client.delete(f"/v1/standing-approvals/{standing_id}").status_code == 204
     assert bob.get("/v1/standing-approvals").json()["items"] == []
+
+
+async def run_assertion(database_url: str, run_id: str) -> str:
+    """What the agent holds of a chat run: the gateway's assertion of the message that started it (agent schema)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await conn.fetchval("SELECT assertion FROM agent.runs WHERE run_id = $1", run_id)
+    finally:
+        await conn.close()
+
+
+async def prepare_as_the_agent(stack, requester: Api, session_id: str, call_id: str, revision: dict,
+                               assertion: str) -> str:
+    """``cmd.erp.prepare`` of ``submit_order`` for ``revision`` as a compromised agent sends it: a call id of its
+    own under the run, with the run's assertion. The operation id."""
+    arguments = normalise("submit_order", {"draft_id": revision["draft_id"], "revision": revision["revision"]})
+    cmd = PrepareOperationV1(operation_id=f"op_{uuid.uuid4().hex}", session_id=session_id, call_id=call_id,
+                             tool="submit_order", arguments=arguments,
+                             fingerprint=fingerprint("submit_order", 1, arguments), requested_by=requester.sub,
+                             assertion=assertion)
+    agent = create_broker(stack.nats_url, "e2e-agent")
+    await agent.start()
+    try:
+        reply = await request(agent, subjects.ERP_CMD_PREPARE, cmd, durable=True, timeout=30)
+    finally:
+        await agent.stop()
+    assert reply.ok, reply
+    return cmd.operation_id
+
+
+def approval_of(approver: Api, session_id: str, call_id: str) -> dict:
+    """The approval of ``call_id`` once the ledger's request stored it (whatever its status)."""
+    def look() -> dict | None:
+        for status in ("approved", "pending"):
+            items = approver.get("/v1/approvals", session_id=session_id, status=status).json()["items"]
+            found = [item for item in items if item["call_id"] == call_id]
+            if found:
+                return found[0]
+        return None
+
+    return wait_for(look)
+
+
+def test_a_call_made_up_with_a_cancelled_runs_assertion_waits_for_a_person(stack, admin):
+    rita, bob = people(stack)
+    session_id = rita.new_session()
+    cap = draft(rita, rita.new_session(), [(SKU, 1)])["total_amount_minor"]  # elsewhere: the run sees one draft
+    standing_id = stand(bob, session_id, max_amount_minor=cap).json()["standing_id"]
+    # A chat run that waits for a person: two boxes are over the cap.
+    run_events(rita, session_id, start_run(rita, session_id, f"draft for C-1001: {SKU} x2"))
+    run_id = start_run(rita, session_id, "submit")
+    run_events(rita, session_id, run_id, end=("approval_pending", "run_failed"))
+    wait_for(lambda: rita.get(f"/v1/sessions/{session_id}").json()["run_status"] == "waiting", timeout=15)
+    held = asyncio.run(run_assertion(stack.database_url, run_id))
+
+    # While the run goes on, a call of it within the cap is approved at once (what the agent could repeat) ...
+    before = f"{run_id}:made_up_{uuid.uuid4().hex[:8]}"
+    asyncio.run(prepare_as_the_agent(stack, rita, session_id, before, draft(rita, session_id, [(SKU, 1)]), held))
+    assert approval_of(bob, session_id, before)["decided_by"] == f"standing:{standing_id}"
+
+    since = iso(datetime.now(UTC) - timedelta(seconds=1))
+    cancelled = rita.post(f"/v1/sessions/{session_id}/runs/{run_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+
+    # ... once Rita cancelled it, the agent's next made-up call of the run waits for a person.
+    after = f"{run_id}:made_up_{uuid.uuid4().hex[:8]}"
+    asyncio.run(prepare_as_the_agent(stack, rita, session_id, after, draft(rita, session_id, [(SKU, 1)]), held))
+    waits = approval_of(bob, session_id, after)
+    assert (waits["status"], waits["decided_by"]) == ("pending", None), waits
+    rows = admin.get("/v1/audit", since=since).json()["items"]
+    [ended] = [row for row in rows if row["kind"] == "run_ended" and row["data"]["run_id"] == run_id]
+    assert ended["actor"] == rita.sub
+    [withheld] = [row for row in rows
+                  if row["kind"] == "standing_withheld" and row["pending_id"] == waits["pending_id"]]
+    assert (withheld["actor"], withheld["data"]["reason"]) == (f"standing:{standing_id}", "run_ended")
+    # Not refused: a person may still approve it.
+    approved = bob.post(f"/v1/approvals/{waits['pending_id']}/decision",
+                        {"action": "approve", "fingerprint": waits["fingerprint"]})
+    assert (approved.status_code, approved.json()["status"]) == (200, "approved"), approved.text

@@ -1,6 +1,7 @@
 """Every write tool × every way an approval ends (approve, reject, cancel, expire), through HTTP, on a
 stack where every service runs as two replicas. Each case counts in the ERP's tables that the business
-effect happened exactly once (one order per draft, one refund row, the stock moved once), or not at all."""
+effect happened exactly once (one order per draft, one refund row, one credit note, the stock moved once), or not at
+all. The tools are the catalog's write tools: a new one without its case here fails."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from erpilot.stack.stack import Stack
+from erpilot_contracts.tools.v1 import WRITE_TOOLS
 from erpilot_platform.testing.backends import fetch_sql
 from tests.e2e.conftest import Api, isolated_stack
 from tests.e2e.test_write_flow import decide, draft, finished, place_order, request_write
 
 pytestmark = pytest.mark.e2e
 TTL_SECONDS = 6
-POLICY = "".join(f'[tools.{tool}]\nttl = "{TTL_SECONDS}s"\n'
-                 for tool in ("submit_order", "cancel_order", "adjust_stock", "refund_payment"))
+POLICY = "".join(f'[tools.{tool}]\nttl = "{TTL_SECONDS}s"\n' for tool in WRITE_TOOLS)
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,14 @@ def ledger(stack: Stack, sku: str, subject: dict) -> dict:
                           subject["draft_id"])
         counts["orders_of_draft"] = row["n"]
     if "order_id" in subject:
-        [row] = fetch_sql(stack.database_url, "select o.status, o.refunded_minor, count(r.refund_id) as refunds "
-                          "from erp.orders o left join erp.refunds r using (order_id) where o.order_id = $1 "
-                          "group by o.status, o.refunded_minor", subject["order_id"])
-        counts.update(status=row["status"], refunded_minor=row["refunded_minor"], refunds=row["refunds"])
+        [row] = fetch_sql(stack.database_url, "select o.status, o.refunded_minor, "
+                          "(select count(*) from erp.refunds r where r.order_id = o.order_id) as refunds, "
+                          "(select count(*) from erp.credit_notes c where c.order_id = o.order_id) as credit_notes, "
+                          "(select coalesce(sum(c.amount_minor), 0) from erp.credit_notes c "
+                          " where c.order_id = o.order_id) as credited_minor "
+                          "from erp.orders o where o.order_id = $1", subject["order_id"])
+        counts.update(status=row["status"], refunded_minor=row["refunded_minor"], refunds=row["refunds"],
+                      credit_notes=row["credit_notes"], credited_minor=int(row["credited_minor"]))
     return counts
 
 
@@ -50,7 +55,10 @@ EFFECTS = {
     "adjust_stock": {"on_hand": +3},
     "cancel_order": {"on_hand": +1, "status": ("placed", "cancelled")},
     "refund_payment": {"refunded_minor": +100, "refunds": +1, "status": ("placed", "placed")},
+    "issue_credit_note": {"credited_minor": +100, "credit_notes": +1, "status": ("placed", "placed")},
 }
+SKUS = {"submit_order": "SKU-PAPER-A4", "cancel_order": "SKU-PEN-BLUE", "adjust_stock": "SKU-STAPLER",
+        "refund_payment": "SKU-MARKER-SET", "issue_credit_note": "SKU-NOTEBOOK-A5"}
 
 
 def expected_after(before: dict, effects: dict) -> dict:
@@ -81,16 +89,18 @@ def arrange(tool: str, requester: Api, decider: Api, session_id: str, sku: str) 
     order = place_order(requester, decider, session_id, [(sku, 1)], customer="C-1002")
     if tool == "cancel_order":
         return {"order_id": order["order_id"], "reason": "customer request"}, order
+    if tool == "issue_credit_note":
+        return {"order_id": order["order_id"], "amount_minor": 100, "currency": "EUR", "reason": "late delivery"}, order
+    assert tool == "refund_payment", f"no matrix case for the write tool {tool}"
     return {"order_id": order["order_id"], "amount_minor": 100, "currency": "EUR", "channel": "original"}, order
 
 
 @pytest.mark.parametrize("outcome", ["approve", "reject", "cancel", "expire"])
-@pytest.mark.parametrize("tool", ["submit_order", "cancel_order", "adjust_stock", "refund_payment"])
+@pytest.mark.parametrize("tool", WRITE_TOOLS)
 def test_every_write_tool_with_every_ending(replicated: Stack, tool: str, outcome: str):
     requester = Api(replicated.base_url, f"req-{time.monotonic_ns()}", "requester")
     decider = Api(replicated.base_url, f"dec-{time.monotonic_ns()}", "approver", "manager")
-    sku = {"submit_order": "SKU-PAPER-A4", "cancel_order": "SKU-PEN-BLUE", "adjust_stock": "SKU-STAPLER",
-           "refund_payment": "SKU-MARKER-SET"}[tool]
+    sku = SKUS[tool]
     session_id = requester.new_session()
     arguments, subject = arrange(tool, requester, decider, session_id, sku)
     before = ledger(replicated, sku, subject)

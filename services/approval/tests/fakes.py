@@ -23,6 +23,7 @@ from erpilot_approval.domain.audit import GENESIS, AuditRow, Checkpoint, chain_h
 from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.standing import StandingApproval
+from erpilot_approval.domain.standing_runs import StandingRun
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts import subjects
@@ -82,6 +83,7 @@ class ApprovalState:
     webhooks: list[WebhookRow] = field(default_factory=list)  # in delivery_id order
     delegations: dict[str, Delegation] = field(default_factory=dict)  # by delegation_id, in the order given
     standing: dict[str, StandingApproval] = field(default_factory=dict)  # by standing_id, in the order given
+    standing_runs: dict[tuple[str, str], StandingRun] = field(default_factory=dict)  # by (session_id, run_id)
 
 
 class _Rows:
@@ -301,6 +303,14 @@ class MemoryStandingApprovals(_Rows):
         found = [s for s in self.state.standing.values() if s.revoked_at is None and s.until > now
                  and giver in (None, s.giver) and session_id in (None, s.session_id) and tool in (None, s.tool)]
         return sorted(found, key=lambda s: (s.created_at, s.standing_id))
+
+    async def run(self, session_id: str, run_id: str) -> StandingRun:
+        self.writing()
+        return self.state.standing_runs.setdefault((session_id, run_id), StandingRun(session_id, run_id))
+
+    async def save_run(self, run: StandingRun) -> None:
+        self.writing()
+        self.state.standing_runs[(run.session_id, run.run_id)] = run
 
 
 class MemoryAuditLog(_Rows):

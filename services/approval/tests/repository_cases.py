@@ -22,6 +22,7 @@ from erpilot_approval.domain.audit import verify
 from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.policy import load_policy
+from erpilot_approval.domain.standing_runs import StandingRun
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter, Work
 from erpilot_contracts import subjects
@@ -463,3 +464,16 @@ async def test_a_delegated_scope_lists_the_approvals_of_its_tools_its_roles_may_
     both = await listed(["approver"], RoleScope(("manager",), ("adjust_stock",)),
                         RoleScope(("approver", "manager"), ("cancel_order",)))
     assert both == [cancel.pending_id, stock.pending_id]  # each once
+
+
+async def test_a_runs_standing_row_is_made_once_and_keeps_its_count_and_end(units: Units) -> None:
+    now = await units.now()
+    session_id, run_id = f"ses-{uuid.uuid4().hex[:8]}", f"run_{uuid.uuid4().hex[:8]}"
+
+    first = await units.uow.run(lambda unit: unit.standing.run(session_id, run_id))
+    assert first == StandingRun(session_id, run_id)
+    await units.uow.run(lambda unit: unit.standing.save_run(replace(first, approved=2, ended_at=now, ended_by="al")))
+    again = await units.uow.run(lambda unit: unit.standing.run(session_id, run_id))
+    assert (again.approved, again.ended_at, again.ended_by) == (2, now, "al")
+    assert await units.uow.run(lambda unit: unit.standing.run(session_id, "run_other")) == StandingRun(
+        session_id, "run_other")

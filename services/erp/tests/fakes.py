@@ -15,13 +15,21 @@ from datetime import datetime
 from typing import Any
 
 from erpilot_erp.adapters.repository import StaleWrite
-from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product, Refund
-from erpilot_erp.domain.plans import CommitPlan
+from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product, Refund
+from erpilot_erp.domain.plans import (
+    CommitPlan,
+    DraftSubmission,
+    NewCreditNote,
+    NewOrder,
+    NewRefund,
+    OrderChange,
+    StockChange,
+)
 from erpilot_erp.domain.reads import matching_customers, matching_products
 from erpilot_erp.service_layer.ports import IdKind, NewOperation, OperationRecord, Outcome, StoredRevision
 from erpilot_platform.testing.memory_uow import MemoryTransaction, MemoryUnitOfWork
 
-PREFIXES = {"draft": "D", "order": "O", "refund": "R"}
+PREFIXES = {"draft": "D", "order": "O", "refund": "R", "credit_note": "CN"}
 
 
 @dataclass
@@ -47,6 +55,7 @@ class LedgerState:
     drafts: dict[str, StoredDraft] = field(default_factory=dict)
     orders: dict[str, Order] = field(default_factory=dict)
     refunds: dict[str, Refund] = field(default_factory=dict)
+    credit_notes: dict[str, CreditNote] = field(default_factory=dict)
     operations: dict[str, OperationRecord] = field(default_factory=dict)
     consumed_grants: dict[str, str] = field(default_factory=dict)  # pending_id -> operation_id
     numbers: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PREFIXES, 0))
@@ -103,26 +112,36 @@ class MemoryLedgerRepository:
         draft.revisions[revision.revision] = revision
         self.state.revision_operations[(revision.draft_id, revision.revision)] = operation_id
 
+    async def credit_notes(self, order_id: str) -> list[CreditNote]:
+        return [note for note in self.state.credit_notes.values() if note.order_id == order_id]
+
     async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:
-        for change in plan.stock_changes:
-            product = self.state.products.get(change.sku)
-            if product is None or product.on_hand != change.before:
-                raise StaleWrite(f"on-hand of {change.sku} is no longer {change.before}")
-            self.state.products[change.sku] = replace(product, on_hand=change.after)
-        if plan.new_order is not None:
-            self.state.orders[plan.new_order.order_id] = plan.new_order
-        if plan.updated_order is not None:
-            old = self.state.orders[plan.updated_order.order_id]
-            self.state.orders[old.order_id] = replace(old, status=plan.updated_order.status,
-                                                      refunded_minor=plan.updated_order.refunded_minor)
-        if plan.submitted_draft is not None:
-            sub = plan.submitted_draft
-            draft = self.state.drafts.get(sub.draft_id)
-            if draft is None or draft.latest_revision != sub.revision or draft.status != "open":
-                raise StaleWrite(f"draft {sub.draft_id} is no longer open at revision {sub.revision}")
+        for effect in plan.effects:
+            self._apply(effect)
+
+    def _apply(self, effect: object) -> None:
+        if isinstance(effect, StockChange):
+            product = self.state.products.get(effect.sku)
+            if product is None or product.on_hand != effect.before:
+                raise StaleWrite(f"on-hand of {effect.sku} is no longer {effect.before}")
+            self.state.products[effect.sku] = replace(product, on_hand=effect.after)
+        elif isinstance(effect, NewOrder):
+            self.state.orders[effect.order.order_id] = effect.order
+        elif isinstance(effect, OrderChange):
+            old = self.state.orders[effect.order.order_id]
+            self.state.orders[old.order_id] = replace(old, status=effect.order.status,
+                                                      refunded_minor=effect.order.refunded_minor)
+        elif isinstance(effect, DraftSubmission):
+            draft = self.state.drafts.get(effect.draft_id)
+            if draft is None or draft.latest_revision != effect.revision or draft.status != "open":
+                raise StaleWrite(f"draft {effect.draft_id} is no longer open at revision {effect.revision}")
             draft.status = "submitted"
-        if plan.new_refund is not None:
-            self.state.refunds[plan.new_refund.refund_id] = plan.new_refund
+        elif isinstance(effect, NewRefund):
+            self.state.refunds[effect.refund.refund_id] = effect.refund
+        elif isinstance(effect, NewCreditNote):
+            self.state.credit_notes[effect.note.credit_note_id] = effect.note
+        else:
+            raise TypeError(f"no way to apply {effect!r}")  # as the SQL adapter's table has none
 
     async def operation(self, operation_id: str, *, lock: bool = False) -> OperationRecord | None:
         return self.state.operations.get(operation_id)

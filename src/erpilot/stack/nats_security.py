@@ -75,7 +75,8 @@ TRAFFIC: dict[str, Traffic] = {
         sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
                         s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
                         s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE, s.APPROVAL_CMD_REVOKE_DELEGATION,
-                        s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_DECIDE_BY_LINK,
+                        s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_END_RUN,
+                        s.APPROVAL_CMD_DECIDE_BY_LINK,
                         s.APPROVAL_CMD_CHAT_ACTION,
                         s.ERP_CMD_UPDATE_PRODUCT),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
@@ -107,7 +108,8 @@ TRAFFIC: dict[str, Traffic] = {
                           s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_ESCALATED, s.APPROVAL_EVT_VOTED),
         consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
                            s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE, s.APPROVAL_CMD_REVOKE_DELEGATION,
-                           s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_DECIDE_BY_LINK,
+                           s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_END_RUN,
+                           s.APPROVAL_CMD_DECIDE_BY_LINK,
                            s.APPROVAL_CMD_CHAT_ACTION),
         # The agent's record of a cancel (withdrawals.py), then webhooks (service_layer/webhooks.py) and the
         # audit log's commit outcomes: what outgoing notifications tell, from committed events only.
@@ -132,7 +134,7 @@ TRAFFIC: dict[str, Traffic] = {
 # who may decide: the same rule.
 DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE,
                      s.APPROVAL_CMD_REVOKE_DELEGATION, s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING,
-                     s.APPROVAL_CMD_DECIDE_BY_LINK, s.APPROVAL_CMD_CHAT_ACTION)
+                     s.APPROVAL_CMD_END_RUN, s.APPROVAL_CMD_DECIDE_BY_LINK, s.APPROVAL_CMD_CHAT_ACTION)
 # The write path's steps that only one service may take: who asks for an approval (the ledger, from its record)
 # and who starts a commit (the approval service, with the decision). Denied to every other service.
 WRITE_PATH_STEPS = {s.APPROVAL_CMD_REQUEST: "erp", s.ERP_CMD_COMMIT: "approval"}

@@ -26,6 +26,7 @@ PRIVATE_ENV: dict[str, tuple[str, ...]] = {
     # The gateway vouches for the person behind each command it sends the agent (requester assertions): with
     # this key the agent could name anyone as the requester of a write.
     "ERPILOT_ASSERTION_SIGNING_KEY": ("gateway",),
+    "ERPILOT_ASSERTION_PREVIOUS_SIGNING_KEY": ("gateway",),  # a rotated-out key: its sessions' owner MACs
     # The ERP signs the approval requests it builds from its own record: with this key the agent could show an
     # approver a preview of its own.
     "ERPILOT_LEDGER_SIGNING_KEY": ("erp",),

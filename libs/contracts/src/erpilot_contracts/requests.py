@@ -37,11 +37,13 @@ from erpilot_contracts.agent.v1 import (
 from erpilot_contracts.approval.chat import ChatActionV1
 from erpilot_contracts.approval.links import DecideByLinkV1, EmailLinkV1, EmailLinkViewV1
 from erpilot_contracts.approval.standing import (
+    EndRunV1,
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
     RevokeStandingApprovalV1,
     StandingApprovalPageV1,
     StandingApprovalV1,
+    StandingRunV1,
 )
 from erpilot_contracts.approval.v1 import (
     ApprovalPageV1,
@@ -149,6 +151,7 @@ APPROVAL_DELEGATIONS = query(subjects.APPROVAL_QUERY_DELEGATIONS, ListDelegation
 APPROVAL_STAND = command(subjects.APPROVAL_CMD_STAND, GiveStandingApprovalV1, StandingApprovalV1)
 APPROVAL_REVOKE_STANDING = command(subjects.APPROVAL_CMD_REVOKE_STANDING, RevokeStandingApprovalV1,
                                    StandingApprovalV1)
+APPROVAL_END_RUN = command(subjects.APPROVAL_CMD_END_RUN, EndRunV1, StandingRunV1)
 APPROVAL_DECIDE_BY_LINK = command(subjects.APPROVAL_CMD_DECIDE_BY_LINK, DecideByLinkV1, ApprovalRecordV1)
 APPROVAL_CHAT_ACTION = command(subjects.APPROVAL_CMD_CHAT_ACTION, ChatActionV1, ApprovalRecordV1)
 APPROVAL_EMAIL_LINK = query(subjects.APPROVAL_QUERY_EMAIL_LINK, EmailLinkV1, EmailLinkViewV1)

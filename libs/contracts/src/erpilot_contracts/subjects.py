@@ -63,6 +63,8 @@ APPROVAL_CMD_REVOKE_DELEGATION = f"{PREFIX}.cmd.approval.revoke_delegation"
 APPROVAL_CMD_STAND = f"{PREFIX}.cmd.approval.stand"  # GiveStandingApprovalV1 -> ReplyV1(StandingApprovalV1)
 # RevokeStandingApprovalV1 -> ReplyV1(StandingApprovalV1)
 APPROVAL_CMD_REVOKE_STANDING = f"{PREFIX}.cmd.approval.revoke_standing"
+# EndRunV1 -> ReplyV1(StandingRunV1): the owner cancelled a run; standing approvals approve none of its calls again
+APPROVAL_CMD_END_RUN = f"{PREFIX}.cmd.approval.end_run"
 # DecideByLinkV1 -> ReplyV1(ApprovalRecordV1): an approval email's link, confirmed (SPEC §11)
 APPROVAL_CMD_DECIDE_BY_LINK = f"{PREFIX}.cmd.approval.decide_by_link"
 # ChatActionV1 -> ReplyV1(ApprovalRecordV1): a chat card's button, as the platform signed it (SPEC §11)

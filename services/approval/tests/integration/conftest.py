@@ -193,13 +193,13 @@ class FakeLedger:
 
 
 def vouch(cmd: RequestApprovalV1, *, key: Ed25519PrivateKey = ASSERTION_KEY, sub: str | None = None,
-          session_id: str | None = None, at: datetime | None = None) -> RequestApprovalV1:
-    """``cmd`` with the gateway's assertion for its requester in its session, accepted by the ledger ``at`` (now),
-    and signed by the ledger."""
+          session_id: str | None = None, at: datetime | None = None, run_id: str | None = None) -> RequestApprovalV1:
+    """``cmd`` with the gateway's assertion for its requester in its session (for its call, or with ``run_id`` the
+    chat run's), accepted by the ledger ``at`` (now), and signed by the ledger."""
     moment = at or datetime.now(UTC)
+    bound = {"run_id": run_id} if run_id is not None else {"call_id": cmd.call_id, "tool": cmd.tool}
     assertion = sign_assertion(key, sub=sub or cmd.requested_by, roles=["requester"],
-                               session_id=session_id or cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
-                               now=moment)
+                               session_id=session_id or cmd.session_id, now=moment, **bound)
     return signed(cmd.model_copy(update={"assertion": assertion, "asserted_at": moment, "prepared_at": moment}))
 
 
@@ -219,14 +219,16 @@ class Approvals:
         return await request(self.broker, subject, payload, durable=durable, timeout=20)
 
     def request_cmd(self, tool: str = "submit_order", *, arguments: dict | None = None, amount_minor: int = 12_345,
-                    requested_by: str = "alice", **changes: Any) -> RequestApprovalV1:
-        """The ledger's request for a new operation (fresh ids), vouched for by the gateway, held by the ledger."""
+                    requested_by: str = "alice", run_id: str | None = None, **changes: Any) -> RequestApprovalV1:
+        """The ledger's request for a new operation (fresh ids), vouched for by the gateway (``run_id``: a call of
+        that chat run, with the run's assertion), held by the ledger."""
         args = arguments if arguments is not None else ARGUMENTS[tool]
-        values = dict(call_id=f"{uid('run_')}:{uid('call-')}", session_id=uid("ses-"), tool=tool, arguments=args,
+        values = dict(call_id=f"{run_id or uid('run_')}:{uid('call-')}", session_id=uid("ses-"), tool=tool,
+                      arguments=args,
                       fingerprint=fingerprint(tool, 1, args), operation_id=uid("op-"), requested_by=requested_by,
                       preview={"operation": tool, "object": "x", "target": "y", "amount_minor": amount_minor,
                                "currency": "EUR"})
-        cmd = vouch(RequestApprovalV1(**{**values, **changes}))
+        cmd = vouch(RequestApprovalV1(**{**values, **changes}), run_id=run_id)
         self.ledger.record(cmd)
         return cmd
 

@@ -57,12 +57,12 @@ def build_request(
 def vouched(request: ApprovalRequest, *, key: Ed25519PrivateKey = ASSERTION_KEY, at: datetime = NOW,
             **claims: Any) -> RequestApprovalV1:
     """The ledger's ``cmd.approval.request`` for ``request``: with the gateway's assertion for its requester in
-    its session, accepted by the ledger at ``at`` (``claims``: other ``sub`` / ``session_id`` to sign), and signed
-    by the ledger (``LEDGER_KEY``)."""
+    its session, accepted by the ledger at ``at`` (``claims``: other ``sub`` / ``session_id`` to sign, or the
+    ``run_id`` of the chat run whose assertion it carries), and signed by the ledger (``LEDGER_KEY``)."""
+    bound = ({"run_id": claims["run_id"]} if "run_id" in claims
+             else {"call_id": claims.get("call_id", request.call_id), "tool": claims.get("tool", request.tool)})
     assertion = sign_assertion(key, sub=claims.get("sub", request.requested_by), roles=["requester"],
-                               session_id=claims.get("session_id", request.session_id),
-                               call_id=claims.get("call_id", request.call_id),
-                               tool=claims.get("tool", request.tool), now=at)
+                               session_id=claims.get("session_id", request.session_id), now=at, **bound)
     return signed(RequestApprovalV1(**asdict(request), assertion=assertion, asserted_at=at, prepared_at=at))
 
 
@@ -133,13 +133,15 @@ class Desk:
     def events(self, subject: str) -> list[dict[str, Any]]:
         return self.uow.events(subject)
 
-    def request_cmd(self, tool: str = "submit_order", amount_minor: int | None = 12_345, **changes: Any
-                    ) -> RequestApprovalV1:
-        """The ledger's request for a new operation (fresh ids), vouched for by the gateway; the fake ERP
-        holds it as its record of the operation."""
+    def request_cmd(self, tool: str = "submit_order", amount_minor: int | None = 12_345, *,
+                    run_id: str | None = None, **changes: Any) -> RequestApprovalV1:
+        """The ledger's request for a new operation (fresh ids), vouched for by the gateway (``run_id``: a call
+        ``<run_id>:<n>`` of that chat run, with the run's assertion); the fake ERP holds it as its record of the
+        operation."""
         n = next(self._ids)
-        ids = {"call_id": f"call-{n}", "operation_id": f"op-{n}"}
-        cmd = vouched(build_request(tool, amount_minor, **{**ids, **changes}))
+        ids = {"call_id": f"call-{n}" if run_id is None else f"{run_id}:call_{n}", "operation_id": f"op-{n}"}
+        request = build_request(tool, amount_minor, **{**ids, **changes})
+        cmd = vouched(request) if run_id is None else vouched(request, run_id=run_id)
         self.erp.record(cmd)
         return cmd
 

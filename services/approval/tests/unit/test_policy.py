@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from erpilot_approval.domain.approvals import risk_of
 from erpilot_approval.domain.policy import AmountRule, PolicyError, load_policy
 from erpilot_approval.service_layer.mapping import policy_view
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
@@ -25,6 +26,27 @@ def test_defaults_allow_reads_and_drafts_and_guard_writes() -> None:
     assert policy.for_tool("cancel_order").roles == ("approver",)
     assert policy.for_tool("adjust_stock").roles == ("manager",)
     assert policy.for_tool("refund_payment").roles == ("manager",)
+    assert policy.for_tool("issue_credit_note").roles == ("manager",)
+
+
+def test_every_write_tools_defaults_are_its_catalog_traits() -> None:
+    policy = load_policy(None)
+    for name, spec in TOOLS.items():
+        if spec.kind is not ToolKind.WRITE:
+            continue
+        tool = policy.for_tool(name)
+        assert tool.roles == spec.traits.default_roles, name
+        rule = spec.traits.default_amount_rule
+        assert tool.rules == ((AmountRule(*rule),) if rule else ()), name
+        assert (tool.stock_check is not None) == spec.traits.takes_stock_check, name
+        assert tool.separation_of_duties is True, name
+
+
+def test_risk_is_the_tools_default_risk_raised_by_a_large_amount() -> None:
+    assert risk_of("issue_credit_note", 100) == risk_of("refund_payment", None) == "high"  # money out
+    assert risk_of("cancel_order", 100) == risk_of("adjust_stock", None) == "medium"
+    assert risk_of("cancel_order", 1_000_000) == "high"
+    assert risk_of("get_order", None) == risk_of("no_such_tool", None) == "low"
 
 
 def test_separation_of_duties_is_the_default_for_every_write_tool_and_a_policy_may_turn_it_off() -> None:

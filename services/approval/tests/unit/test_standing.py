@@ -1,6 +1,8 @@
 """Standing approvals (SPEC §11, issue 34): what one covers (session, tool, cap, until, revoked), the giver's
 authority now (people directory) and separation of duties for the giver; giving refused beyond what the giver may
-decide; and on the memory unit of work, a covered request approved at once with its commit in the outbox."""
+decide; and on the memory unit of work, a covered request approved at once with its commit in the outbox, and a
+chat run's calls approved at once only until its owner ended the run and up to ``[standing] max_writes_per_run``
+(security follow-up of #32/#34)."""
 
 from __future__ import annotations
 
@@ -9,22 +11,27 @@ from datetime import timedelta
 
 import pytest
 
-from erpilot_approval.domain import standing
+from erpilot_approval.domain import standing, standing_runs
 from erpilot_approval.domain.policy import load_policy
+from erpilot_approval.domain.policy_values import PolicyError
 from erpilot_approval.domain.standing import StandingApproval, StandingError
 from erpilot_approval.service_layer.requests import request_approval
-from erpilot_approval.service_layer.standing import give_standing, list_standing, revoke_standing
+from erpilot_approval.service_layer.standing import end_run, give_standing, list_standing, revoke_standing
+from erpilot_approval.service_layer.withdrawals import withdraw_cancelled_run
 from erpilot_contracts import subjects
+from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.standing import (
+    EndRunV1,
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
     RevokeStandingApprovalV1,
 )
 from erpilot_contracts.approval.v1 import Actor
+from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.refusals import InvalidMessage
 
 from ..fakes import NOW, MemoryApprovalRepository
-from .conftest import Desk, refusal_of
+from .conftest import ASSERTION_KEY, Desk, refusal_of
 
 pytestmark = pytest.mark.unit
 
@@ -206,3 +213,119 @@ async def test_the_giver_is_checked_against_the_people_directory_when_the_write_
 
     assert (record["status"], record["decided_by"]) == ("pending", None)
     assert desk.events(subjects.ERP_CMD_COMMIT) == []
+
+
+# --- a chat run's calls: until the run ended, and at most max_writes_per_run (security follow-up of #32/#34) ----
+
+def cancel_assertion(run_id: str, *, sub: str = "alice", session_id: str = "sess-1", cancel: bool = True) -> str:
+    """What the gateway signs for the owner's cancel of ``run_id`` (``cancel=False``: the run's own assertion,
+    which the agent holds)."""
+    return sign_assertion(ASSERTION_KEY, sub=sub, roles=["requester"], session_id=session_id, run_id=run_id,
+                          cancel=cancel, now=NOW)
+
+
+def ended_by_gateway(run_id: str, **changes) -> EndRunV1:
+    return EndRunV1(**{"session_id": "sess-1", "run_id": run_id, "owner": "alice",
+                       "assertion": cancel_assertion(run_id), **changes})
+
+
+def audited(desk: Desk, kind: str) -> list:
+    return [row for row in desk.state.audit if row.kind == kind]
+
+
+async def test_a_runs_calls_are_approved_at_once_until_its_owner_cancels_then_they_wait_for_a_person(desk: Desk):
+    """The hole: holding the run's assertion for an hour, the agent makes up calls ``<run_id>:<anything>``, each
+    prepared once by the ledger and approved at once, even after the person cancelled the run."""
+    await give_standing(give_cmd(), desk.ports)
+    before = await desk.request(amount_minor=100, run_id="run-1")
+    assert (before["status"], before["decided_by"]) == ("approved", "standing:sa_1")
+
+    ended = await end_run(ended_by_gateway("run-1"), desk.ports, stored_at=NOW)
+    made_up = await desk.request(amount_minor=100, run_id="run-1")  # the agent's next call of the cancelled run
+
+    assert (ended.ended_by, ended.ended_at, ended.standing_approved) == ("alice", NOW, 1)
+    assert (made_up["status"], made_up["decided_by"]) == ("pending", None)
+    assert [c["operation_id"] for c in desk.events(subjects.ERP_CMD_COMMIT)] == [before["operation_id"]]
+    [end] = audited(desk, "run_ended")
+    assert (end.actor, end.data["run_id"], end.data["session_id"]) == ("alice", "run-1", "sess-1")
+    [withheld] = audited(desk, "standing_withheld")
+    assert (withheld.pending_id, withheld.actor, withheld.data["reason"], withheld.data["run_id"]) == (
+        made_up["pending_id"], "standing:sa_1", "run_ended", "run-1")
+    # not refused: it waits like an uncovered one, and a person may still approve it
+    approved = await desk.decide(made_up, "approve", "carol", "approver")
+    assert (approved.status, approved.decided_by) == ("approved", "carol")
+    # another run of the session and a direct call are not that run
+    other_run, direct = await desk.request(amount_minor=100, run_id="run-2"), await desk.request(amount_minor=100)
+    assert (other_run["status"], direct["status"]) == ("approved", "approved")
+
+
+async def test_the_agents_record_of_the_cancel_ends_the_run_too(desk: Desk):
+    await give_standing(give_cmd(), desk.ports)
+    await withdraw_cancelled_run(RunCancelledV1(session_id="sess-1", run_id="run-1", owner="alice", call_ids=[],
+                                                cancelled_at=NOW, assertion=cancel_assertion("run-1")),
+                                 desk.ports, stored_at=NOW)
+
+    made_up = await desk.request(amount_minor=100, run_id="run-1")
+
+    assert (made_up["status"], made_up["decided_by"]) == ("pending", None)
+    assert [row.data["reason"] for row in audited(desk, "standing_withheld")] == ["run_ended"]
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"assertion": cancel_assertion("run-1", cancel=False)}, "assertion_call_mismatch"),  # the run's, the agent's
+    ({"assertion": cancel_assertion("run-2")}, "assertion_call_mismatch"),  # another run's cancel
+    ({"owner": "mallory"}, "assertion_subject_mismatch"),
+    ({"assertion": cancel_assertion("run-1", session_id="sess-2")}, "assertion_session_mismatch"),
+])
+async def test_only_the_gateways_assertion_of_the_owners_cancel_ends_a_run(desk: Desk, changes, reason):
+    await give_standing(give_cmd(), desk.ports)
+
+    with pytest.raises(InvalidMessage) as refused:
+        await end_run(ended_by_gateway("run-1", **changes), desk.ports, stored_at=NOW)
+
+    assert refused.value.reason == reason
+    assert desk.state.standing_runs == {} and audited(desk, "run_ended") == []
+    assert (await desk.request(amount_minor=100, run_id="run-1"))["status"] == "approved"
+
+
+async def test_ending_a_run_again_keeps_its_first_end(desk: Desk):
+    await end_run(ended_by_gateway("run-1"), desk.ports, stored_at=NOW)
+    desk.uow.advance(timedelta(seconds=5))
+    again = await end_run(ended_by_gateway("run-1"), desk.ports, stored_at=NOW)
+
+    assert again.ended_at == NOW and len(audited(desk, "run_ended")) == 1
+
+
+async def test_standing_approvals_approve_at_most_max_writes_per_run_of_one_run():
+    desk = Desk(load_policy("[standing]\nmax_writes_per_run = 2\n"))
+    await give_standing(give_cmd(), desk.ports)
+
+    statuses = [(await desk.request(amount_minor=100, run_id="run-1"))["status"] for _ in range(4)]
+    others = [(await desk.request(amount_minor=100, run_id="run-2"))["status"],
+              (await desk.request(amount_minor=100))["status"]]  # another run, a direct call: not counted
+
+    assert statuses == ["approved", "approved", "pending", "pending"]
+    assert others == ["approved", "approved"]
+    assert len(desk.events(subjects.ERP_CMD_COMMIT)) == 4
+    withheld = audited(desk, "standing_withheld")
+    assert [(row.data["reason"], row.data["standing_approved"], row.data["max_writes_per_run"]) for row in withheld] \
+        == [("run_limit_reached", 2, 2)] * 2
+    assert desk.state.standing_runs[("sess-1", "run-1")].approved == 2
+
+
+async def test_a_run_call_no_standing_approval_covers_is_not_counted(desk: Desk):
+    """Over the cap it waits anyway, and uses none of the run's standing approvals."""
+    await give_standing(give_cmd(), desk.ports)
+    over = await desk.request(amount_minor=60_000, run_id="run-1")
+
+    assert over["status"] == "pending" and audited(desk, "standing_withheld") == []
+    assert desk.state.standing_runs[("sess-1", "run-1")] == standing_runs.StandingRun("sess-1", "run-1")
+
+
+def test_max_writes_per_run_defaults_to_5_and_a_bad_value_stops_start_up():
+    assert load_policy(None).max_writes_per_run == 5
+    assert load_policy("[standing]\nmax_writes_per_run = 0\n").max_writes_per_run == 0
+    for text in ("max_writes_per_run = -1", "max_writes_per_run = true", 'max_writes_per_run = "5"', "limit = 3"):
+        with pytest.raises(PolicyError) as refused:
+            load_policy(f"[standing]\n{text}\n")
+        assert "standing." in str(refused.value)

@@ -95,3 +95,15 @@ def test_the_text_reads_like_a_person_wrote_it_and_cannot_forge_links():
         "Refund 120.00 EUR on O-5101 expired without a decision")
     assert notices.finished(what, "rejected", "stock_changed") == (
         "Refund 120.00 EUR on O-5101 was not carried out (stock_changed)")
+
+
+def test_each_write_is_headlined_by_its_catalog_headline_with_escaped_arguments():
+    credit = {"order_id": "O-<5101>", "amount_minor": 2500, "currency": "EUR", "reason": "late"}
+    assert notices.subject("issue_credit_note", credit, {"amount_minor": 2500, "currency": "EUR"}) == (
+        "Credit note 25.00 EUR on O-&lt;5101&gt;")
+    assert notices.subject("cancel_order", {"order_id": "O-7"}, {}) == "Cancellation of O-7"
+    assert notices.subject("adjust_stock", {"sku": "SKU-1", "delta": -3, "reason": "r"}, {}) == (
+        "Stock change -3 on SKU-1")
+    # arguments that do not fit the headline get the generic line, never an exception
+    assert notices.subject("adjust_stock", {"sku": "SKU-1"}, {"operation": "Adjust stock", "object": "SKU-1"}) == (
+        "Adjust stock SKU-1")

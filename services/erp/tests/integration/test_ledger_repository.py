@@ -18,8 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from erpilot_erp.adapters.ledger import ledger as sql_ledger
 from erpilot_erp.adapters.repository import StaleWrite
 from erpilot_erp.adapters.tables import customers, products
-from erpilot_erp.domain.model import Customer, DraftLine, DraftRevision, Order, OrderLine, Product
-from erpilot_erp.domain.plans import CommitPlan, StockChange
+from erpilot_erp.domain.model import CreditNote, Customer, DraftLine, DraftRevision, Order, OrderLine, Product
+from erpilot_erp.domain.plans import CommitPlan, NewCreditNote, NewOrder, OrderChange, StockChange
 from erpilot_erp.service_layer.ports import NewOperation, Outcome
 from erpilot_platform.db import create_engine
 from services.erp.tests.fakes import LedgerState, memory_ledger
@@ -207,8 +207,8 @@ async def test_a_call_has_one_first_operation_and_edits_beside_it(ledger):
 
 async def test_a_plan_whose_stock_moved_is_a_stale_write_and_applies_nothing(ledger):
     product = await ledger.product(on_hand=10)
-    moved = CommitPlan(result={}, stock_changes=(StockChange(product.sku, 9, 7),))
-    good = CommitPlan(result={}, stock_changes=(StockChange(product.sku, 10, 7),))
+    moved = CommitPlan(result={}, effects=(StockChange(product.sku, 9, 7),))
+    good = CommitPlan(result={}, effects=(StockChange(product.sku, 10, 7),))
 
     with pytest.raises(StaleWrite):
         await ledger.run(lambda unit: unit.ledger.apply_plan(moved, operation_id="op-x"))
@@ -223,12 +223,12 @@ async def test_an_order_a_plan_places_reads_back_as_placed_and_an_update_changes
     line = OrderLine(product.sku, product.name, 2, product.price_minor, 2 * product.price_minor)
     placed = Order(order_id, customer.customer_id, customer.name, "placed", (line,), line.line_total_minor, "EUR",
                    line.line_total_minor, 0, NOW, draft_id="D-repo", revision=3, session_id="S-repo")
-    place = CommitPlan(result={}, stock_changes=(StockChange(product.sku, 10, 8),), new_order=placed)
+    place = CommitPlan(result={}, effects=(StockChange(product.sku, 10, 8), NewOrder(placed)))
     await ledger.run(lambda unit: unit.ledger.apply_plan(place, operation_id=f"op-{order_id}"))
 
     assert await ledger.read(lambda unit: unit.ledger.order(order_id)) == placed
     refunded = replace(placed, status="cancelled", refunded_minor=placed.paid_minor)
-    cancel = CommitPlan(result={}, updated_order=refunded)
+    cancel = CommitPlan(result={}, effects=(OrderChange(refunded),))
     await ledger.run(lambda unit: unit.ledger.apply_plan(cancel, operation_id=f"op-{order_id}-c"))
     assert await ledger.run(lambda unit: unit.ledger.order(order_id, lock=True)) == refunded
     assert await ledger.read(lambda unit: unit.ledger.order("O-NONE")) is None
@@ -272,3 +272,26 @@ async def test_a_unit_of_work_that_raises_leaves_no_row_no_message_and_no_inbox_
 
     assert (await ledger.read(lambda unit: unit.ledger.products_by_sku([product.sku])))[product.sku].price_minor == 500
     assert await ledger.run(lambda unit: unit.claim(f"key-{product.sku}")) == (True, None)
+
+
+async def test_credit_notes_a_plan_issues_read_back_per_order_with_their_own_ids(ledger):
+    customer, product = await ledger.customer(), await ledger.product(on_hand=10)
+    order_id = await ledger.run(lambda unit: unit.ledger.next_id("order"))
+    line = OrderLine(product.sku, product.name, 1, product.price_minor, product.price_minor)
+    placed = Order(order_id, customer.customer_id, customer.name, "placed", (line,), line.line_total_minor, "EUR",
+                   line.line_total_minor, 0, NOW)
+    await ledger.run(lambda unit: unit.ledger.apply_plan(CommitPlan(result={}, effects=(NewOrder(placed),)),
+                                                         operation_id=f"op-{order_id}"))
+    assert await ledger.read(lambda unit: unit.ledger.credit_notes(order_id)) == []
+
+    first = await ledger.run(lambda unit: unit.ledger.next_id("credit_note"))
+    second = await ledger.run(lambda unit: unit.ledger.next_id("credit_note"))
+    assert first.startswith("CN-") and second.startswith("CN-") and first != second
+    notes = [CreditNote(first, order_id, 100, "EUR", "late", 400, NOW),
+             CreditNote(second, order_id, 150, "EUR", "damaged", 250, NOW + timedelta(seconds=1))]
+    for index, note in enumerate(notes):
+        plan = CommitPlan(result={}, effects=(NewCreditNote(note),))
+        await ledger.run(lambda unit, plan=plan, index=index: unit.ledger.apply_plan(
+            plan, operation_id=f"op-{first}-{index}"))
+    assert await ledger.run(lambda unit: unit.ledger.credit_notes(order_id)) == notes
+    assert await ledger.read(lambda unit: unit.ledger.credit_notes("O-NONE")) == []

@@ -1,4 +1,5 @@
-"""cancel_order, refund_payment and adjust_stock through prepare and commit, with their re-checks."""
+"""cancel_order, refund_payment, issue_credit_note and adjust_stock through prepare and commit, with their
+re-checks."""
 
 from __future__ import annotations
 
@@ -53,6 +54,25 @@ async def test_refunds_cannot_exceed_what_was_paid_even_when_racing(erp, session
     too_much = await erp.send(subjects.ERP_CMD_PREPARE, erp.prepare_cmd("refund_payment", refund,
                                                                         session_id=session_id))
     assert not too_much.ok and too_much.error.code == "refund_exceeds_remaining"
+
+
+async def test_credit_notes_cannot_exceed_the_total_less_refunds_even_when_racing(erp, session_id):
+    order = await placed_order(erp, session_id, [(await erp.make_product(price_minor=1000), 3)])  # total 3000
+    refund = {"order_id": order["order_id"], "amount_minor": 1000, "currency": "EUR", "channel": "original"}
+    assert (await erp.approve_and_commit(await erp.prepare("refund_payment", refund, session_id=session_id))
+            ).data["status"] == "committed"  # 2000 left to credit
+    credit = {"order_id": order["order_id"], "amount_minor": 1500, "currency": "EUR", "reason": "late delivery"}
+    cmds = [await erp.prepare("issue_credit_note", credit, session_id=session_id) for _ in range(3)]
+
+    replies = await asyncio.gather(*(erp.approve_and_commit(c) for c in cmds))
+
+    assert sorted(r.data["status"] for r in replies) == ["committed", "rejected", "rejected"]
+    done = next(r.data["result"] for r in replies if r.data["status"] == "committed")
+    assert done["credit_note_id"].startswith("CN-") and done["remaining_minor"] == 500
+    assert {r.data["error"]["code"] for r in replies if r.data["status"] == "rejected"} == {"credit_exceeds_remaining"}
+    too_much = await erp.send(subjects.ERP_CMD_PREPARE, erp.prepare_cmd("issue_credit_note", credit,
+                                                                        session_id=session_id))
+    assert not too_much.ok and too_much.error.code == "credit_exceeds_remaining"
 
 
 async def test_adjust_stock_rejects_when_on_hand_moved_since_the_preview(erp, session_id):

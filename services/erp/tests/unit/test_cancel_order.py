@@ -4,7 +4,7 @@ import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
-from erpilot_erp.domain.plans import StockChange
+from erpilot_erp.domain.plans import NewRefund, OrderChange, StockChange
 
 pytestmark = pytest.mark.unit
 
@@ -56,12 +56,12 @@ def test_commit_cancels_returns_stock_and_refunds_nothing(catalog):
     facts = catalog.prepare("cancel_order", ARGS, catalog.state(order=order), catalog.now).facts
     catalog.change("SKU-A", on_hand=20)  # stock moved meanwhile: returning quantities still adds up right
     plan = catalog.commit("cancel_order", ARGS, catalog.stored(facts), catalog.state(order=order), catalog.now)
-    assert plan.updated_order is not None
-    assert plan.updated_order.status == "cancelled"
-    assert (plan.updated_order.paid_minor, plan.updated_order.refunded_minor) == (3000, 0)
-    assert plan.stock_changes == (StockChange("SKU-A", 20, 22), StockChange("SKU-B", 5, 9))
-    assert plan.new_refund is None
-    assert plan.result == plan.updated_order.to_result()
+    [change] = plan.of(OrderChange)
+    assert change.order.status == "cancelled"
+    assert (change.order.paid_minor, change.order.refunded_minor) == (3000, 0)
+    assert plan.of(StockChange) == (StockChange("SKU-A", 20, 22), StockChange("SKU-B", 5, 9))
+    assert plan.of(NewRefund) == ()
+    assert plan.result == change.order.to_result()
     assert plan.result["status"] == "cancelled"
 
 

@@ -96,7 +96,7 @@ def test_business_error_codes_are_the_documented_set():
         "not_found", "draft_changed", "sku_mismatch", "line_not_found", "product_unavailable",
         "currency_mismatch", "draft_closed", "draft_empty", "quote_changed", "stock_changed", "quote_expired",
         "order_changed",
-        "refund_exceeds_remaining", "insufficient_stock",
+        "refund_exceeds_remaining", "credit_exceeds_remaining", "insufficient_stock",
     }
     for code in ErrorCode:
         assert len(code.meaning) > 20, f"{code.value} is undocumented"

@@ -438,3 +438,17 @@ async def test_a_crash_before_the_database_commit_leaves_nothing_and_the_redeliv
     status = await desk.commit(cmd, grant)
     assert status.status == "committed"
     assert desk.state.products["SKU-A"].on_hand == 10
+
+
+async def test_a_second_credit_note_that_no_longer_fits_when_it_commits_is_rejected_and_issues_nothing(desk):
+    order = (await desk.commit(await submit(desk))).result  # 2 x SKU-A: 2000 EUR minor units
+    credit = {"order_id": order["order_id"], "amount_minor": 1200, "currency": "EUR", "reason": "late"}
+    first, second = await desk.prepared("issue_credit_note", credit), await desk.prepared("issue_credit_note", credit)
+
+    issued = await desk.commit(first)
+    assert issued.status == "committed" and issued.result["credit_note_id"].startswith("CN-")
+    assert issued.result["remaining_minor"] == order["total_amount_minor"] - 1200
+    refused = await desk.commit(second)  # the ledger's credit notes, loaded with the locked order, are re-counted
+    assert (refused.status, refused.error.code) == ("rejected", "credit_exceeds_remaining")
+    assert [n.credit_note_id for n in desk.state.credit_notes.values()] == [issued.result["credit_note_id"]]
+    assert desk.state.orders[order["order_id"]].refunded_minor == 0  # a credit note refunds nothing

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from erpilot_contracts.tools.v1 import InvalidArguments
+from erpilot_contracts.tools.v1 import WRITE_TOOLS as CATALOG_WRITE_TOOLS
+from erpilot_contracts.tools.v1 import InvalidArguments, get_tool
+from erpilot_erp.adapters.tables import ID_SEQUENCES
 from erpilot_erp.domain.adjust_stock import AdjustStock
 from erpilot_erp.domain.cancel_order import CancelOrder
+from erpilot_erp.domain.issue_credit_note import IssueCreditNote
 from erpilot_erp.domain.operations import NEW_ID_KIND, WRITE_TOOLS, commit, prepare
 from erpilot_erp.domain.refund_payment import RefundPayment
 from erpilot_erp.domain.submit_order import SubmitOrder
@@ -13,11 +18,20 @@ from erpilot_erp.service_layer import to_domain
 pytestmark = pytest.mark.unit
 
 REFUND = {"order_id": "O-1", "amount_minor": 10, "currency": "EUR", "channel": "original"}
+CREDIT = {"order_id": "O-1", "amount_minor": 10, "currency": "EUR", "reason": "goodwill"}
 
 
-def test_the_four_write_tools_and_the_ids_they_create():
-    assert WRITE_TOOLS == {"submit_order", "cancel_order", "adjust_stock", "refund_payment"}
-    assert dict(NEW_ID_KIND) == {"submit_order": "order", "refund_payment": "refund"}
+def test_the_erp_registers_exactly_the_catalogs_write_tools_and_the_ids_they_create():
+    assert set(WRITE_TOOLS) == set(CATALOG_WRITE_TOOLS)
+    assert dict(NEW_ID_KIND) == {"submit_order": "order", "refund_payment": "refund",
+                                 "issue_credit_note": "credit_note"}
+    assert set(NEW_ID_KIND.values()) <= set(ID_SEQUENCES)  # every id kind has its sequence
+
+
+def test_each_registered_write_tool_parses_exactly_its_contract_arguments():
+    for name, tool in WRITE_TOOLS.items():
+        assert tool.name == name == tool.args.tool
+        assert {f.name for f in dataclasses.fields(tool.args)} == set(get_tool(name).args.model_fields)
 
 
 @pytest.mark.parametrize("tool", ["get_product", "create_order_draft", "set_draft_note"])
@@ -71,3 +85,4 @@ def test_the_service_layer_maps_each_write_tool_to_its_domain_write():
     assert to_domain.write("cancel_order", {"order_id": "O-1"}) == CancelOrder("O-1", None)
     assert to_domain.write("adjust_stock", {"sku": "S", "delta": 3, "reason": "r"}) == AdjustStock("S", 3, "r")
     assert to_domain.write("refund_payment", REFUND) == RefundPayment("O-1", 10, "EUR", "original")
+    assert to_domain.write("issue_credit_note", CREDIT) == IssueCreditNote("O-1", 10, "EUR", "goodwill")

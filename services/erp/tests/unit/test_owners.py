@@ -10,6 +10,7 @@ import pytest
 
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.owners import is_owner, may_use_draft, may_use_order, owned_draft, owned_order
+from erpilot_erp.domain.plans import NewOrder
 from erpilot_erp.domain.reads import get_order_task
 
 pytestmark = pytest.mark.unit
@@ -97,7 +98,8 @@ def test_only_the_owner_prepares_the_submit_of_a_draft_and_the_order_inherits_th
                                catalog.now)
     plan = catalog.commit("submit_order", arguments, catalog.stored(prepared.facts),
                           catalog.state(latest=draft, requested_by="alice"), catalog.now, new_id="O-100")
-    assert plan.new_order is not None and (plan.new_order.owner, plan.new_order.session_id) == ("alice", "S-1")
+    [placed] = plan.of(NewOrder)
+    assert (placed.order.owner, placed.order.session_id) == ("alice", "S-1")
     assert "owner" not in plan.result and "session_id" not in plan.result
 
 

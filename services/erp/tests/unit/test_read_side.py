@@ -15,6 +15,8 @@ from erpilot_contracts.erp.v1 import (
     ProductListV1,
     ProductV1,
 )
+from erpilot_contracts.fingerprint import fingerprint
+from erpilot_contracts.tools.v1 import normalise
 from erpilot_erp.service_layer import backoffice
 from erpilot_platform.refusals import InvalidMessage, Refused
 
@@ -137,3 +139,20 @@ async def test_a_read_with_the_assertion_of_another_call_is_refused(desk):
     assert refused.value.reason == "assertion_call_mismatch"
     its_own = desk.assertion(call_id=cmd.call_id, tool=cmd.tool)
     assert (await desk.reads.run(cmd.model_copy(update={"assertion": its_own}))).outcome == "succeeded"
+
+
+async def test_a_read_with_a_direct_calls_assertion_for_other_arguments_is_refused(desk):
+    """Security follow-up of #32: a direct call's assertion names the fingerprint of its arguments; the agent may
+    not read something else with it (another draft, another order), as a draft or a prepare may not."""
+    cmd = read(desk, "get_product", sku="SKU-A")
+    asked = fingerprint("get_product", 1, normalise("get_product", {"sku": "SKU-A"}))
+    its_own = desk.assertion(call_id=cmd.call_id, tool=cmd.tool, args=asked)
+    other = cmd.model_copy(update={"assertion": its_own, "arguments": {"sku": "SKU-B"}})
+
+    with pytest.raises(InvalidMessage) as refused:
+        await desk.reads.run(other)
+
+    assert refused.value.reason == "assertion_args_mismatch"
+    assert (await desk.reads.run(cmd.model_copy(update={"assertion": its_own}))).outcome == "succeeded"
+    # a run's assertion names no arguments: the model picks them
+    assert (await desk.reads.run(other.model_copy(update={"assertion": desk.assertion()}))).outcome == "succeeded"

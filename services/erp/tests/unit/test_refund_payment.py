@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
+from erpilot_erp.domain.model import CreditNote
+from erpilot_erp.domain.plans import NewRefund, OrderChange, StockChange
 
 pytestmark = pytest.mark.unit
 
@@ -63,11 +68,10 @@ def test_commit_records_the_refund_and_the_new_remainder(catalog):
     plan = catalog.commit("refund_payment", args(1000), catalog.stored(facts), state, catalog.now, new_id="R-9")
     assert plan.result == {"refund_id": "R-9", "order_id": "O-1", "amount_minor": 1000, "currency": "EUR",
                            "remaining_minor": 1500}
-    assert plan.updated_order is not None
-    assert (plan.updated_order.refunded_minor, plan.updated_order.status) == (1500, "placed")
-    assert plan.new_refund is not None
-    assert (plan.new_refund.channel, plan.new_refund.created_at) == ("original", catalog.now)
-    assert plan.stock_changes == ()
+    [change], [new] = plan.of(OrderChange), plan.of(NewRefund)
+    assert (change.order.refunded_minor, change.order.status) == (1500, "placed")
+    assert (new.refund.channel, new.refund.created_at) == ("original", catalog.now)
+    assert plan.of(StockChange) == ()
 
 
 def test_the_whole_payment_can_be_refunded_even_after_cancelling(catalog):
@@ -95,3 +99,33 @@ def test_commit_needs_the_new_refund_id(catalog):
     facts = catalog.prepare("refund_payment", args(1000), catalog.state(order=catalog.order()), catalog.now).facts
     with pytest.raises(ValueError):
         catalog.commit("refund_payment", args(1000), facts, catalog.state(order=catalog.order()), catalog.now)
+
+
+def credit_note(amount: int, order_id: str = "O-1") -> CreditNote:
+    return CreditNote(credit_note_id="CN-1", order_id=order_id, amount_minor=amount, currency="EUR", reason="damaged",
+                      remaining_minor=0, created_at=datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_credit_notes_count_against_what_is_refundable(catalog):
+    """A full credit note and then a full refund would give the customer the order twice: refunds and credit notes
+    together stay within the order's total (#33 review)."""
+    credited = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(1200),))
+    prepared = catalog.prepare("refund_payment", args(1800), credited, catalog.now)
+    assert prepared.facts["remaining_minor"] == 1800
+    assert prepared.preview["effects"][0] == {"label": "refundable remaining", "before": 1800, "after": 0,
+                                              "unit": "EUR"}
+    with rejected("refund_exceeds_remaining") as exc:
+        catalog.prepare("refund_payment", args(1801), credited, catalog.now)
+    assert exc.value.details["remaining_minor"] == 1800
+    other_order = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(3000, "O-2"),))
+    assert catalog.prepare("refund_payment", args(3000), other_order, catalog.now).facts["remaining_minor"] == 3000
+
+
+def test_a_credit_note_issued_between_prepare_and_commit_is_rechecked(catalog):
+    facts = catalog.prepare("refund_payment", args(2000), catalog.state(order=catalog.order()), catalog.now).facts
+    meanwhile = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(1500),))
+    with rejected("refund_exceeds_remaining"):
+        catalog.commit("refund_payment", args(2000), facts, meanwhile, catalog.now, new_id="R-9")
+    still_fits = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(500),))
+    plan = catalog.commit("refund_payment", args(2000), facts, still_fits, catalog.now, new_id="R-9")
+    assert plan.result["remaining_minor"] == 500

@@ -8,7 +8,7 @@ import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
-from erpilot_erp.domain.plans import DraftSubmission, StockChange
+from erpilot_erp.domain.plans import DraftSubmission, NewOrder, NewRefund, OrderChange, StockChange
 
 pytestmark = pytest.mark.unit
 
@@ -173,7 +173,8 @@ def test_commit_places_a_paid_order_at_the_quoted_prices_and_takes_stock(catalog
     facts = prepare_submit(catalog, draft).facts
     later = catalog.now + timedelta(minutes=3)
     plan = commit_submit(catalog, draft, facts, now=later)
-    order = plan.new_order
+    [placed] = plan.of(NewOrder)
+    order = placed.order
     assert order is not None
     assert (order.order_id, order.status, order.customer_id, order.customer_name) == (
         "O-100", "placed", "C-2", "Beta Bau Aktiengesellschaft",
@@ -185,10 +186,10 @@ def test_commit_places_a_paid_order_at_the_quoted_prices_and_takes_stock(catalog
     assert (order.total_amount_minor, order.paid_minor, order.refunded_minor) == (2025, 2025, 0)
     assert (order.draft_id, order.revision, order.created_at) == ("D-1", 1, later)
     assert plan.result == order.to_result()
-    assert plan.stock_changes == (StockChange("SKU-A", 12, 10), StockChange("SKU-B", 5, 4))
-    assert plan.stock_changes[0].delta == -2
-    assert plan.submitted_draft == DraftSubmission("D-1", 1, "O-100")
-    assert (plan.updated_order, plan.new_refund) == (None, None)
+    assert plan.of(StockChange) == (StockChange("SKU-A", 12, 10), StockChange("SKU-B", 5, 4))
+    assert plan.of(StockChange)[0].delta == -2
+    assert plan.of(DraftSubmission) == (DraftSubmission("D-1", 1, "O-100"),)
+    assert plan.of(OrderChange) == plan.of(NewRefund) == ()
 
 
 def test_commit_after_a_newer_revision_is_draft_changed(catalog):
@@ -218,7 +219,7 @@ def test_commit_never_silently_reprices(catalog, change):
 def test_commit_after_valid_until_is_quote_expired(catalog):
     draft = catalog.create(quote_ttl=timedelta(minutes=15))
     facts = prepare_submit(catalog, draft).facts
-    assert commit_submit(catalog, draft, facts, now=draft.valid_until).new_order is not None
+    assert commit_submit(catalog, draft, facts, now=draft.valid_until).of(NewOrder)
     with rejected("quote_expired"):
         commit_submit(catalog, draft, facts, now=draft.valid_until + timedelta(microseconds=1))
 
@@ -238,7 +239,7 @@ def test_sufficient_commits_while_stock_still_covers_every_line(catalog, on_hand
     facts = prepare_submit(catalog, draft, stock_check="sufficient").facts
     catalog.change("SKU-A", on_hand=on_hand)
     plan = commit_submit(catalog, draft, facts, stock_check="sufficient")
-    assert plan.stock_changes == (StockChange("SKU-A", on_hand, after),)
+    assert plan.of(StockChange) == (StockChange("SKU-A", on_hand, after),)
 
 
 def test_sufficient_refuses_stock_that_no_longer_covers_a_line(catalog):

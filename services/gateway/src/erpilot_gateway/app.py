@@ -51,7 +51,7 @@ def create_app(settings: GatewaySettings, *, broker=None) -> FastAPI:
     app.state.auth_secret = rules
     app.state.broker = broker
     # Every command to the agent carries the caller's requester assertion, signed with the gateway's key alone.
-    assertions = RequesterAssertions(settings.assertion_key())
+    assertions = RequesterAssertions(settings.assertion_key(), previous=settings.previous_assertion_key())
     app.state.services = Services(broker, settings.request_timeout_seconds, assertions)
     mcp = McpHttp(app.state.services, rules)
     problems.install(app)

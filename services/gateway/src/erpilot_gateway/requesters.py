@@ -37,20 +37,31 @@ def owner_bound(session_id: str) -> bool:
     return OWNER_BOUND.fullmatch(session_id) is not None
 
 
+def _session_key(signing_key: Ed25519PrivateKey) -> bytes:
+    return hmac.new(signing_key.private_bytes_raw(), b"erpilot session owner v1", hashlib.sha256).digest()
+
+
+def _session_mac(session_key: bytes, nonce: str, owner: str) -> str:
+    return hmac.new(session_key, f"{nonce}\n{owner}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
 class RequesterAssertions:
     """Signs one assertion per command: ``sub`` and ``roles`` of the caller, ``session_id`` and the call or run of
     the command. A direct tool call's lives ``call_ttl`` (seconds: ``TOOL_CALL_TTL``), a run's ``run_ttl``."""
 
     def __init__(self, key: Ed25519PrivateKey, *, run_ttl: timedelta = DEFAULT_TTL,
-                 call_ttl: timedelta = TOOL_CALL_TTL):
+                 call_ttl: timedelta = TOOL_CALL_TTL, previous: Ed25519PrivateKey | None = None):
         self.key = key
         self.run_ttl = run_ttl
         self.call_ttl = call_ttl
         # The session MAC key is derived from the assertion signing key: the one secret only the gateway holds
         # and every gateway instance shares, and what a session's owner check stands for anyway (an assertion is
-        # signed after it), so no second secret to configure, and one rotation for both. A new signing key makes
-        # existing ids legacy: their owner is asked of the agent again, and they take no new standing approval.
-        self._session_key = hmac.new(key.private_bytes_raw(), b"erpilot session owner v1", hashlib.sha256).digest()
+        # signed after it), so no second secret to configure. A session id keeps the MAC it was made with, so after
+        # a rotation the ids made under the old key are checked with ``previous``
+        # (ERPILOT_ASSERTION_PREVIOUS_SIGNING_KEY), which signs nothing; without it their owner check fails and
+        # they answer 404 (docs/OPERATIONS.md, Security, "Rotating the requester assertion key").
+        self._session_key = _session_key(key)
+        self._earlier_session_keys = (_session_key(previous),) if previous is not None else ()
 
     def for_call(self, user: User, session_id: str, call_id: str, tool: str, *, args: str | None = None,
                  now: datetime | None = None) -> str:
@@ -86,10 +97,11 @@ class RequesterAssertions:
         bound = OWNER_BOUND.fullmatch(session_id)
         if bound is None:
             return None
-        return hmac.compare_digest(bound.group(2), self._session_mac(bound.group(1), sub))
+        return any(hmac.compare_digest(bound.group(2), _session_mac(key, bound.group(1), sub))
+                   for key in (self._session_key, *self._earlier_session_keys))
 
     def _session_mac(self, nonce: str, owner: str) -> str:
-        return hmac.new(self._session_key, f"{nonce}\n{owner}".encode(), hashlib.sha256).hexdigest()[:32]
+        return _session_mac(self._session_key, nonce, owner)
 
     def run_id(self, session_id: str, message_id: str) -> str:
         """The run a message starts, fixed by the gateway before it signs (the run's assertion names it): the same

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from erpilot_gateway.auth import TokenRules
 from erpilot_platform.assertions import ASSERTION_KEYS_HINT, SIGNING_KEY_ENV
+from erpilot_platform.grants import load_signing_key
 from erpilot_platform.settings import (
     ConfigurationError,
     PlatformSettings,
@@ -35,6 +36,10 @@ class GatewaySettings(PlatformSettings):
     assertion_signing_key: str | None = Field(
         None, description="Base64 raw Ed25519 key the gateway signs requester assertions with (the gateway's alone); "
                           "unset: only in dev mode, the development key file in ERPILOT_DATA_DIR/keys/gateway.")
+    assertion_previous_signing_key: str | None = Field(
+        None, description="After a rotation of ERPILOT_ASSERTION_SIGNING_KEY, the key before it: it signs nothing; "
+                          "the sessions made under it stay their owners' (a session id carries a MAC derived from "
+                          "the key it was made with). Unset: those sessions answer 404.")
 
     @field_validator("auth_issuer", "auth_audience")
     @classmethod
@@ -68,3 +73,12 @@ class GatewaySettings(PlatformSettings):
         """
         return signing_key_setting(self.assertion_signing_key, variable=SIGNING_KEY_ENV, hint=ASSERTION_KEYS_HINT,
                                    stem="assertion", dev_mode=self.dev_mode, data_dir=self.data_dir)
+
+    def previous_assertion_key(self) -> Ed25519PrivateKey | None:
+        """ERPILOT_ASSERTION_PREVIOUS_SIGNING_KEY, if set (a value that does not load stops start-up)."""
+        if not self.assertion_previous_signing_key:
+            return None
+        try:
+            return load_signing_key(self.assertion_previous_signing_key, kind="previous assertion signing")
+        except ValueError as exc:
+            raise ConfigurationError(f"ERPILOT_ASSERTION_PREVIOUS_SIGNING_KEY: {exc}") from None

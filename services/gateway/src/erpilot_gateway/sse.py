@@ -19,12 +19,14 @@ from fastapi import Request
 from sse_starlette.sse import EventSourceResponse
 
 from erpilot_gateway.services import Services
+from erpilot_gateway.summaries import with_summary
 
 KEEPALIVE_SECONDS = 15
 
 
 async def _events(request: Request, services: Services, session_id: str, owner: str, after_seq: int,
                   until: float | None) -> AsyncIterator[dict]:
+    tools: dict[str, str] = {}  # call id -> tool, for the summaries (summaries.with_summary)
     async with services.replay_session(session_id, owner, after_seq) as replay:
         while True:
             if await request.is_disconnected():
@@ -34,7 +36,8 @@ async def _events(request: Request, services: Services, session_id: str, owner: 
                 return  # the token expired
             event = await replay.next(timeout=wait)
             if event is not None:
-                yield {"id": str(event["seq"]), "event": event["type"], "data": json.dumps(event)}
+                yield {"id": str(event["seq"]), "event": event["type"],
+                       "data": json.dumps(with_summary(event, tools))}
 
 
 def session_event_stream(request: Request, session_id: str, owner: str, after_seq: int, *, until: float | None

@@ -6,8 +6,10 @@
 - the 202 of a write tool call names its approval: the gateway watches the session's events from before it sends
   the command, and when the agent answers ``running`` it answers from that call's ``approval_pending`` (or
   ``tool_finished``), else, after its bound, from one look at the call;
-- a cancel sends no withdrawal of its own (the approval service acts on the agent's record of the cancel) and
-  answers each approval's status as its owner reads it, waiting a bounded time for none to be pending.
+- a cancel sends no withdrawal of its own (the approval service acts on the agent's record of the cancel), tells
+  the approval service first that the run ended for standing approvals (``cmd.approval.end_run``: not through the
+  agent, which holds the run's assertion), and answers each approval's status as its owner reads it, waiting a
+  bounded time for none to be pending.
 
 The gateway runs in-process with its services replaced by a fake that records every request.
 """
@@ -72,6 +74,9 @@ class Stack:
             return {"run_id": "run_1"}
         if subject == subjects.AGENT_CMD_CANCEL_RUN:
             return {"run_id": payload.run_id, "status": "cancelled", "pending_ids": list(self.approvals)}
+        if subject == subjects.APPROVAL_CMD_END_RUN:
+            return {"session_id": payload.session_id, "run_id": payload.run_id, "standing_approved": 0,
+                    "ended_at": "2026-10-01T12:00:00Z", "ended_by": payload.owner}
         if subject == subjects.AGENT_CMD_TOOL_CALL:
             return view(payload, self.call_status)
         if subject == subjects.AGENT_QUERY_TOOL_CALL:
@@ -110,12 +115,12 @@ def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or
     _, [(_, call)] = stack.post(f"/v1/sessions/{session_id}/tool-calls",
                                 {"tool": "get_product", "arguments": {"sku": "SKU-PEN-BLUE"}})
     _, [(_, message)] = stack.post(f"/v1/sessions/{session_id}/messages", {"text": "hi"}, key="m-1")
-    _, [(_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/run_1/cancel", {})
+    _, [(_, ended), (_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/run_1/cancel", {})
 
     assert create.assertion is None  # creating a session vouches for nothing
     bound = ((call, {"call_id": call.call_id, "tool": call.tool}),
              (message, {"call_id": f"{message.run_id}:call_0", "tool": "adjust_stock"}),
-             (cancel, {"run_id": "run_1"}))
+             (cancel, {"run_id": "run_1"}), (ended, {"run_id": "run_1"}))
     for cmd, covered in bound:
         requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice", **covered)
         assert requester.roles == ("requester", "approver") and cmd.owner == "alice"
@@ -183,7 +188,7 @@ def test_a_session_the_gateway_bound_to_its_owner_is_checked_by_its_mac_not_by_t
     response, sent = stack.post(f"/v1/sessions/{session_id}/{path}", body, who="mallory")
     assert (response.status_code, response.json()["code"], sent) == (404, "not_found", [])
     _, sent = stack.post(f"/v1/sessions/{session_id}/{path}", body)
-    assert [cmd.owner for _, cmd in sent] == ["alice"]
+    assert {cmd.owner for _, cmd in sent} == {"alice"}  # a cancel: to the approval service and to the agent
     assert all(subject != subjects.AGENT_QUERY_SESSION for subject, _ in stack.services.queries)  # no hop
 
     # the same id with another MAC, or one for mallory's own name, is nobody's
@@ -257,7 +262,12 @@ def test_a_cancel_sends_no_withdrawal_and_answers_each_approval_once_none_is_pen
     stack.approvals = {"pa_1": ["pending", "pending", "withdrawn"], "pa_2": ["approved"]}
     response, sent = stack.post("/v1/sessions/ses_1/runs/run_1/cancel", {})
 
-    assert [subject for subject, _ in sent] == [subjects.AGENT_CMD_CANCEL_RUN]  # one path: the agent's event
+    # The approval service hears that the run ended from the gateway before the agent is asked (the agent could
+    # withhold its own record of the cancel); the withdrawal itself has one path: the agent's event.
+    assert [subject for subject, _ in sent] == [subjects.APPROVAL_CMD_END_RUN, subjects.AGENT_CMD_CANCEL_RUN]
+    (_, ended), (_, cancel) = sent
+    assert (ended.session_id, ended.run_id, ended.owner, ended.assertion) == (
+        "ses_1", "run_1", "alice", cancel.assertion)
     assert response.json() == {"run_id": "run_1", "status": "cancelled", "approvals": [
         {"pending_id": "pa_1", "status": "withdrawn"}, {"pending_id": "pa_2", "status": "approved"}]}
     reads = [query.pending_id for subject, query in stack.services.queries if subject == subjects.APPROVAL_QUERY_GET]

@@ -25,7 +25,7 @@ MESSAGING = ("faststream", "nats", "erpilot_platform.broker", "erpilot_platform.
 DATABASE = ("sqlalchemy", "asyncpg", "alembic", "erpilot_platform.db", "erpilot_platform.uow",
             "erpilot_platform.outbox", "erpilot_platform.inbox")
 SHARED_BY_EDGES = ("erpilot_gateway.tool_calls", "erpilot_gateway.catalogue", "erpilot_gateway.sse",
-                   "erpilot_gateway.bodies")
+                   "erpilot_gateway.bodies", "erpilot_gateway.summaries")
 
 
 def _everything_but(*kept: str) -> list[str]:

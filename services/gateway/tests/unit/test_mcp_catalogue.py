@@ -50,6 +50,17 @@ def test_annotations_follow_the_kind_and_what_a_repeat_does():
     assert tools[STATUS_TOOL].read_only_hint
 
 
+def test_hints_and_meta_are_the_tools_catalog_traits():
+    tools = {t.name: t for t in mcp_tools(items({}))}
+    for name, spec in TOOLS.items():
+        assert tools[name].annotations.idempotent_hint is spec.traits.repeat_safe, name
+        meta = tools[name].meta["erpilot.dev/policy"]
+        assert (meta["money_out"], meta["risk"]) == (spec.traits.money_out, spec.traits.default_risk.value), name
+    credit = tools["issue_credit_note"]
+    assert credit.annotations.destructive_hint and not credit.annotations.idempotent_hint
+    assert credit.meta["erpilot.dev/policy"]["money_out"] is True
+
+
 def test_sessions_are_per_subject_and_connection():
     assert derived_session_id("alice", "session:1") == derived_session_id("alice", "session:1")
     assert derived_session_id("alice", "session:1") != derived_session_id("bob", "session:1")

@@ -1,5 +1,6 @@
 """The gateway's requester assertion is bound to one tool call or one run, lasts its ttl (a direct call's:
-seconds), but never past the signed-in token's own expiry."""
+seconds), but never past the signed-in token's own expiry; a session id's owner MAC survives a rotation of the
+signing key while the previous key is configured."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_gateway.auth import User
 from erpilot_gateway.requesters import RequesterAssertions
+from erpilot_gateway.settings import GatewaySettings
 from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL
-from erpilot_platform.grants import load_signing_key, new_keypair_env
+from erpilot_platform.grants import encode_signing_key, load_signing_key, new_keypair_env
+from erpilot_platform.settings import ConfigurationError
 
 pytestmark = pytest.mark.unit
 
@@ -56,3 +60,26 @@ def test_a_run_id_is_fixed_by_session_and_message_and_unpredictable_without_the_
     assert len({run_id, assertions.run_id("ses_1", "m-2"), assertions.run_id("ses_2", "m-1")}) == 3
     other_key = load_signing_key(new_keypair_env("ERPILOT_ASSERTION")["ERPILOT_ASSERTION_SIGNING_KEY"])
     assert RequesterAssertions(other_key).run_id("ses_1", "m-1") != run_id
+
+
+def test_after_a_key_rotation_the_sessions_made_under_the_previous_key_stay_their_owners_only_with_it():
+    """A session id carries a MAC derived from the signing key it was made with: rotated without the previous key,
+    every existing session is nobody's (404); with ERPILOT_ASSERTION_PREVIOUS_SIGNING_KEY it stays its owner's."""
+    old, new = KEY, Ed25519PrivateKey.generate()
+    made_before = RequesterAssertions(old).new_session_id("alice")
+
+    assert RequesterAssertions(new).session_owner(made_before, "alice") is False  # no previous key: 404
+    rotated = RequesterAssertions(new, previous=old)
+    assert rotated.session_owner(made_before, "alice") is True
+    assert rotated.session_owner(made_before, "mallory") is False
+    made_after = rotated.new_session_id("bob")  # new ids are made under the new key alone
+    assert (rotated.session_owner(made_after, "bob"), RequesterAssertions(old).session_owner(made_after, "bob")) == (
+        True, False)
+
+
+def test_the_previous_assertion_key_is_optional_and_a_bad_one_stops_start_up():
+    assert GatewaySettings().previous_assertion_key() is None
+    loaded = GatewaySettings(assertion_previous_signing_key=encode_signing_key(KEY)).previous_assertion_key()
+    assert loaded.private_bytes_raw() == KEY.private_bytes_raw()
+    with pytest.raises(ConfigurationError, match="ERPILOT_ASSERTION_PREVIOUS_SIGNING_KEY"):
+        GatewaySettings(assertion_previous_signing_key="not-a-key").previous_assertion_key()

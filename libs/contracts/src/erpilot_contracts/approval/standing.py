@@ -61,3 +61,25 @@ class StandingApprovalPageV1(Message):
     """The answer to a ``ListStandingApprovalsV1``: newest first."""
 
     items: list[StandingApprovalV1]
+
+
+class EndRunV1(Message):
+    """The run's owner cancelled ``run_id`` (``POST /v1/sessions/{sid}/runs/{run_id}/cancel``): from now on no
+    standing approval approves a call of that run (``<run_id>:*``); such a request waits for a person. Sent by the
+    gateway after its ownership check, with the cancel's assertion (purpose ``cancel``), before it asks the agent
+    to cancel: the agent, which holds the run's assertion, neither carries nor can withhold it."""
+
+    session_id: str
+    run_id: str
+    owner: str = Field(description="The session's owner, who cancelled the run (the assertion must name them).")
+    assertion: str = Field(description="The gateway's assertion of the cancel of this run (purpose cancel).")
+
+
+class StandingRunV1(Message):
+    """What standing approvals did for one chat run: how many of its writes they approved, and whether it ended."""
+
+    session_id: str
+    run_id: str
+    standing_approved: int = Field(description="Writes of the run a standing approval voted for.")
+    ended_at: datetime | None = None
+    ended_by: str | None = None

@@ -29,7 +29,20 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from erpilot_agent.domain.erp_projection import DRAFT_TOOLS, READ_TOOLS, SEARCH_TOOLS, LineFocus
+from erpilot_agent.domain.erp_projection import (
+    DRAFT_TOOLS,
+    ORDER_TOOLS,
+    PRODUCT_TOOLS,
+    READ_TOOLS,
+    SEARCH_TOOLS,
+    LineFocus,
+)
+from erpilot_contracts.tools.v1 import TOOLS, ResultKind, ToolKind
+
+TASK_TOOLS = frozenset(name for name, spec in TOOLS.items() if spec.traits.result_kind is ResultKind.TASK)
+SUBMITS_A_DRAFT = frozenset(name for name, spec in TOOLS.items()
+                            if spec.kind is ToolKind.WRITE and spec.traits.object_key == "draft_id")
+"""Writes on a draft: once one succeeds, the draft is no longer open (it became an order)."""
 
 DUPLICATE, SUPERSEDED_READ, LISTING, SUPERSEDED_REVISION, BY_AGE, KEPT = range(1, 7)
 CLASS_NAMES = {DUPLICATE: "duplicate", SUPERSEDED_READ: "superseded", LISTING: "listing",
@@ -116,7 +129,7 @@ def _is_page(obs: Observation) -> bool:
 def _revision_of(obs: Observation) -> tuple[str, int, bool] | None:
     """(draft_id, revision, open) of the draft revision a result holds, or None."""
     draft = obs.result
-    if obs.tool == "get_order_task":
+    if obs.tool in TASK_TOOLS:
         draft = obs.result.get("draft") if obs.result.get("status") == "ok" else None
     elif obs.tool not in DRAFT_TOOLS:
         return None
@@ -130,15 +143,14 @@ def _revision_of(obs: Observation) -> tuple[str, int, bool] | None:
 
 def _object_key(obs: Observation) -> tuple[str, str] | None:
     """The object a read shows (or a succeeded write returns), for superseded reads."""
-    if obs.tool in ("get_product", "adjust_stock"):
+    if obs.tool not in READ_TOOLS and obs.status != "succeeded":
+        return None  # a write that did not happen shows nothing newer
+    if obs.tool in PRODUCT_TOOLS:
         sku = obs.arguments.get("sku")
-        return None if sku is None or (obs.tool == "adjust_stock" and obs.status != "succeeded") \
-            else ("product", str(sku))
-    if obs.tool in ("get_order", "submit_order", "cancel_order"):
+        return None if sku is None else ("product", str(sku))
+    if obs.tool in ORDER_TOOLS:
         order_id = obs.arguments.get("order_id") or obs.result.get("order_id")
-        if order_id is None or (obs.tool != "get_order" and obs.status != "succeeded"):
-            return None
-        return "order", str(order_id)
+        return None if order_id is None else ("order", str(order_id))
     return None
 
 
@@ -150,7 +162,7 @@ class _Drafts:
         self.open: dict[str, bool] = {}
 
     def see(self, obs: Observation) -> None:
-        if obs.tool == "get_order_task" and obs.status == "succeeded":
+        if obs.tool in TASK_TOOLS and obs.status == "succeeded":
             task = obs.result
             listed = {c.get("draft_id"): c.get("revision") for c in task.get("candidates") or []
                       if isinstance(c, dict)} if task.get("status") == "ambiguous" else {}
@@ -162,7 +174,7 @@ class _Drafts:
         held = _revision_of(obs)
         if held is not None:
             self._observe(*held)
-        if obs.tool == "submit_order" and obs.status == "succeeded":
+        if obs.tool in SUBMITS_A_DRAFT and obs.status == "succeeded":
             self.open[str(obs.arguments.get("draft_id"))] = False
 
     def _observe(self, draft_id: str, revision: int, is_open: bool) -> None:
@@ -201,16 +213,16 @@ def classify(observations: list[Observation], user_texts: list[str]) -> Relevanc
         held = _revision_of(obs)
         if held is not None and not _is_page(obs) and held[1] == drafts.revision[held[0]]:
             keeper[held[0]] = obs
-    tasks = [obs for obs in observations if obs.tool == "get_order_task"]
+    tasks = [obs for obs in observations if obs.tool in TASK_TOOLS]
     latest_task = tasks[-1] if tasks else None
 
     for obs in observations:
         if obs.call_id in classes:
             continue
         key, held = _object_key(obs), _revision_of(obs)
-        if obs.tool == "get_order_task" and latest_task is not None and obs is not latest_task:
+        if obs.tool in TASK_TOOLS and latest_task is not None and obs is not latest_task:
             classes[obs.call_id], later[obs.call_id] = SUPERSEDED_READ, latest_task.call_id
-        elif obs.tool in ("get_product", "get_order") and key is not None and newest_object[key] is not obs:
+        elif obs.tool in READ_TOOLS and key is not None and newest_object[key] is not obs:
             classes[obs.call_id], later[obs.call_id] = SUPERSEDED_READ, newest_object[key].call_id
         elif held is not None and obs is not latest_task and keeper.get(held[0]) is not obs and (
                 held[1] < drafts.revision[held[0]] or not _is_page(obs)):
@@ -238,7 +250,7 @@ def classify(observations: list[Observation], user_texts: list[str]) -> Relevanc
 
 
 def _result_lines(obs: Observation) -> list[dict[str, Any]]:
-    draft = obs.result.get("draft") if obs.tool == "get_order_task" else obs.result
+    draft = obs.result.get("draft") if obs.tool in TASK_TOOLS else obs.result
     lines = draft.get("lines") if isinstance(draft, dict) else None
     return [line for line in lines or [] if isinstance(line, dict)]
 

@@ -1,8 +1,9 @@
 """Structural summaries of ERP tool results, used by the context view when a result is too large.
 
-The summariser is chosen by the tool name of the call, never by the result's content, so a result
-cannot pick its own projection. A summary keeps what the model needs to act on later (identity,
-revision, customer, note, every line's item number, SKU and quantity, totals) and is marked
+The summariser is chosen by the call's tool, through its result kind in the catalog (a trait, never a tool
+name matched here), never by the result's content, so a result cannot pick its own projection. A summary
+keeps what the model needs to act on later (identity, revision, customer, note, every line's item number,
+SKU and quantity, totals) and is marked
 ``projected`` and ``refresh_required``: it is a historical observation, not current state.
 
 A draft (or order) too long even for that is projected *compactly*: the summary with only the lines the
@@ -17,21 +18,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from erpilot_agent.domain.history import OUTCOME_STATUSES
+from erpilot_contracts.tools.v1 import TOOLS, ResultKind, ToolKind
 
-DRAFT_TOOLS = frozenset({
-    "get_draft", "create_order_draft", "update_draft_line", "add_draft_line", "remove_draft_line",
-    "set_draft_note",
-})
-ORDER_TOOLS = frozenset({"get_order", "submit_order", "cancel_order"})
-SEARCH_TOOLS = frozenset({"search_customers", "search_products"})
-SMALL_TOOLS = frozenset({"get_product", "adjust_stock", "refund_payment"})
+
+def _tools_with(kind: ResultKind) -> frozenset[str]:
+    return frozenset(name for name, spec in TOOLS.items() if spec.traits.result_kind is kind)
+
+
+def result_kind(tool: str) -> ResultKind | None:
+    """The catalog's result kind of ``tool`` (None for a name the catalog does not know)."""
+    spec = TOOLS.get(tool)
+    return spec.traits.result_kind if spec is not None else None
+
+
+DRAFT_TOOLS = _tools_with(ResultKind.DRAFT)
+ORDER_TOOLS = _tools_with(ResultKind.ORDER)
+SEARCH_TOOLS = _tools_with(ResultKind.LISTING)
+PRODUCT_TOOLS = _tools_with(ResultKind.PRODUCT)
+DOCUMENT_TOOLS = frozenset(name for name, spec in TOOLS.items() if spec.traits.result_kind.document)
 
 PRODUCT_KEYS = ("sku", "name", "status", "price_minor", "currency", "on_hand")
-REFUND_KEYS = ("refund_id", "order_id", "amount_minor", "currency", "remaining_minor")
+DOCUMENT_KEYS = ("order_id", "amount_minor", "currency", "remaining_minor")
+"""A document's keys besides its id (``ResultKind.id_key``): a refund, a credit note."""
 ITEM_KEYS = ("customer_id", "sku", "order_id", "draft_id", "name", "status")
 CANDIDATE_KEYS = ("draft_id", "revision", "customer_id", "customer_name", "total_amount_minor", "currency")
-READ_TOOLS = frozenset({"search_customers", "search_products", "get_product", "get_order", "get_order_task",
-                        "get_draft"})
+READ_TOOLS = frozenset(name for name, spec in TOOLS.items() if spec.kind is ToolKind.READ)
 PAGE_SIZE = 50  # lines per get_draft page suggested to the model: a page's summary stays near 2.5 kB
 
 
@@ -145,14 +156,17 @@ def summarise_result(tool: str, result: dict[str, Any], focus: LineFocus | None 
         return summarise_draft(result, focus)
     if tool in ORDER_TOOLS:
         return summarise_order(result, focus)
-    if tool == "get_order_task":
+    if result_kind(tool) is ResultKind.TASK:
         return summarise_task(result, focus)
     if tool in SEARCH_TOOLS:
         return summarise_items(result, named, compact=focus is not None)
     if focus is not None:
         return None
-    if tool in SMALL_TOOLS:
-        return _pick(result, REFUND_KEYS if tool == "refund_payment" else PRODUCT_KEYS)
+    if tool in PRODUCT_TOOLS:
+        return _pick(result, PRODUCT_KEYS)
+    kind = result_kind(tool)
+    if kind is not None and kind.document:
+        return _pick(result, (kind.id_key, *DOCUMENT_KEYS))
     return None
 
 
@@ -195,8 +209,8 @@ def reread_call(tool: str, arguments: dict[str, Any], result: dict[str, Any]) ->
         return {"tool": "get_draft", "arguments": again}
     if tool in READ_TOOLS:
         return {"tool": tool, "arguments": arguments}
-    if tool in ORDER_TOOLS | {"refund_payment"} and result.get("order_id") is not None:
+    if tool in ORDER_TOOLS | DOCUMENT_TOOLS and result.get("order_id") is not None:
         return {"tool": "get_order", "arguments": {"order_id": result["order_id"]}}
-    if tool == "adjust_stock" and result.get("sku") is not None:
+    if tool in PRODUCT_TOOLS and result.get("sku") is not None:
         return {"tool": "get_product", "arguments": {"sku": result["sku"]}}
     return None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from erpilot_agent.domain.erp_projection import result_kind
 from erpilot_agent.domain.history import Exchange, outcome_of
 from erpilot_agent.domain.money import format_minor
+from erpilot_contracts.tools.v1 import ResultKind
 
 _MAX_LISTED = 10
 
@@ -71,23 +73,25 @@ def _describe_order(order: dict[str, Any]) -> str:
             f"refunded {_money(order, 'refunded_minor')}.")
 
 
-def _describe_refund(refund: dict[str, Any]) -> str:
-    return (f"Refund {refund.get('refund_id')} of {_money(refund, 'amount_minor')} on order "
-            f"{refund.get('order_id')}; {_money(refund, 'remaining_minor')} remains refundable.")
+def _describe_document(kind: ResultKind, document: dict[str, Any]) -> str:
+    """A refund or a credit note: money booked against an order."""
+    return (f"{kind.label} {document.get(kind.id_key)} of {_money(document, 'amount_minor')} on order "
+            f"{document.get('order_id')}; {_money(document, 'remaining_minor')} remains {kind.remains}.")
 
 
 def describe_result(tool: str, result: dict[str, Any]) -> str:
     """What a succeeded tool returned, in one short paragraph."""
-    if tool == "get_order_task":
+    kind = result_kind(tool)
+    if kind is ResultKind.TASK:
         return _describe_task(result)
-    if tool in ("search_customers", "search_products"):
+    if kind is ResultKind.LISTING:
         return _describe_items(tool, result)
-    if tool in ("get_product", "adjust_stock"):
+    if kind is ResultKind.PRODUCT:
         return _describe_product(result)
-    if tool in ("get_order", "submit_order", "cancel_order"):
+    if kind is ResultKind.ORDER:
         return _describe_order(result)
-    if tool == "refund_payment":
-        return _describe_refund(result)
+    if kind is not None and kind.document:
+        return _describe_document(kind, result)
     if "draft_id" in result:
         return describe_draft(result)
     return f"{tool} returned {result}."

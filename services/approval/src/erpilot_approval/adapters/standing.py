@@ -10,7 +10,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from erpilot_approval.adapters.tables import standing_approvals as table
+from erpilot_approval.adapters.tables import standing_runs as runs
 from erpilot_approval.domain.standing import StandingApproval
+from erpilot_approval.domain.standing_runs import StandingRun
 
 
 def _to_domain(row: Any) -> StandingApproval:
@@ -54,3 +56,19 @@ async def in_force(conn: AsyncConnection, now: datetime, *, giver: str | None = 
     if lock:
         stmt = stmt.with_for_update(read=True)
     return [_to_domain(row) for row in await conn.execute(stmt)]
+
+
+async def run(conn: AsyncConnection, session_id: str, run_id: str) -> StandingRun:
+    """The run's row, inserted if missing, locked FOR UPDATE (a concurrent insert of the same run waits for the
+    first and then finds its row)."""
+    await conn.execute(insert(runs).values(session_id=session_id, run_id=run_id)
+                       .on_conflict_do_nothing(index_elements=[runs.c.session_id, runs.c.run_id]))
+    row = (await conn.execute(select(runs).where(runs.c.session_id == session_id, runs.c.run_id == run_id)
+                              .with_for_update())).one()
+    return StandingRun(session_id=row.session_id, run_id=row.run_id, approved=row.approved, ended_at=row.ended_at,
+                       ended_by=row.ended_by)
+
+
+async def save_run(conn: AsyncConnection, run: StandingRun) -> None:
+    await conn.execute(runs.update().where(runs.c.session_id == run.session_id, runs.c.run_id == run.run_id)
+                       .values(approved=run.approved, ended_at=run.ended_at, ended_by=run.ended_by))

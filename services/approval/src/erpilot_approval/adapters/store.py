@@ -22,6 +22,7 @@ from erpilot_approval.domain.audit import AuditRow, Checkpoint
 from erpilot_approval.domain.delegation import Delegation, RoleScope
 from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.standing import StandingApproval
+from erpilot_approval.domain.standing_runs import StandingRun
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts.approval.v1 import GrantV1
@@ -203,6 +204,12 @@ class SqlStandingApprovals:
     async def in_force(self, now: datetime, *, giver: str | None = None, session_id: str | None = None,
                        tool: str | None = None, lock: bool = False) -> list[StandingApproval]:
         return await standing.in_force(self.conn, now, giver=giver, session_id=session_id, tool=tool, lock=lock)
+
+    async def run(self, session_id: str, run_id: str) -> StandingRun:
+        return await standing.run(self.conn, session_id, run_id)
+
+    async def save_run(self, run: StandingRun) -> None:
+        await standing.save_run(self.conn, run)
 
 
 class SqlApprovalWork:

@@ -173,6 +173,16 @@ standing_approvals = Table(
 )
 Index("standing_approvals_session_tool", standing_approvals.c.session_id, standing_approvals.c.tool)
 
+# What standing approvals did for one chat run (domain/standing_runs.py): writes they approved, and the run's end.
+standing_runs = Table(
+    "standing_runs", metadata,
+    Column("session_id", String(100), primary_key=True),
+    Column("run_id", String(100), primary_key=True),
+    Column("approved", Integer, nullable=False, server_default="0"),
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+    Column("ended_by", String(200), nullable=True),
+)
+
 # Outgoing webhooks (service_layer/webhooks.py): one row per (event, endpoint), written when the event is
 # consumed, delivered by the dispatcher; the row is also the dead letter once it gives up.
 webhook_deliveries = Table(

@@ -25,7 +25,7 @@ from erpilot_approval.domain.votes import (
     voting_role,
 )
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
-from erpilot_contracts.tools.v1 import TOOLS, ToolKind
+from erpilot_contracts.tools.v1 import TOOLS, Risk
 
 # The only accepted actions and the status each one leads to.
 ACTION_STATUS = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
@@ -168,11 +168,12 @@ def preview_amount(preview: dict[str, Any]) -> int | None:
 
 
 def risk_of(tool: str, amount_minor: int | None) -> str:
-    """high: money leaves or a large amount; medium: any other write; low: reads and drafts."""
+    """The tool's ``default_risk`` (high: money leaves; medium: any other write; low: reads and drafts), raised to
+    high by a large amount."""
     spec = TOOLS.get(tool)
-    if tool == "refund_payment" or (amount_minor is not None and amount_minor >= HIGH_RISK_AMOUNT_MINOR):
-        return "high"
-    return "medium" if spec is not None and spec.kind is ToolKind.WRITE else "low"
+    if amount_minor is not None and amount_minor >= HIGH_RISK_AMOUNT_MINOR:
+        return Risk.HIGH.value
+    return spec.traits.default_risk.value if spec is not None else Risk.LOW.value
 
 
 def decide(

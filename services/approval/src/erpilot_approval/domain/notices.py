@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from erpilot_contracts.tools.v1 import TOOLS
+
 
 def money(amount_minor: int | None, currency: str | None) -> str:
     if amount_minor is None or currency is None:
@@ -24,14 +26,14 @@ def escape(text: Any) -> str:
 def subject(tool: str, arguments: dict[str, Any], preview: dict[str, Any]) -> str:
     """What the operation is: "Refund 120.00 EUR on O-5101", "Order 57.60 EUR for Nordwind …"."""
     amount = money(preview.get("amount_minor"), preview.get("currency"))
-    if tool == "refund_payment":
-        return f"Refund {amount} on {escape(arguments.get('order_id'))}"
-    if tool == "submit_order":
-        return f"Order {amount} for {escape(preview.get('target', ''))}".replace("  ", " ")
-    if tool == "cancel_order":
-        return f"Cancellation of {escape(arguments.get('order_id'))}"
-    if tool == "adjust_stock":
-        return f"Stock change {arguments.get('delta', 0):+d} on {escape(arguments.get('sku'))}"
+    spec = TOOLS.get(tool)
+    if spec is not None and spec.traits.headline:  # the tool's own headline (a catalog trait)
+        values = {key: value if isinstance(value, int) else escape(value) for key, value in arguments.items()}
+        values |= {"amount": amount, "target": escape(preview.get("target", ""))}
+        try:
+            return " ".join(spec.traits.headline.format_map(values).split())
+        except (KeyError, ValueError, TypeError):
+            pass  # arguments that do not fit the headline (never from the ledger): the generic line
     return " ".join(p for p in (escape(preview.get("operation", tool)), amount, escape(preview.get("object", ""))) if p)
 
 

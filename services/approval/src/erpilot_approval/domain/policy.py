@@ -12,6 +12,7 @@ from erpilot_approval.domain import policy_values as parse
 from erpilot_approval.domain.chat import parse_chat_url
 from erpilot_approval.domain.people import Contact, parse_contacts, parse_people
 from erpilot_approval.domain.policy_values import PolicyError
+from erpilot_approval.domain.standing_runs import DEFAULT_MAX_WRITES_PER_RUN
 from erpilot_approval.domain.webhooks import Webhook, WebhookConfigError, parse_webhooks
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 
@@ -19,7 +20,8 @@ ACTIONS = ("allow", "require_approval", "deny")
 STOCK_CHECKS = ("exact", "sufficient")
 DEFAULT_TTL = timedelta(minutes=15)
 
-_TOP_KEYS = ("defaults", "tools", "webhooks", "people", "channels")
+_TOP_KEYS = ("defaults", "tools", "webhooks", "people", "channels", "standing")
+_STANDING_KEYS = ("max_writes_per_run",)
 _DEFAULTS_KEYS = ("ttl",)
 _TOOL_KEYS = ("action", "roles", "ttl", "separation_of_duties", "rules", "stock_check", "warn_before",
               "approvals_required", "rejections_to_reject", "escalate_after", "escalate_to")
@@ -110,6 +112,8 @@ class Policy:
     people: dict[str, tuple[str, ...]] | None = None  # [people.<sub>] roles (``domain.people``); None: no table
     contacts: dict[str, Contact] = field(default_factory=dict)  # [people.<sub>] email / chat_id
     chat_url: str | None = None  # [channels.chat] url: where approval cards are posted (``domain.chat``)
+    # [standing] max_writes_per_run: the writes of one chat run standing approvals approve (``domain.standing_runs``)
+    max_writes_per_run: int = DEFAULT_MAX_WRITES_PER_RUN
 
     def for_tool(self, name: str) -> ToolPolicy:
         """The tool's policy; a tool not in the catalog is denied."""
@@ -148,7 +152,18 @@ def load_policy(text: str | None) -> Policy:
     contacts = parse_contacts(raw["people"]) if "people" in raw else {}
     chat_url = parse_chat_url(raw["channels"]) if "channels" in raw else None
     return Policy(tools=tools, default_ttl=default_ttl, version=_version(tools), webhooks=webhooks, people=people,
-                  contacts=contacts, chat_url=chat_url)
+                  contacts=contacts, chat_url=chat_url, max_writes_per_run=_max_writes_per_run(raw))
+
+
+def _max_writes_per_run(raw: dict[str, Any]) -> int:
+    """``[standing] max_writes_per_run``: a whole number, 0 or more (0: standing approvals approve no chat run's
+    writes, only direct calls'); default ``DEFAULT_MAX_WRITES_PER_RUN``."""
+    standing = parse.table(raw.get("standing", {}), "standing")
+    parse.reject_unknown_keys(standing, _STANDING_KEYS, "standing.")
+    value = standing.get("max_writes_per_run", DEFAULT_MAX_WRITES_PER_RUN)
+    if type(value) is not int or value < 0:  # bool is an int in Python; `true` is not a count
+        raise PolicyError(f"standing.max_writes_per_run: expected an integer >= 0, got {value!r}")
+    return value
 
 
 def parse_duration(value: Any, path: str) -> timedelta:
@@ -157,22 +172,21 @@ def parse_duration(value: Any, path: str) -> timedelta:
 
 
 def _builtin(name: str) -> dict[str, Any]:
-    """The SPEC §6 defaults for one tool: reads and drafts allowed, writes need these roles, and no party to a
-    write (its requester, any editor) may approve it (SPEC §10: separation of duties is the default for every
-    write tool; a policy turns it off per tool with ``separation_of_duties = false``)."""
-    if TOOLS[name].kind is not ToolKind.WRITE:
+    """The SPEC §6 defaults for one tool, from its catalog traits: reads and drafts allowed, a write needs its
+    ``default_roles`` (narrowed by its ``default_amount_rule``), and no party to a write (its requester, any editor)
+    may approve it (SPEC §10: separation of duties is the default for every write tool; a policy turns it off per
+    tool with ``separation_of_duties = false``)."""
+    spec = TOOLS[name]
+    if spec.kind is not ToolKind.WRITE:
         return {"action": "allow", "roles": ()}
-    writes: dict[str, dict[str, Any]] = {
-        "submit_order": {
-            "roles": ("approver", "manager"),
-            "rules": (AmountRule(1_000_000, ("manager",)),),
-            "stock_check": "exact",
-        },
-        "cancel_order": {"roles": ("approver",)},
-        "adjust_stock": {"roles": ("manager",)},
-        "refund_payment": {"roles": ("manager",)},
-    }
-    return {"action": "require_approval", "separation_of_duties": True, **writes[name]}
+    traits = spec.traits
+    builtin: dict[str, Any] = {"action": "require_approval", "separation_of_duties": True,
+                               "roles": traits.default_roles}
+    if traits.default_amount_rule is not None:
+        builtin["rules"] = (AmountRule(*traits.default_amount_rule),)
+    if traits.takes_stock_check:
+        builtin["stock_check"] = "exact"
+    return builtin
 
 
 def _tool_table(name: str, value: Any) -> dict[str, Any]:
@@ -200,8 +214,9 @@ def _tool_table(name: str, value: Any) -> dict[str, Any]:
         elif key in _QUORUM_KEYS:
             parsed[key] = parse.quorum(item, path)
         elif key == "stock_check":
-            if name != "submit_order":
-                raise PolicyError(f"{path}: only tools.submit_order takes stock_check")
+            if not TOOLS[name].traits.takes_stock_check:
+                takers = ", ".join(f"tools.{n}" for n, spec in TOOLS.items() if spec.traits.takes_stock_check)
+                raise PolicyError(f"{path}: only {takers} takes stock_check")
             parsed[key] = parse.choice(item, STOCK_CHECKS, path)
     return parsed
 

@@ -45,6 +45,7 @@ HANDLERS = {
     endpoints.APPROVAL_DELEGATIONS: delegations.list_delegations,
     endpoints.APPROVAL_STAND: standing.give_standing,
     endpoints.APPROVAL_REVOKE_STANDING: standing.revoke_standing,
+    endpoints.APPROVAL_END_RUN: standing.end_run,
     endpoints.APPROVAL_STANDING: standing.list_standing,
 }
 

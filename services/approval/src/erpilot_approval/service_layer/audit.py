@@ -10,6 +10,7 @@ from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.audit import Checkpoint
 from erpilot_approval.domain.delegation import Delegation
 from erpilot_approval.domain.standing import StandingApproval
+from erpilot_approval.domain.standing_runs import StandingRun
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, AuditLog
 from erpilot_contracts.approval.v1 import GrantV1
@@ -101,6 +102,23 @@ def _standing_data(standing: StandingApproval) -> dict:
             "tool": standing.tool, "max_amount_minor": standing.max_amount_minor, "roles": list(standing.roles),
             "until": standing.until.isoformat(),
             "revoked_at": standing.revoked_at.isoformat() if standing.revoked_at else None}
+
+
+async def standing_withheld(trail: AuditLog, approval: PendingApproval, decider: str, run: StandingRun, reason: str,
+                            *, limit: int) -> None:
+    """A standing approval (``decider``) covered a call of a chat run but did not vote: the run ended, or standing
+    approvals approved ``limit`` of its writes already (``domain.standing_runs``). The approval waits for a person."""
+    await _add(trail, "standing_withheld", approval, decider, {
+        "reason": reason, "run_id": run.run_id, "call_id": approval.call_id, "session_id": approval.session_id,
+        "standing_approved": run.approved, "max_writes_per_run": limit,
+        "run_ended_at": run.ended_at.isoformat() if run.ended_at else None})
+
+
+async def run_ended(trail: AuditLog, run: StandingRun) -> None:
+    """The owner ended a chat run: no standing approval approves a call of it any more."""
+    await trail.append("run_ended", pending_id=None, operation_id=None, actor=run.ended_by, data={
+        "session_id": run.session_id, "run_id": run.run_id, "standing_approved": run.approved,
+        "ended_at": run.ended_at.isoformat() if run.ended_at else None})
 
 
 async def operation_finished(trail: AuditLog, status: OperationStatusV1, approval: PendingApproval | None) -> None:

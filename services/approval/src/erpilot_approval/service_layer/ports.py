@@ -34,6 +34,7 @@ from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.people import Directory
 from erpilot_approval.domain.policy import Policy
 from erpilot_approval.domain.standing import StandingApproval
+from erpilot_approval.domain.standing_runs import StandingRun
 from erpilot_approval.domain.votes import Vote
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1
@@ -249,6 +250,13 @@ class StandingApprovals(Protocol):
                        tool: str | None = None, lock: bool = False) -> list[StandingApproval]:
         """In force at ``now``, oldest first; ``lock`` holds them (shared): a revocation waits for their use."""
         ...
+
+    async def run(self, session_id: str, run_id: str) -> StandingRun:
+        """The run's row, created if it has none, and held (exclusive) until the unit of work ends: a request of
+        the run and its end come one after the other, and two requests of a run count one after the other."""
+        ...
+
+    async def save_run(self, run: StandingRun) -> None: ...
 
 
 class Work(Protocol):

@@ -19,7 +19,9 @@ What is checked here:
 5. the policy in force (tool known and requiring approval, schema version, normalised arguments, fingerprint):
    a refusal stores nothing and emits ``evt.approval.request_refused``, so the agent can finish the call;
 6. a new approval (not an edited version) that a standing approval in force covers is approved in the same
-   transaction (``standing.approve_at_once``), its commit leaving through the outbox as a person's decision's does.
+   transaction (``standing.approve_at_once``), its commit leaving through the outbox as a person's decision's does;
+   a call of a chat run (the run its assertion vouches for, never the call id's word) only while the run has not
+   ended and has had fewer than ``[standing] max_writes_per_run`` writes approved so.
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ from erpilot_approval.domain.policy import Policy
 from erpilot_approval.service_layer.common import emit_requested, emit_resolved, expire_if_due, new_pending_id, refused
 from erpilot_approval.service_layer.mapping import record_of, request_of
 from erpilot_approval.service_layer.ports import Ports, Work
-from erpilot_approval.service_layer.standing import approve_at_once, standing_for
+from erpilot_approval.service_layer.standing import approve_at_once, run_of, standing_for
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalRequestRefusedV1, RequestApprovalV1
 from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.tools.v1 import get_tool
-from erpilot_platform.assertions import require_vouched
+from erpilot_platform.assertions import RUN, Requester, require_vouched
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.ledger_signatures import verify_request
@@ -66,11 +68,11 @@ def verify_ledger_signature(cmd: RequestApprovalV1, ports: Ports) -> None:
                                                          "(another key, or a field changed since it was signed)")
 
 
-def verify_requester(cmd: RequestApprovalV1, ports: Ports) -> None:
+def verify_requester(cmd: RequestApprovalV1, ports: Ports) -> Requester:
     """The gateway vouched for ``requested_by`` in this session, for this call (or its run), when the ledger
     accepted the request."""
-    require_vouched(cmd.assertion, ports.assertion_key, session_id=cmd.session_id, sub=cmd.requested_by,
-                    call_id=cmd.call_id, tool=cmd.tool, at=cmd.asserted_at)
+    return require_vouched(cmd.assertion, ports.assertion_key, session_id=cmd.session_id, sub=cmd.requested_by,
+                           call_id=cmd.call_id, tool=cmd.tool, at=cmd.asserted_at)
 
 
 def admit(request: ApprovalRequest, policy: Policy, now: datetime, pending_id: str,
@@ -102,7 +104,7 @@ def _repeat(existing: PendingApproval, request: ApprovalRequest) -> ApprovalReco
 Outcome = tuple[ApprovalRecordV1 | Refused, bool]
 
 
-async def _new(unit: Work, ports: Ports, request: ApprovalRequest) -> Outcome:
+async def _new(unit: Work, ports: Ports, request: ApprovalRequest, run_id: str | None) -> Outcome:
     now = await unit.now()
     try:
         pending = admit(request, ports.policy, now, new_pending_id())
@@ -116,8 +118,9 @@ async def _new(unit: Work, ports: Ports, request: ApprovalRequest) -> Outcome:
     if not await unit.approvals.insert_new(pending):  # a concurrent delivery inserted it first
         return _repeat(await unit.approvals.get_by_operation(request.operation_id), request), False
     standing = await standing_for(unit, pending, now)
+    run = await run_of(unit, pending, run_id, standing)
     await emit_requested(unit, pending)
-    pending = await approve_at_once(unit, ports, pending, standing, now)  # a standing approval decides it now
+    pending = await approve_at_once(unit, ports, pending, standing, run, now)  # a standing approval decides it now
     failpoint("approval.request.before_db_commit")  # approval, event and audit row written, not committed
     return record_of(pending), True
 
@@ -177,7 +180,8 @@ async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ApprovalReco
     Verify that the ledger sent it and who asked, then store the pending approval (or refuse it: nothing
     stored)."""
     verify_ledger_signature(cmd, ports)
-    verify_requester(cmd, ports)
+    requester = verify_requester(cmd, ports)
+    run_id = requester.run_id if requester.purpose == RUN else None  # a chat run's call: its run, as vouched
     request = request_of(cmd)
 
     async def work(unit: Work) -> Outcome:
@@ -193,7 +197,7 @@ async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ApprovalReco
         if first is not None:  # one call, one write (the ledger prepares one; this holds if it did not)
             raise InvalidMessage("call_already_requested", f"call {request.call_id} of this session was already "
                                                            f"requested as operation {first.operation_id}")
-        return await _new(unit, ports, request)
+        return await _new(unit, ports, request, run_id)
 
     with step("approval", "request", session_id=cmd.session_id, call_id=cmd.call_id,
               operation_id=cmd.operation_id):  # the approval stores this trace: decide and expiry continue it

@@ -1,5 +1,7 @@
-"""``cmd.approval.stand``, ``cmd.approval.revoke_standing``, ``query.approval.standing`` (SPEC §11, issue 34), and
-the one place a standing approval decides: ``approve_at_once``, in the transaction that records a new approval.
+"""``cmd.approval.stand``, ``cmd.approval.revoke_standing``, ``query.approval.standing`` (SPEC §11, issue 34),
+``cmd.approval.end_run``, and the one place a standing approval decides: ``approve_at_once``, in the transaction that
+records a new approval. A chat run's writes are approved by standing approvals only until its owner ended the run
+and up to the policy's ``[standing] max_writes_per_run`` (``domain.standing_runs``); beyond, they wait for a person.
 
 The gateway sends the commands for the authenticated person (``actor``: sub and roles from the verified token)
 and is the only service allowed to (NATS permissions: decision subjects). Giving and revoking are each one unit
@@ -11,19 +13,25 @@ from __future__ import annotations
 from datetime import datetime
 
 from erpilot_approval.domain import standing as domain
+from erpilot_approval.domain import standing_runs as runs
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.standing import StandingApproval, StandingError
+from erpilot_approval.domain.standing_runs import StandingRun
 from erpilot_approval.service_layer import audit
 from erpilot_approval.service_layer.common import refused
 from erpilot_approval.service_layer.decisions import store_vote
 from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_contracts.approval.standing import (
+    EndRunV1,
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
     RevokeStandingApprovalV1,
     StandingApprovalPageV1,
     StandingApprovalV1,
+    StandingRunV1,
 )
+from erpilot_platform import deliveries
+from erpilot_platform.assertions import require_vouched
 from erpilot_platform.refusals import Refused
 
 
@@ -42,18 +50,68 @@ async def standing_for(unit: Work, approval: PendingApproval, now: datetime) -> 
     return await unit.standing.in_force(now, session_id=approval.session_id, tool=approval.tool, lock=True)
 
 
+async def run_of(unit: Work, approval: PendingApproval, run_id: str | None,
+                 found: list[StandingApproval]) -> StandingRun | None:
+    """The row of the chat run ``run_id`` the request's assertion vouches for, held until the transaction ends, when
+    a standing approval in force might approve it (None: a direct call, or nothing in force). Taken before the
+    request's audit row, as ``standing_for``: an end of the run takes the same row, then the audit chain."""
+    if run_id is None or not found:
+        return None
+    return await unit.standing.run(approval.session_id, run_id)
+
+
 async def approve_at_once(unit: Work, ports: Ports, approval: PendingApproval, found: list[StandingApproval],
-                          now: datetime) -> PendingApproval:
+                          run: StandingRun | None, now: datetime) -> PendingApproval:
     """A new approval one of ``found`` covers gets its vote now, stored exactly as a person's decision
     (``decisions.store_vote``: the vote, the decision log, ``evt.approval.resolved`` and ``cmd.erp.commit`` with
-    the signed grant, all in this transaction's outbox, after its ``evt.approval.requested``). Returns the approval
-    as it stands (unchanged: none applies)."""
+    the signed grant, all in this transaction's outbox, after its ``evt.approval.requested``), unless it is a call
+    of a chat run (``run``) that ended or had its ``max_writes_per_run``: then the audit log says which standing
+    approval was withheld and why, and the approval waits for a person. Returns the approval as it stands
+    (unchanged: none applies)."""
     outcome = domain.apply(approval, found, ports.people(), now)
     if outcome is None:
         return approval
+    if run is not None:
+        reason = runs.withheld(run, ports.policy.max_writes_per_run)
+        if reason is not None:
+            await audit.standing_withheld(unit.audit, approval, outcome.vote.sub, run, reason,
+                                          limit=ports.policy.max_writes_per_run)
+            return approval
+        await unit.standing.save_run(runs.counted(run))
     await store_vote(unit, ports, outcome, action="approve", fingerprint=approval.fingerprint, comment=None,
                      now=now)
     return outcome.approval
+
+
+async def record_run_end(unit: Work, session_id: str, run_id: str, *, by: str, now: datetime) -> StandingRun:
+    """The run ended by ``by`` (its owner), with its audit row; a run already ended keeps its first end."""
+    run = await unit.standing.run(session_id, run_id)
+    ended = runs.end(run, by, now)
+    if ended is None:
+        return run
+    await unit.standing.save_run(ended)
+    await audit.run_ended(unit.audit, ended)
+    return ended
+
+
+def run_record(run: StandingRun) -> StandingRunV1:
+    return StandingRunV1(session_id=run.session_id, run_id=run.run_id, standing_approved=run.approved,
+                         ended_at=run.ended_at, ended_by=run.ended_by)
+
+
+async def end_run(cmd: EndRunV1, ports: Ports, *, stored_at: datetime | None = None) -> StandingRunV1:
+    """The owner cancelled a chat run (the gateway, with the cancel's assertion): standing approvals approve no call
+    of it any more; they wait for a person.
+
+    The assertion must be valid when JetStream stored the command (``stored_at``; default: the delivery being
+    handled, ``deliveries.stored_at``): no standing approval approves a call of the run again. Idempotent."""
+    require_vouched(cmd.assertion, ports.assertion_key, session_id=cmd.session_id, sub=cmd.owner, run_id=cmd.run_id,
+                    at=stored_at or deliveries.stored_at())
+
+    async def work(unit: Work) -> StandingRunV1:
+        return run_record(await record_run_end(unit, cmd.session_id, cmd.run_id, by=cmd.owner, now=await unit.now()))
+
+    return await ports.uow.run(work)
 
 
 async def give_standing(cmd: GiveStandingApprovalV1, ports: Ports) -> StandingApprovalV1:

@@ -7,6 +7,9 @@ verify for that session, name the event's owner and be bound to that run when th
 are taken, and the approvals touched are looked up here, among this service's own records: those the owner
 requested.
 
+The same transaction ends the run for standing approvals (``standing.record_run_end``): no call of it is approved
+at once any more (the gateway says so too, ``cmd.approval.end_run``, before it asks the agent to cancel).
+
 One transaction, each approval's row locked (in ``pending_id`` order, so two withdrawals never deadlock)
 before its status is read: a decision racing the withdrawal either comes first (the approval stays
 ``approved`` and commits) or finds ``withdrawn`` (409 ``already_decided``). A second withdrawal of the same
@@ -20,6 +23,7 @@ from datetime import datetime
 from erpilot_approval.domain.withdrawal import may_withdraw, withdraw
 from erpilot_approval.service_layer.common import emit_resolved, expire_if_due
 from erpilot_approval.service_layer.ports import Ports, Work
+from erpilot_approval.service_layer.standing import record_run_end
 from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_platform import deliveries
 from erpilot_platform.assertions import require_vouched
@@ -48,6 +52,7 @@ async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports, *, stored_
         pending_ids = await unit.approvals.pending_of_calls(event.session_id, sorted(calls))
         locked = [await unit.approvals.get(pid, lock=True) for pid in pending_ids]
         now = await unit.now()  # after the locks: a wait for one counts against a deadline
+        await record_run_end(unit, event.session_id, event.run_id, by=event.owner, now=now)
         for approval in locked:
             if (approval is None or approval.call_id not in calls
                     or not may_withdraw(approval, session_id=event.session_id, actor_sub=event.owner)):

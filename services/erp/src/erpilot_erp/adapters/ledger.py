@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_erp.adapters import repository
-from erpilot_erp.adapters.tables import draft_numbers, inbox, order_numbers, outbox, refund_numbers
-from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
+from erpilot_erp.adapters.tables import ID_SEQUENCES, inbox, outbox
+from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product
 from erpilot_erp.domain.plans import CommitPlan
 from erpilot_erp.service_layer.ports import IdKind, NewOperation, OperationRecord, Outcome, StoredRevision
 from erpilot_platform import advisory_locks
@@ -23,7 +23,6 @@ from erpilot_platform.inbox import Inbox
 from erpilot_platform.outbox import Outbox
 from erpilot_platform.uow import Transaction, UnitOfWork
 
-SEQUENCES = {"draft": (draft_numbers, "D"), "order": (order_numbers, "O"), "refund": (refund_numbers, "R")}
 _OPERATION_FIELDS = [f.name for f in fields(OperationRecord)]
 
 
@@ -36,7 +35,7 @@ class SqlLedgerRepository:
         self.conn = conn
 
     async def next_id(self, kind: IdKind) -> str:
-        return await repository.next_id(self.conn, *SEQUENCES[kind])
+        return await repository.next_id(self.conn, *ID_SEQUENCES[kind])
 
     async def customer(self, customer_id: str) -> Customer | None:
         return await repository.customer(self.conn, customer_id)
@@ -64,6 +63,9 @@ class SqlLedgerRepository:
 
     async def order(self, order_id: str, *, lock: bool = False) -> Order | None:
         return await repository.order(self.conn, order_id, lock=lock)
+
+    async def credit_notes(self, order_id: str) -> list[CreditNote]:
+        return await repository.credit_notes(self.conn, order_id)
 
     async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:
         await repository.apply_plan(self.conn, plan, operation_id=operation_id)

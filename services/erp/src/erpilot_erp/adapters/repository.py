@@ -24,8 +24,18 @@ from erpilot_erp.adapters.tables import (
     products,
     refunds,
 )
-from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
-from erpilot_erp.domain.plans import CommitPlan
+from erpilot_erp.adapters.tables import credit_notes as credit_note_rows
+from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product
+from erpilot_erp.domain.plans import (
+    CommitPlan,
+    DraftSubmission,
+    Effect,
+    NewCreditNote,
+    NewOrder,
+    NewRefund,
+    OrderChange,
+    StockChange,
+)
 from erpilot_erp.domain.reads import MAX_SEARCH_RESULTS
 from erpilot_erp.service_layer.ports import StoredRevision
 
@@ -132,25 +142,53 @@ async def insert_revision(conn: AsyncConnection, revision: DraftRevision, *, ope
 
 
 # --- commit effects ----------------------------------------------------------------------------------
+async def credit_notes(conn: AsyncConnection, order_id: str) -> list[CreditNote]:
+    stmt = select(credit_note_rows).where(credit_note_rows.c.order_id == order_id).order_by(
+        credit_note_rows.c.created_at, credit_note_rows.c.credit_note_id)
+    return [rows.credit_note(row) for row in (await conn.execute(stmt)).all()]
+
+
+async def _move_stock(conn: AsyncConnection, change: StockChange, operation_id: str) -> None:
+    moved = await conn.execute(_MOVE_STOCK, {"p_sku": change.sku, "p_before": change.before, "p_after": change.after})
+    if moved.rowcount != 1:
+        raise StaleWrite(f"on-hand of {change.sku} is no longer {change.before}")
+
+
+async def _insert_order(conn: AsyncConnection, effect: NewOrder, operation_id: str) -> None:
+    await conn.execute(orders.insert().values(rows.order_values(effect.order)))
+
+
+async def _change_order(conn: AsyncConnection, effect: OrderChange, operation_id: str) -> None:
+    await conn.execute(update(orders).where(orders.c.order_id == effect.order.order_id).values(
+        status=effect.order.status, refunded_minor=effect.order.refunded_minor))
+
+
+async def _submit_draft(conn: AsyncConnection, sub: DraftSubmission, operation_id: str) -> None:
+    moved = await conn.execute(_SUBMIT_DRAFT, {"p_draft_id": sub.draft_id, "p_revision": sub.revision})
+    if moved.rowcount != 1:
+        raise StaleWrite(f"draft {sub.draft_id} is no longer open at revision {sub.revision}")
+
+
+async def _insert_refund(conn: AsyncConnection, effect: NewRefund, operation_id: str) -> None:
+    await conn.execute(refunds.insert().values(rows.refund_values(effect.refund, operation_id=operation_id)))
+
+
+async def _insert_credit_note(conn: AsyncConnection, effect: NewCreditNote, operation_id: str) -> None:
+    await conn.execute(credit_note_rows.insert().values(rows.credit_note_values(effect.note,
+                                                                                operation_id=operation_id)))
+
+
+_APPLY: dict[type[Effect], Any] = {
+    StockChange: _move_stock, NewOrder: _insert_order, OrderChange: _change_order, DraftSubmission: _submit_draft,
+    NewRefund: _insert_refund, NewCreditNote: _insert_credit_note,
+}
+"""How each type of effect is written (a guarded UPDATE turns a lost race into ``StaleWrite``, not a wrong write)."""
+
+
 async def apply_plan(conn: AsyncConnection, plan: CommitPlan, *, operation_id: str) -> None:
-    """Every effect of a commit, with guards that turn a lost race into an error instead of a wrong write."""
-    for change in plan.stock_changes:
-        moved = await conn.execute(_MOVE_STOCK, {"p_sku": change.sku, "p_before": change.before,
-                                                  "p_after": change.after})
-        if moved.rowcount != 1:
-            raise StaleWrite(f"on-hand of {change.sku} is no longer {change.before}")
-    if plan.new_order is not None:
-        await conn.execute(orders.insert().values(rows.order_values(plan.new_order)))
-    if plan.updated_order is not None:
-        await conn.execute(update(orders).where(orders.c.order_id == plan.updated_order.order_id).values(
-            status=plan.updated_order.status, refunded_minor=plan.updated_order.refunded_minor))
-    if plan.submitted_draft is not None:
-        sub = plan.submitted_draft
-        moved = await conn.execute(_SUBMIT_DRAFT, {"p_draft_id": sub.draft_id, "p_revision": sub.revision})
-        if moved.rowcount != 1:
-            raise StaleWrite(f"draft {sub.draft_id} is no longer open at revision {sub.revision}")
-    if plan.new_refund is not None:
-        await conn.execute(refunds.insert().values(rows.refund_values(plan.new_refund, operation_id=operation_id)))
+    """Every effect of a commit, in the plan's order, each by its type."""
+    for effect in plan.effects:
+        await _APPLY[type(effect)](conn, effect, operation_id)
 
 
 # --- operations and grants ---------------------------------------------------------------------------

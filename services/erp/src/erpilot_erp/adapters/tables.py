@@ -26,10 +26,14 @@ from erpilot_platform.outbox import outbox_table
 SCHEMA = "erp"
 metadata = MetaData(schema=SCHEMA)
 
-# Human-friendly ids (D-1001, O-1001, R-1001) come from sequences, so replicas never collide.
+# Human-friendly ids (D-1001, O-1001, R-1001, CN-9101) come from sequences, so replicas never collide.
 draft_numbers = Sequence("draft_numbers", start=1001, metadata=metadata)
 order_numbers = Sequence("order_numbers", start=5101, metadata=metadata)
 refund_numbers = Sequence("refund_numbers", start=7101, metadata=metadata)
+credit_note_numbers = Sequence("credit_note_numbers", start=9101, metadata=metadata)
+ID_SEQUENCES = {"draft": (draft_numbers, "D"), "order": (order_numbers, "O"), "refund": (refund_numbers, "R"),
+                "credit_note": (credit_note_numbers, "CN")}
+"""Each id kind (``WriteTool.new_id_kind``, and drafts) with its sequence and prefix."""
 
 customers = Table(
     "customers", metadata,
@@ -105,6 +109,19 @@ refunds = Table(
     Column("remaining_minor", BigInteger, nullable=False),
     Column("operation_id", String(100), nullable=True, unique=True),  # None for seeded history
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+credit_notes = Table(
+    "credit_notes", metadata,
+    Column("credit_note_id", String(64), primary_key=True),
+    Column("order_id", String(64), ForeignKey(f"{SCHEMA}.orders.order_id"), nullable=False, index=True),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("remaining_minor", BigInteger, nullable=False),
+    Column("operation_id", String(100), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("amount_minor > 0 AND remaining_minor >= 0", name="credit_within_order"),
 )
 
 operations = Table(

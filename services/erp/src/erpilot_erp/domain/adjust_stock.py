@@ -9,7 +9,17 @@ from typing import Any, ClassVar
 
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Product
-from erpilot_erp.domain.plans import PIECES, CommitPlan, Prepared, StockChange, WriteState, effect, preview
+from erpilot_erp.domain.plans import (
+    PIECES,
+    CommitPlan,
+    Prepared,
+    Rows,
+    StockChange,
+    WriteState,
+    WriteTool,
+    effect,
+    preview,
+)
 
 
 @dataclass(frozen=True)
@@ -57,8 +67,15 @@ def commit_adjust_stock(
     after = _checked_after(product, args.delta)
     return CommitPlan(
         result=product.with_on_hand(after).to_result(),
-        stock_changes=(StockChange(sku=product.sku, before=product.on_hand, after=after),),
+        effects=(StockChange(sku=product.sku, before=product.on_hand, after=after),),
     )
+
+
+TOOL = WriteTool(
+    name=AdjustStock.tool, args=AdjustStock, rows=(Rows.PRODUCT,),
+    prepare=lambda args, state, now, stock_check: prepare_adjust_stock(args, state, now),
+    commit=lambda args, facts, state, now, stock_check, new_id: commit_adjust_stock(args, facts, state, now),
+)
 
 
 def _product(sku: str, products: Mapping[str, Product]) -> Product:

@@ -10,7 +10,18 @@ from typing import Any, ClassVar
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
 from erpilot_erp.domain.model import Order, Product
 from erpilot_erp.domain.owners import owned_order
-from erpilot_erp.domain.plans import PIECES, CommitPlan, Prepared, StockChange, WriteState, effect, preview
+from erpilot_erp.domain.plans import (
+    PIECES,
+    CommitPlan,
+    OrderChange,
+    Prepared,
+    Rows,
+    StockChange,
+    WriteState,
+    WriteTool,
+    effect,
+    preview,
+)
 from erpilot_erp.domain.pricing import format_money
 
 
@@ -91,7 +102,14 @@ def commit_cancel_order(
         for sku, qty in facts["returned_qty"].items()
     )
     cancelled = replace(order, status="cancelled")
-    return CommitPlan(result=cancelled.to_result(), stock_changes=stock_changes, updated_order=cancelled)
+    return CommitPlan(result=cancelled.to_result(), effects=(*stock_changes, OrderChange(cancelled)))
+
+
+TOOL = WriteTool(
+    name=CancelOrder.tool, args=CancelOrder, rows=(Rows.ORDER, Rows.ORDER_PRODUCTS),
+    prepare=lambda args, state, now, stock_check: prepare_cancel_order(args, state, now),
+    commit=lambda args, facts, state, now, stock_check, new_id: commit_cancel_order(args, facts, state, now),
+)
 
 
 def _placed_order(order_id: str, order: Order | None) -> Order:

@@ -37,8 +37,8 @@ class ErrorCode(StrEnum):
     PRODUCT_UNAVAILABLE = "product_unavailable", "A draft revision would contain a discontinued product."
     CURRENCY_MISMATCH = (
         "currency_mismatch",
-        "Currencies would be mixed: a draft line priced in another currency, or a refund in a currency "
-        "other than the order's.",
+        "Currencies would be mixed: a draft line priced in another currency, or a refund or credit note in a "
+        "currency other than the order's.",
     )
     DRAFT_CLOSED = "draft_closed", "The draft was already submitted; it can no longer be edited or submitted."
     DRAFT_EMPTY = "draft_empty", "The draft revision to submit has no lines: there is nothing to order."
@@ -54,11 +54,16 @@ class ErrorCode(StrEnum):
     QUOTE_EXPIRED = "quote_expired", "The draft revision's valid_until has passed."
     ORDER_CHANGED = (
         "order_changed",
-        "The order is not as the preview showed it: no longer placed (cancel), or refunded meanwhile.",
+        "The order is not as the preview showed it: no longer placed (cancel, credit note), or refunded meanwhile.",
     )
     REFUND_EXCEEDS_REMAINING = (
         "refund_exceeds_remaining",
         "The refund is larger than what is still refundable (paid minus already refunded).",
+    )
+    CREDIT_EXCEEDS_REMAINING = (
+        "credit_exceeds_remaining",
+        "The credit note is larger than what is still creditable (the order's total less refunds and earlier "
+        "credit notes).",
     )
     INSUFFICIENT_STOCK = "insufficient_stock", "The effect would leave on-hand stock below zero."
 

@@ -161,8 +161,20 @@ class Order:
 
     @property
     def remaining_minor(self) -> int:
-        """What can still be refunded."""
+        """What of the payment was not refunded (a credit note may hold part of it: ``refundable_minor``)."""
         return self.paid_minor - self.refunded_minor
+
+    def refundable_minor(self, credit_notes: tuple[CreditNote, ...]) -> int:
+        """What can still be refunded: the payment not refunded yet, and no more than the total less refunds and
+        the credit notes issued against the order. Refunds and credit notes both give the customer money back
+        against the order; together they never exceed what it was worth (a full credit note and then a full
+        refund would pay the customer twice)."""
+        return min(self.remaining_minor, self.creditable_minor(credit_notes))
+
+    def creditable_minor(self, credit_notes: tuple[CreditNote, ...]) -> int:
+        """The total less refunds and the credit notes issued against the order."""
+        credited = sum(note.amount_minor for note in credit_notes if note.order_id == self.order_id)
+        return self.total_amount_minor - self.refunded_minor - credited
 
     def to_result(self) -> dict[str, Any]:
         """The order as SPEC §2 describes it, plus customer, source draft and creation time."""
@@ -201,5 +213,30 @@ class Refund:
             "order_id": self.order_id,
             "amount_minor": self.amount_minor,
             "currency": self.currency,
+            "remaining_minor": self.remaining_minor,
+        }
+
+
+@dataclass(frozen=True)
+class CreditNote:
+    """An amount credited to the customer against an order (no money moves now, no stock moves);
+    ``remaining_minor`` is what stayed creditable right after it (total - refunded - credited)."""
+
+    credit_note_id: str
+    order_id: str
+    amount_minor: int
+    currency: str
+    reason: str
+    remaining_minor: int
+    created_at: datetime
+
+    def to_result(self) -> dict[str, Any]:
+        """``{credit_note_id, order_id, amount_minor, currency, reason, remaining_minor}``."""
+        return {
+            "credit_note_id": self.credit_note_id,
+            "order_id": self.order_id,
+            "amount_minor": self.amount_minor,
+            "currency": self.currency,
+            "reason": self.reason,
             "remaining_minor": self.remaining_minor,
         }

@@ -1,29 +1,44 @@
-"""What the write tools exchange with the adapter: the state it loads, what prepare and commit return."""
+"""What the write tools exchange with the adapter: the rows it loads, what prepare and commit return, and the
+shape of one write tool (``WriteTool``), which ``domain.operations`` registers in its one table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from datetime import datetime
+from enum import Enum
+from typing import Any, Generic, Literal, TypeVar
 
-from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product, Refund
+from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product, Refund
 
 StockCheck = Literal["exact", "sufficient"]
 """SPEC §6: ``exact`` commits only if on-hand still equals what the preview showed; ``sufficient`` only
 if on-hand still covers every line."""
 
 
+class Rows(Enum):
+    """The rows a write tool reads, as it declares them (``WriteTool.rows``); ``service_layer.write_state`` loads
+    them into a ``WriteState``, locked FOR UPDATE on commit in the one lock order (operation -> draft or order ->
+    products in SKU order)."""
+
+    DRAFT = "draft"
+    """``latest_draft`` (of ``args.draft_id``), ``customer`` (the draft's), ``products`` (every SKU on its lines
+    and on the prepared facts' lines)."""
+    ORDER = "order"
+    """``order`` (of ``args.order_id``)."""
+    ORDER_PRODUCTS = "order_products"
+    """``products``: every SKU on the order's lines (with ``ORDER``)."""
+    PRODUCT = "product"
+    """``products``: ``args.sku``."""
+    ORDER_CREDIT_NOTES = "order_credit_notes"
+    """``credit_notes``: those issued against the order (with ``ORDER``). Not locked: a credit note is only ever
+    inserted under its order's lock, which the commit holds; they are read in a statement of their own after that
+    lock is granted, so (READ COMMITTED) every note committed under it is seen."""
+
+
 @dataclass(frozen=True)
 class WriteState:
-    """The current rows a write tool needs, loaded by key (and locked FOR UPDATE on commit).
-
-    | tool             | fields to load                                                             |
-    |------------------|----------------------------------------------------------------------------|
-    | submit_order     | ``latest_draft`` (of ``args.draft_id``), ``customer`` (the draft's),       |
-    |                  | ``products`` (every SKU on the latest revision's lines)                    |
-    | cancel_order     | ``order``, ``products`` (every SKU on the order's lines)                   |
-    | adjust_stock     | ``products`` (``args.sku``)                                                |
-    | refund_payment   | ``order``                                                                  |
+    """The current rows a write tool needs, loaded by key (and locked FOR UPDATE on commit), as its ``rows`` say.
 
     A missing row is simply absent (None / not in ``products``); the domain turns that into not_found.
     ``requested_by`` is the person the write is for (vouched for by the gateway's assertion): prepare refuses a
@@ -36,6 +51,7 @@ class WriteState:
     customer: Customer | None = None
     order: Order | None = None
     products: Mapping[str, Product] = field(default_factory=dict)
+    credit_notes: tuple[CreditNote, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,18 +89,78 @@ class DraftSubmission:
 
 
 @dataclass(frozen=True)
+class NewOrder:
+    """Insert order ``order``."""
+
+    order: Order
+
+
+@dataclass(frozen=True)
+class OrderChange:
+    """Set the order's ``status`` and ``refunded_minor`` to those of ``order`` (the order as it becomes)."""
+
+    order: Order
+
+
+@dataclass(frozen=True)
+class NewRefund:
+    """Insert refund ``refund`` (recorded with the committing operation's id)."""
+
+    refund: Refund
+
+
+@dataclass(frozen=True)
+class NewCreditNote:
+    """Insert credit note ``note`` (recorded with the committing operation's id)."""
+
+    note: CreditNote
+
+
+Effect = StockChange | NewOrder | OrderChange | DraftSubmission | NewRefund | NewCreditNote
+"""One change a commit makes; the repository applies each by its type (``adapters.repository.apply_plan``)."""
+E = TypeVar("E", bound=Effect)
+
+
+@dataclass(frozen=True)
 class CommitPlan:
-    """Every effect of one committed write, for the adapter to apply in the commit's transaction.
+    """Every effect of one committed write, in order, for the adapter to apply in the commit's transaction.
 
     ``result`` is the tool result to record under the operation_id and return to the agent.
     """
 
     result: dict[str, Any]
-    stock_changes: tuple[StockChange, ...] = ()
-    new_order: Order | None = None
-    updated_order: Order | None = None
-    submitted_draft: DraftSubmission | None = None
-    new_refund: Refund | None = None
+    effects: tuple[Effect, ...] = ()
+
+    def of(self, kind: type[E]) -> tuple[E, ...]:
+        """The effects of one type, in order."""
+        return tuple(effect for effect in self.effects if isinstance(effect, kind))
+
+
+A = TypeVar("A")
+
+
+@dataclass(frozen=True)
+class WriteTool(Generic[A]):
+    """One write tool, everything the dispatchers need: registered once in ``domain.operations.WRITE_TOOLS``.
+
+    - ``args``: the domain's frozen request; built from the tool's normalised arguments (field by field, the
+      contracts validated them) by ``parse``.
+    - ``rows``: what it reads and locks (``Rows``), loaded by ``service_layer.write_state``.
+    - ``prepare(args, state, now, stock_check)``: check what can never succeed; the facts and preview.
+    - ``commit(args, facts, state, now, stock_check, new_id)``: re-check the facts against the locked rows and
+      plan the effects; ``new_id`` is a fresh id of ``new_id_kind`` when the commit creates a record.
+    """
+
+    name: str
+    args: type[A]
+    rows: tuple[Rows, ...]
+    prepare: Callable[[A, WriteState, datetime, StockCheck], Prepared]
+    commit: Callable[[A, Mapping[str, Any], WriteState, datetime, StockCheck, str | None], CommitPlan]
+    new_id_kind: str | None = None
+
+    def parse(self, arguments: Mapping[str, Any]) -> A:
+        """The domain's request from the tool's normalised (already validated) arguments."""
+        return self.args(**arguments)  # a name the dataclass lacks is a drift from the contract: TypeError
 
 
 PIECES = "pcs"

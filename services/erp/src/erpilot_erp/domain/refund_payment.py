@@ -1,4 +1,9 @@
-"""refund_payment: return part or all of an order's captured payment through its original channel."""
+"""refund_payment: return part or all of an order's captured payment through its original channel.
+
+What is refundable is the payment less earlier refunds, and no more than the order's total less refunds and the
+credit notes issued against it (``Order.refundable_minor``): a refund and a credit note both give the customer money
+back, and together never more than the order was worth. Commit checks it again on the locked order and its notes.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,19 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
-from erpilot_erp.domain.model import Order, Refund
+from erpilot_erp.domain.model import CreditNote, Order, Refund
 from erpilot_erp.domain.owners import owned_order
-from erpilot_erp.domain.plans import CommitPlan, Prepared, WriteState, effect, preview
+from erpilot_erp.domain.plans import (
+    CommitPlan,
+    NewRefund,
+    OrderChange,
+    Prepared,
+    Rows,
+    WriteState,
+    WriteTool,
+    effect,
+    preview,
+)
 from erpilot_erp.domain.pricing import format_money
 
 
@@ -28,15 +43,16 @@ class RefundPayment:
 def prepare_refund_payment(args: RefundPayment, state: WriteState, now: datetime) -> Prepared:
     """Check the order is the requester's (or the back office's), currency and refundable remainder, and preview
     remaining before -> after."""
-    order = _refundable(args, owned_order(state.order, requested_by=state.requested_by, order_id=args.order_id))
+    order, refundable = _refundable(args, owned_order(state.order, requested_by=state.requested_by,
+                                                      order_id=args.order_id), state.credit_notes)
     facts = {
         "order_id": order.order_id,
         "currency": order.currency,
         "paid_minor": order.paid_minor,
         "refunded_minor": order.refunded_minor,
-        "remaining_minor": order.remaining_minor,
+        "remaining_minor": refundable,
     }
-    after = order.remaining_minor - args.amount_minor
+    after = refundable - args.amount_minor
     return Prepared(
         facts=facts,
         preview=preview(
@@ -46,7 +62,7 @@ def prepare_refund_payment(args: RefundPayment, state: WriteState, now: datetime
             amount_minor=args.amount_minor,
             currency=args.currency,
             effects=[
-                effect("refundable remaining", order.remaining_minor, after, order.currency),
+                effect("refundable remaining", refundable, after, order.currency),
                 effect("refunded", order.refunded_minor, order.refunded_minor + args.amount_minor, order.currency),
             ],
             notes=[
@@ -72,7 +88,7 @@ def commit_refund_payment(
     args: RefundPayment, facts: Mapping[str, Any], state: WriteState, now: datetime, *, refund_id: str
 ) -> CommitPlan:
     """Re-check the remainder still covers the amount and nothing was refunded meanwhile, then refund."""
-    order = _refundable(args, state.order)
+    order, refundable = _refundable(args, state.order, state.credit_notes)
     if order.refunded_minor != facts["refunded_minor"]:
         shown = format_money(facts["refunded_minor"], order.currency)
         raise BusinessError(
@@ -87,14 +103,23 @@ def commit_refund_payment(
         amount_minor=args.amount_minor,
         currency=args.currency,
         channel=args.channel,
-        remaining_minor=refunded.remaining_minor,
+        remaining_minor=refundable - args.amount_minor,
         created_at=now,
     )
-    return CommitPlan(result=refund.to_result(), updated_order=refunded, new_refund=refund)
+    return CommitPlan(result=refund.to_result(), effects=(OrderChange(refunded), NewRefund(refund)))
 
 
-def _refundable(args: RefundPayment, order: Order | None) -> Order:
-    """The order, if ``amount_minor`` in ``currency`` can still be refunded from it."""
+TOOL = WriteTool(
+    name=RefundPayment.tool, args=RefundPayment, rows=(Rows.ORDER, Rows.ORDER_CREDIT_NOTES), new_id_kind="refund",
+    prepare=lambda args, state, now, stock_check: prepare_refund_payment(args, state, now),
+    commit=lambda args, facts, state, now, stock_check, new_id: commit_refund_payment(
+        args, facts, state, now, refund_id=str(new_id)),
+)
+
+
+def _refundable(args: RefundPayment, order: Order | None, credit_notes: tuple[CreditNote, ...]
+                ) -> tuple[Order, int]:
+    """The order and what is still refundable on it, if ``amount_minor`` in ``currency`` fits into it."""
     if order is None:
         raise not_found("order", args.order_id)
     if args.currency != order.currency:
@@ -102,11 +127,13 @@ def _refundable(args: RefundPayment, order: Order | None) -> Order:
             ErrorCode.CURRENCY_MISMATCH,
             f"order {order.order_id} was paid in {order.currency}, not {args.currency}",
         )
-    if args.amount_minor > order.remaining_minor:
+    refundable = order.refundable_minor(credit_notes)
+    if args.amount_minor > refundable:
         raise BusinessError(
             ErrorCode.REFUND_EXCEEDS_REMAINING,
-            f"only {format_money(order.remaining_minor, order.currency)} of order {order.order_id} is "
-            f"refundable; {format_money(args.amount_minor, args.currency)} requested",
-            remaining_minor=order.remaining_minor,
+            f"only {format_money(refundable, order.currency)} of order {order.order_id} is refundable (the payment "
+            f"less refunds, at most its total less refunds and credit notes); "
+            f"{format_money(args.amount_minor, args.currency)} requested",
+            remaining_minor=refundable,
         )
-    return order
+    return order, refundable

@@ -14,10 +14,13 @@ from erpilot_erp.domain.plans import (
     PIECES,
     CommitPlan,
     DraftSubmission,
+    NewOrder,
     Prepared,
+    Rows,
     StockChange,
     StockCheck,
     WriteState,
+    WriteTool,
     effect,
     preview,
 )
@@ -103,10 +106,16 @@ def commit_submit_order(
     )
     return CommitPlan(
         result=order.to_result(),
-        stock_changes=stock_changes,
-        new_order=order,
-        submitted_draft=DraftSubmission(facts["draft_id"], facts["revision"], order_id),
+        effects=(*stock_changes, NewOrder(order), DraftSubmission(facts["draft_id"], facts["revision"], order_id)),
     )
+
+
+TOOL = WriteTool(
+    name=SubmitOrder.tool, args=SubmitOrder, rows=(Rows.DRAFT,), new_id_kind="order",
+    prepare=prepare_submit_order,
+    commit=lambda args, facts, state, now, stock_check, new_id: commit_submit_order(
+        args, facts, state, now, order_id=str(new_id), stock_check=stock_check),
+)
 
 
 def _submittable(args: SubmitOrder, state: WriteState) -> DraftRevision:

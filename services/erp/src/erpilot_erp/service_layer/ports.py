@@ -19,11 +19,12 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
+from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product
 from erpilot_erp.domain.plans import CommitPlan
 from erpilot_platform.uow import UnitOfWorkPort
 
-IdKind = Literal["draft", "order", "refund"]
+IdKind = str
+"""``draft`` or a write tool's ``new_id_kind`` (``order``, ``refund``, ``credit_note``)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class LedgerRepository(Protocol):
     draft or order -> products in SKU order). In a ``read`` unit of work each call is one statement."""
 
     async def next_id(self, kind: IdKind) -> str:
-        """A new ``D-``/``O-``/``R-`` number."""
+        """A new ``D-``/``O-``/``R-``/``CN-`` number."""
         ...
 
     async def customer(self, customer_id: str) -> Customer | None: ...
@@ -131,6 +132,10 @@ class LedgerRepository(Protocol):
         ...
 
     async def order(self, order_id: str, *, lock: bool = False) -> Order | None: ...
+
+    async def credit_notes(self, order_id: str) -> list[CreditNote]:
+        """The credit notes issued against the order, oldest first."""
+        ...
 
     async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:
         """Every effect of a commit; a guard that fails raises ``StaleWrite`` (a bug, never a business case)."""

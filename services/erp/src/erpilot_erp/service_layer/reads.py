@@ -1,6 +1,8 @@
 """Read tools (SPEC §2): no effects, answered from committed state, each one statement (``Ledger.read``).
 
-Every read comes from a session's tool call: the requester's assertion is checked as for a draft. A draft, the
+Every read comes from a session's tool call: the requester's assertion is checked as for a draft, its arguments
+included (a direct call's assertion names their fingerprint: the agent may not read something else with it). A
+draft, the
 session's order task and an order are read only by their owner, the vouched requester (``domain.owners``; an order
 no session made is the back office's, which every requester reads); anyone else gets ``not_found``.
 """
@@ -11,6 +13,7 @@ from typing import Any
 
 from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
+from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_erp.domain.owners import may_use_draft, may_use_order
 from erpilot_erp.domain.reads import get_order_task, listing, page_draft
@@ -40,7 +43,8 @@ class ReadTools:
         if get_tool(cmd.tool).kind is not ToolKind.READ:
             raise Refused("not_a_read_tool", f"{cmd.tool} is not a read tool", 422)
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
-                              requested_by=cmd.requested_by, at=self.clock())
+                              requested_by=cmd.requested_by, at=self.clock(),
+                              args=fingerprint(cmd.tool, get_tool(cmd.tool).schema_version, args))
         return await self.ledger.read(lambda unit: _read(unit, cmd.tool, args, cmd.session_id, cmd.requested_by))
 
 

@@ -12,19 +12,13 @@ from typing import Any
 from erpilot_contracts.base import StrictBody
 from erpilot_contracts.tools.v1 import (
     AddDraftLineArgs,
-    AdjustStockArgs,
-    CancelOrderArgs,
     CreateOrderDraftArgs,
-    RefundPaymentArgs,
     RemoveDraftLineArgs,
     SetDraftNoteArgs,
-    SubmitOrderArgs,
     UpdateDraftLineArgs,
     get_tool,
     normalise,
 )
-from erpilot_erp.domain.adjust_stock import AdjustStock
-from erpilot_erp.domain.cancel_order import CancelOrder
 from erpilot_erp.domain.drafts import (
     DRAFT_EDIT_TOOLS,
     AddDraftLine,
@@ -34,9 +28,7 @@ from erpilot_erp.domain.drafts import (
     SetDraftNote,
     UpdateDraftLine,
 )
-from erpilot_erp.domain.operations import WRITE_TOOLS, Write
-from erpilot_erp.domain.refund_payment import RefundPayment
-from erpilot_erp.domain.submit_order import SubmitOrder
+from erpilot_erp.domain.operations import write_tool
 
 
 def parse_args(tool: str, arguments: Mapping[str, Any]) -> StrictBody:
@@ -45,20 +37,10 @@ def parse_args(tool: str, arguments: Mapping[str, Any]) -> StrictBody:
     return get_tool(tool).args.model_validate(normalise(tool, dict(arguments)))
 
 
-def write(tool: str, arguments: Mapping[str, Any]) -> Write:
-    """One of the four write tools' arguments as the domain's write (ValueError for any other tool)."""
-    if tool not in WRITE_TOOLS:
-        raise ValueError(f"{tool} is not a write tool")
-    args = parse_args(tool, arguments)
-    if isinstance(args, SubmitOrderArgs):
-        return SubmitOrder(draft_id=args.draft_id, revision=args.revision)
-    if isinstance(args, CancelOrderArgs):
-        return CancelOrder(order_id=args.order_id, reason=args.reason)
-    if isinstance(args, AdjustStockArgs):
-        return AdjustStock(sku=args.sku, delta=args.delta, reason=args.reason)
-    assert isinstance(args, RefundPaymentArgs)
-    return RefundPayment(order_id=args.order_id, amount_minor=args.amount_minor, currency=args.currency,
-                         channel=args.channel)
+def write(tool: str, arguments: Mapping[str, Any]) -> Any:
+    """A write tool's arguments as the domain's write (its ``WriteTool.args``; ValueError for any other tool)."""
+    spec = write_tool(tool)
+    return spec.parse(parse_args(tool, arguments).model_dump())
 
 
 def draft_creation(arguments: Mapping[str, Any]) -> CreateDraft:

@@ -1,7 +1,8 @@
-"""Loading the rows a write tool needs (``plans.WriteState``) through the ledger's repository.
+"""Loading the rows a write tool declares (``WriteTool.rows``) into its ``plans.WriteState``.
 
 Lock order, everywhere: operation row -> draft or order row -> product rows in SKU order. Keeping one
-order is what makes concurrent commits deadlock-free (the operation is locked by the caller first).
+order is what makes concurrent commits deadlock-free (the operation is locked by the caller first). Every
+tool's rows are loaded here in that order, whatever order it declares them in.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from erpilot_erp.domain.plans import WriteState
+from erpilot_erp.domain.model import CreditNote
+from erpilot_erp.domain.operations import write_tool
+from erpilot_erp.domain.plans import Rows, WriteState
 from erpilot_erp.service_layer.ports import LedgerRepository
 
 
@@ -17,19 +20,22 @@ async def write_state(repo: LedgerRepository, tool: str, args: Mapping[str, Any]
                       requested_by: str | None, facts: Mapping[str, Any] | None = None,
                       lock: bool = False) -> WriteState:
     """The rows ``tool`` needs for ``requested_by``, locked in the documented order when ``lock``."""
-    if tool == "submit_order":
+    rows = write_tool(tool).rows
+    latest = customer = order = None
+    skus: set[str] = set()
+    credit_notes: tuple[CreditNote, ...] = ()
+    if Rows.DRAFT in rows:
         latest = await repo.latest_draft(args["draft_id"], lock=lock)
-        skus = {line.sku for line in latest.lines} if latest else set()
+        skus |= {line.sku for line in latest.lines} if latest else set()
         skus |= {line["sku"] for line in (facts or {}).get("lines", [])}
-        who = await repo.customer(latest.customer_id) if latest else None
-        return WriteState(session_id, requested_by=requested_by, latest_draft=latest, customer=who,
-                          products=await repo.products_by_sku(skus, lock=lock))
-    if tool in ("cancel_order", "refund_payment"):
-        found = await repo.order(args["order_id"], lock=lock)
-        skus = {line.sku for line in found.lines} if found and tool == "cancel_order" else set()
-        return WriteState(session_id, requested_by=requested_by, order=found,
-                          products=await repo.products_by_sku(skus, lock=lock))
-    if tool == "adjust_stock":
-        return WriteState(session_id, requested_by=requested_by,
-                          products=await repo.products_by_sku([args["sku"]], lock=lock))
-    raise ValueError(f"{tool} is not a write tool")
+        customer = await repo.customer(latest.customer_id) if latest else None
+    if Rows.ORDER in rows:
+        order = await repo.order(args["order_id"], lock=lock)
+        if order is not None and Rows.ORDER_PRODUCTS in rows:
+            skus |= {line.sku for line in order.lines}
+        if order is not None and Rows.ORDER_CREDIT_NOTES in rows:  # after the order's lock: a fresh snapshot
+            credit_notes = tuple(await repo.credit_notes(order.order_id))
+    if Rows.PRODUCT in rows:
+        skus.add(args["sku"])
+    return WriteState(session_id, requested_by=requested_by, latest_draft=latest, customer=customer, order=order,
+                      products=await repo.products_by_sku(skus, lock=lock), credit_notes=credit_notes)

@@ -109,7 +109,7 @@ async def approval_page(request: Request, pending_id: str) -> Response:
         "amount": views.money(preview.get("amount_minor"), preview.get("currency")),
         "effects": views.effect_rows(preview),
         "notes": [str(n) for n in preview.get("notes") or []],
-        "draft": views.draft_view(details, preview.get("currency")) if record.tool == "submit_order" else None,
+        "draft": views.draft_view(details, preview.get("currency")) if views.acts_on_draft(record.tool) else None,
         "other_details": views.other_details(details, preview.get("currency")),
         "arguments_json": views.pretty_json(record.arguments),
         **_views(record, operation),

@@ -16,8 +16,8 @@ from typing import Any
 
 from erpilot_contracts.approval.v1 import ApprovalRecordV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
-from erpilot_contracts.money import format_minor
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
+from erpilot_gateway.summaries import money, plain, result_summary
 
 STATUS_LABELS = {
     "pending": "Pending",
@@ -42,14 +42,10 @@ PIECES = "pcs"
 WRITE_TOOLS = tuple(name for name, spec in TOOLS.items() if spec.kind is ToolKind.WRITE)  # what a delegation covers
 
 
-def money(minor: Any, currency: str | None) -> str:
-    """Integer minor units as major units and the currency code: ``1,234.50 EUR``, ``1,234 JPY``.
-
-    Two decimals, or the currency's ISO 4217 exponent where it differs (JPY 0, KWD 3; ``erpilot_contracts.money``).
-    """
-    if type(minor) is not int:
-        return "" if minor is None else str(minor)
-    return format_minor(minor, currency)
+def acts_on_draft(tool: str) -> bool:
+    """The write acts on a draft revision (its ``object_key`` trait), so its preview's details hold the draft."""
+    spec = TOOLS.get(tool)
+    return spec is not None and spec.kind is ToolKind.WRITE and spec.traits.object_key == "draft_id"
 
 
 def cannot_decide_text(reason: str | None, required_roles: list[str], roles: list[str]) -> str:
@@ -83,17 +79,6 @@ def iso(value: Any) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds") if moment else ""
 
 
-def plain(value: Any) -> str:
-    """A value of a preview or result as text: scalars as they are, structures as compact JSON."""
-    if value is None:
-        return "—"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int | float):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
 def pretty_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)
 
@@ -119,7 +104,7 @@ def effect_rows(preview: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def draft_view(details: dict[str, Any], currency: str | None) -> dict[str, Any] | None:
-    """The draft revision and its lines of a submit_order preview (``preview.details``)."""
+    """The draft revision and its lines of the preview of a write on a draft (``preview.details``)."""
     lines = details.get("lines")
     if not isinstance(lines, list):
         return None
@@ -172,28 +157,6 @@ def other_details(details: dict[str, Any], currency: str | None = None) -> list[
         else:
             rows.append({"label": name.replace("_", " "), "value": plain(value)})
     return rows
-
-
-def result_summary(tool: str, result: dict[str, Any] | None) -> str:
-    """One line about a committed result: the order, refund or product it produced."""
-    if not isinstance(result, dict):
-        return ""
-    currency = result.get("currency")
-    if "refund_id" in result:
-        return (f"Refund {result['refund_id']} of {money(result.get('amount_minor'), currency)} on order "
-                f"{result.get('order_id')}; {money(result.get('remaining_minor'), currency)} remains refundable")
-    if "order_id" in result:
-        parts = [f"Order {result['order_id']}"]
-        if result.get("status"):
-            parts.append(str(result["status"]))
-        if "total_amount_minor" in result:
-            parts.append(f"total {money(result.get('total_amount_minor'), currency)}")
-        if "paid_minor" in result:
-            parts.append(f"paid {money(result.get('paid_minor'), currency)}")
-        return " · ".join(parts)
-    if "sku" in result and "on_hand" in result:
-        return f"{result['sku']}: on hand now {result['on_hand']}"
-    return plain(result)
 
 
 def decided_by_text(by: str | None, on_behalf_of: str | None) -> str:

@@ -10,16 +10,10 @@ from typing import Any
 
 import mcp_types as types
 
+from erpilot_contracts.tools.v1 import get_tool
+
 STATUS_TOOL = "get_tool_call_status"
 POLICY_META = "erpilot.dev/policy"
-
-# Tools whose repetition with the same arguments has no further effect: reads, draft edits bound to a
-# ``base_revision`` (a repeat fails ``draft_changed``), ``submit_order`` of one revision (a repeat
-# fails ``draft_closed``) and ``cancel_order`` (a cancelled order cannot be cancelled again). A new
-# draft, a stock adjustment and a refund each act again when repeated.
-_REPEAT_HAS_NO_EFFECT = frozenset({
-    "update_draft_line", "add_draft_line", "remove_draft_line", "set_draft_note", "submit_order", "cancel_order",
-})
 
 _STATUS_SCHEMA = {
     "type": "object",
@@ -53,15 +47,16 @@ def _tool(item: dict[str, Any]) -> types.Tool:
         description += (f" Needs approval by one of: {', '.join(policy['roles'])} (expires after {policy['ttl']})."
                         " The call returns at once with the pending approval (pending_id, approval_url, preview,"
                         f" expires_at); call {STATUS_TOOL} with its call_id to learn the outcome.")
+    traits = get_tool(item["name"]).traits
     annotations = types.ToolAnnotations(
         title=item["name"].replace("_", " ").capitalize(),
         read_only_hint=kind == "read",
         destructive_hint=kind == "write",  # drafts only add revisions; writes move stock or money
-        idempotent_hint=kind == "read" or item["name"] in _REPEAT_HAS_NO_EFFECT,
+        idempotent_hint=traits.repeat_safe,  # a repeat with the same arguments has no further effect
         open_world_hint=False,
     )
     meta = {POLICY_META: {"kind": kind, "action": policy["action"], "requires_approval": gated,
-                          "roles": policy["roles"], "ttl": policy["ttl"],
-                          "schema_version": item["schema_version"]}}
+                          "roles": policy["roles"], "ttl": policy["ttl"], "money_out": traits.money_out,
+                          "risk": traits.default_risk.value, "schema_version": item["schema_version"]}}
     return types.Tool(name=item["name"], description=description, input_schema=item["input_schema"],
                       annotations=annotations, _meta=meta)

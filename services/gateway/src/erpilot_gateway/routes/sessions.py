@@ -23,6 +23,7 @@ from erpilot_contracts.agent.v1 import (
     SessionViewV1,
     ToolCallViewV1,
 )
+from erpilot_contracts.approval.standing import EndRunV1
 from erpilot_contracts.approval.v1 import GetApprovalV1
 from erpilot_contracts.sessions.v1 import SessionEventV1
 from erpilot_contracts.subjects import is_subject_token
@@ -124,10 +125,15 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
 
     Answers ``{"run_id", "status": "cancelled", "approvals": [{"pending_id", "status"}]}``: each of the
     run's approvals as it ended (``approved`` when a decision came first; that call goes on).
-    409 ``run_in_progress`` while the run is working, ``run_not_waiting`` once it is over."""
+    409 ``run_in_progress`` while the run is working, ``run_not_waiting`` once it is over. Either way, from
+    the cancel on no standing approval approves a write of that run: it waits for a person."""
     services = _services(request)
-    cancel = CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id,
-                         assertion=await services.vouch_run(user, session_id, run_id, cancel=True))
+    vouched = await services.vouch_run(user, session_id, run_id, cancel=True)
+    # The approval service hears of the cancel from here first, not only through the agent, which holds the run's
+    # assertion and could keep making calls of the run (security follow-up of #32/#34).
+    await services.call(requests.APPROVAL_END_RUN, EndRunV1(session_id=session_id, run_id=run_id, owner=user.sub,
+                                                            assertion=vouched))
+    cancel = CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id, assertion=vouched)
     cancelled = await services.call(requests.AGENT_CANCEL_RUN, cancel)
     # One path withdraws: the approval service acts on the agent's record of the cancel (evt.agent.run_cancelled,
     # with this assertion). The answer reads how each approval ended, as the owner sees it.

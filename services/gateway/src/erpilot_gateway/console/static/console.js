@@ -2,7 +2,7 @@
 // and the approvals inbox (polled). Every string from the model or a person goes in with textContent.
 
 import { api, ApiError, countdown, formatMoney, h, startCountdowns, timeOfDay } from "./common.js";
-import { isOmitted, resultDetails } from "./results.js";
+import { resultDetails } from "./results.js";
 
 const sub = document.body.dataset.sub;
 const roles = JSON.parse(document.body.dataset.roles || "[]");
@@ -396,11 +396,10 @@ function applyToolEvent(session, event, at) {
       stopCountdowns(card);
       const outcome = d.outcome;
       const err = d.error || {};
-      const tool = card.querySelector(".tool-name").textContent;
       let content;
       if (outcome === "succeeded") {
         content = [h("strong", { text: "Done" }),
-                   h("span", { class: "result-summary", text: isOmitted(d.result) ? "" : summarise(tool, d.result) }),
+                   h("span", { class: "result-summary", text: d.summary ? ` — ${d.summary}` : "" }),
                    d.result ? resultDetails(session.sid, d.call_id, d.result) : null];
       } else if (outcome === "business_rejected") {
         content = [h("strong", { text: "Business rejected" }), h("span", { text: ` — ${err.code || ""}${err.message ? ": " + err.message : ""}` }),
@@ -450,31 +449,6 @@ function cancelButton(session, callId) {
     }
   });
   return button;
-}
-
-function summarise(tool, r) {
-  if (!r || typeof r !== "object") return "";
-  const money = (m) => formatMoney(m, r.currency);
-  if (r.refund_id) return ` — refund ${r.refund_id}: ${money(r.amount_minor)} on order ${r.order_id}`;
-  if (r.order_id) {
-    const parts = [`order ${r.order_id}`];
-    if (r.status) parts.push(r.status);
-    if (r.total_amount_minor !== undefined) parts.push(`total ${money(r.total_amount_minor)}`);
-    return ` — ${parts.join(" · ")}`;
-  }
-  if (r.status === "ok" && r.draft) return ` — open draft ${r.draft.draft_id} revision ${r.draft.revision}`;
-  if (r.status === "ambiguous" && Array.isArray(r.candidates)) return ` — ${r.candidates.length} open drafts`;
-  if (r.status === "none") return " — no open draft";
-  if (r.draft_id) {
-    const parts = [`draft ${r.draft_id} revision ${r.revision}`];
-    if (r.customer_name) parts.push(r.customer_name);
-    if (r.total_amount_minor !== undefined) parts.push(`total ${money(r.total_amount_minor)}`);
-    return ` — ${parts.join(" · ")}`;
-  }
-  if (Array.isArray(r.items)) return ` — ${r.items.length} item(s)`;
-  if (r.sku && r.on_hand !== undefined) return ` — ${r.sku}: ${r.on_hand} on hand`;
-  if (r.status) return ` — ${r.status}`;
-  return "";
 }
 
 async function sendMessage(event) {
