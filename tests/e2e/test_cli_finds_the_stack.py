@@ -63,4 +63,4 @@ def test_without_a_running_stack_the_command_names_what_to_set(tmp_path):
     env["ERPILOT_DATA_DIR"] = str(tmp_path)
     refused = _erpilot(env, "audit", "verify")
     assert refused.returncode != 0
-    assert "ERPILOT_DATABASE_URL is not set and no `erpilot up` runs in" in refused.stderr
+    assert "ERPILOT_NATS_URL is not set and no `erpilot up` runs in" in refused.stderr

@@ -29,7 +29,9 @@ def verify_key_b64(stack) -> str:
 
 
 def erpilot(stack, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ERPILOT_DATABASE_URL": stack.database_url, "ERPILOT_GRANT_VERIFY_KEY": verify_key_b64(stack)}
+    # As operations run it: through the approval service (query.approval.audit_chain), no database URL.
+    env = {**{k: v for k, v in os.environ.items() if k != "ERPILOT_DATABASE_URL"}, "ERPILOT_NATS_URL": stack.nats_url,
+           "ERPILOT_GRANT_VERIFY_KEY": verify_key_b64(stack)}
     return subprocess.run([sys.executable, "-m", "erpilot", *args], env=env, capture_output=True, text=True,
                           timeout=120)
 

@@ -201,7 +201,8 @@ def test_a_call_made_up_with_a_cancelled_runs_assertion_waits_for_a_person(stack
     rows = admin.get("/v1/audit", since=since).json()["items"]
     [ended] = [row for row in rows if row["kind"] == "run_ended" and row["data"]["run_id"] == run_id]
     assert ended["actor"] == rita.sub
-    [withheld] = [row for row in rows if row["kind"] == "standing_withheld" and row["pending_id"] == waits["pending_id"]]
+    [withheld] = [row for row in rows
+                  if row["kind"] == "standing_withheld" and row["pending_id"] == waits["pending_id"]]
     assert (withheld["actor"], withheld["data"]["reason"]) == (f"standing:{standing_id}", "run_ended")
     # Not refused: a person may still approve it.
     approved = bob.post(f"/v1/approvals/{waits['pending_id']}/decision",

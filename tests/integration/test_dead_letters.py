@@ -24,7 +24,7 @@ import pytest
 from faststream.nats import NatsBroker
 
 from erpilot.ops.dlq import record_subject
-from erpilot_contracts.base import Message
+from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import (
     AGENT_CMD_TOOL_CALL,
     APPROVAL_CMD_DECIDE,
@@ -94,12 +94,12 @@ async def flaky(own_nats_url, own_broker):
     bus = ServiceBus(service_broker, "erp", RetryPolicy(max_attempts=3, max_age_seconds=3600))
 
     @bus.command(subject, FlakyV1)
-    async def handle(cmd: FlakyV1) -> dict:
+    async def handle(cmd: FlakyV1) -> ReplyV1:  # a handler answers a model (the ServiceBus refuses a bare dict)
         state["attempts"].append(cmd.n)
         if state["down"]:
             raise TransientError("the downstream is away")
         state["handled"].append(cmd.n)
-        return {"ok": True, "data": {"n": cmd.n}}
+        return ReplyV1(ok=True, data={"n": cmd.n})
 
     await service_broker.start()
     try:

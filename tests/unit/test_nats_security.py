@@ -71,8 +71,11 @@ def test_only_the_gateway_watches_the_session_subjects_and_only_the_agent_publis
     assert [user for user, perms in USERS.items() if perms.may_publish(events)] == ["agent"]
 
 
-def test_the_admin_publishes_nothing_but_the_jetstream_api():
-    assert all(p.startswith("$JS.") for p in USERS[ns.ADMIN].publish_allow)
+def test_the_admin_publishes_nothing_but_the_jetstream_api_and_the_operations_queries():
+    # `erpilot audit` reads the audit chain through the approval service, as the admin user (and no one else).
+    assert all(p.startswith("$JS.") or p in ns.OPERATIONS_QUERIES for p in USERS[ns.ADMIN].publish_allow)
+    assert ns.OPERATIONS_QUERIES == (subjects.APPROVAL_QUERY_AUDIT_CHAIN,)
+    assert not any(USERS[service].may_publish(subjects.APPROVAL_QUERY_AUDIT_CHAIN) for service in ns.SERVICES)
 
 
 @pytest.mark.parametrize("service", ns.SERVICES)

@@ -37,6 +37,18 @@ def test_a_service_imports_no_other_service(service):
     assert offending(_package(service), [other for other in SERVICES if other != service]) == {}
 
 
+# What the CLI may take from a service (issue 33): how to build and configure it (``app``, ``settings``, which also
+# hold its migrations and the ERP's demo seed), the agent's context view (``context``, for `erpilot context-eval`),
+# and the gateway's MCP server with its error type (`erpilot mcp` serves it over stdio). Its domain, service layer
+# and adapters stay its own; what the CLI reads of a running service it asks over NATS (`erpilot audit`).
+PUBLIC_ENTRY_POINTS = (*(f"{service}.{module}" for service in SERVICES for module in ("app", "settings")),
+                       "erpilot_agent.context", "erpilot_gateway.mcp_server.server", "erpilot_gateway.problems")
+
+
+def test_the_cli_reaches_the_services_only_through_their_public_entry_points():
+    assert offending(_package("erpilot"), SERVICES, allowed=PUBLIC_ENTRY_POINTS) == {}
+
+
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_the_libraries_import_no_service_and_no_cli(library):
     assert offending(_package(library), (*SERVICES, "erpilot")) == {}

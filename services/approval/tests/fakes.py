@@ -345,6 +345,12 @@ class MemoryAuditLog(_Rows):
         self.state.checkpoints.append(mark)
         return mark
 
+    async def rows_after(self, after_seq: int, *, since: datetime | None, limit: int) -> list[AuditRow]:
+        return [row for row in self.state.audit if row.seq > after_seq and (since is None or row.at >= since)][:limit]
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        return sorted(self.state.checkpoints, key=lambda mark: mark.seq)
+
     async def rows_of(self, *, pending_id: str | None, operation_id: str | None, since: datetime | None,
                       limit: int) -> list[AuditRow]:
         return [row for row in self.state.audit

@@ -23,34 +23,40 @@ def cmd_dlq(args: argparse.Namespace) -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> None:
-    """Verify the approval service's audit chain (exit 1 at a broken link) or export it as JSON lines."""
+    """Verify the approval service's audit chain (exit 1 at a broken link) or export it as JSON lines, as the
+    approval service answers ``query.approval.audit_chain`` (ERPILOT_NATS_URL, ERPILOT_NATS_USER / _PASSWORD)."""
     import asyncio
     from datetime import datetime
 
     from erpilot.ops import audit
+    from erpilot_platform.broker import ReplyError, ServiceUnavailable
 
-    url = _require("ERPILOT_DATABASE_URL")
-    if args.action == "verify":
-        intact, text = asyncio.run(audit.verify(url, audit.verify_key(_data_dir()),
-                                                    from_checkpoint=args.from_checkpoint))
-        print(text)
-        if not intact:
-            sys.exit(1)
-        return
-    since = None
-    if args.since:
-        try:
-            since = datetime.fromisoformat(args.since)
-        except ValueError:
-            sys.exit(f"erpilot audit export: --since {args.since!r} is not an ISO 8601 time")
-        if since.tzinfo is None:
-            sys.exit("erpilot audit export: --since needs a time zone, e.g. 2026-12-01T08:00:00Z")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            count = asyncio.run(audit.export(url, out, since=since))
-        print(f"wrote {count} audit rows to {args.out}", file=sys.stderr)
-    else:
-        asyncio.run(audit.export(url, sys.stdout, since=since))
+    url = _require("ERPILOT_NATS_URL")
+    login = audit.nats_login(_data_dir())
+    try:
+        if args.action == "verify":
+            intact, text = asyncio.run(audit.verify(url, audit.verify_key(_data_dir()),
+                                                    from_checkpoint=args.from_checkpoint, login=login))
+            print(text)
+            if not intact:
+                sys.exit(1)
+            return
+        since = None
+        if args.since:
+            try:
+                since = datetime.fromisoformat(args.since)
+            except ValueError:
+                sys.exit(f"erpilot audit export: --since {args.since!r} is not an ISO 8601 time")
+            if since.tzinfo is None:
+                sys.exit("erpilot audit export: --since needs a time zone, e.g. 2026-12-01T08:00:00Z")
+        if args.out:
+            with open(args.out, "w", encoding="utf-8") as out:
+                count = asyncio.run(audit.export(url, out, since=since, login=login))
+            print(f"wrote {count} audit rows to {args.out}", file=sys.stderr)
+        else:
+            asyncio.run(audit.export(url, sys.stdout, since=since, login=login))
+    except (ServiceUnavailable, ReplyError, TimeoutError) as exc:
+        sys.exit(f"erpilot audit: the approval service did not answer: {exc}")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from erpilot.context_eval.facts import Fact
-from erpilot_agent.domain.history import Exchange
-from erpilot_agent.domain.rules_summary import summarise
+from erpilot_agent.context import Exchange, summarise
 
 Entry = dict[str, Any]
 CHECK_CODE = "Prüfcode K7-ALPHA-93"

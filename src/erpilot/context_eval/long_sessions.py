@@ -25,8 +25,7 @@ from erpilot.context_eval.builders import (
     sku,
 )
 from erpilot.context_eval.facts import DraftCustomer, DraftLine, EveryUserMessage, LatestResult, UserSays
-from erpilot_agent.domain.history import Exchange
-from erpilot_agent.domain.rules_summary import summarise
+from erpilot_agent.context import Exchange, summarise
 
 BOTH = "find products and customers"
 EVERYTHING = (("search_products", {"query": ""}, ok(catalog(30))), ("search_customers", {"query": ""},

@@ -16,10 +16,16 @@ from dataclasses import asdict, dataclass
 
 from erpilot.context_eval.facts import pairs_intact
 from erpilot.context_eval.scenarios import Scenario, all_scenarios
-from erpilot_agent.domain.context_view import DEFAULT_TOOL_BYTES, ContextOverflow, build_context
-from erpilot_agent.domain.history import entry_bytes, estimate_tokens, system_message
-from erpilot_agent.domain.model_ids import for_model
-from erpilot_agent.domain.prompt import SYSTEM_PROMPT
+from erpilot_agent.context import (
+    DEFAULT_TOOL_BYTES,
+    SYSTEM_PROMPT,
+    ContextOverflow,
+    build_context,
+    entry_bytes,
+    estimate_tokens,
+    for_model,
+    system_message,
+)
 
 MAX_SHARE = 0.25
 MIN_PRESSURE = 4  # the raw history is at least this many times the budget

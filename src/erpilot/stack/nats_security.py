@@ -117,7 +117,7 @@ TRAFFIC: dict[str, Traffic] = {
                          s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_ESCALATED, s.ERP_EVT_OPERATION_FINISHED),
         answers_queries=(s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST,
                          s.APPROVAL_QUERY_AUDIT, s.APPROVAL_QUERY_REFERRING, s.APPROVAL_QUERY_DELEGATIONS,
-                         s.APPROVAL_QUERY_STANDING, s.APPROVAL_QUERY_EMAIL_LINK,
+                         s.APPROVAL_QUERY_STANDING, s.APPROVAL_QUERY_EMAIL_LINK, s.APPROVAL_QUERY_AUDIT_CHAIN,
                          s.ping_subject("approval")),
     ),
     "erp": Traffic(
@@ -285,9 +285,14 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None,
                        allow_responses=bool(traffic.answers_queries))
 
 
+# What operations ask the services (``erpilot audit``): the admin user alone may.
+OPERATIONS_QUERIES = (s.APPROVAL_QUERY_AUDIT_CHAIN,)
+
+
 def admin_permissions() -> Permissions:
-    """Operations: the whole JetStream API (plain and through the domain): `erpilot migrate` runs as admin."""
-    return Permissions(("$JS.API.>", f"$JS.{JS_DOMAIN}.API.>"), (), (f"{DEFAULT_INBOX}.>",))
+    """Operations: the whole JetStream API (plain and through the domain): `erpilot migrate` runs as admin; and
+    the operations queries (`erpilot audit` reads the audit chain through the approval service)."""
+    return Permissions(("$JS.API.>", f"$JS.{JS_DOMAIN}.API.>", *OPERATIONS_QUERIES), (), (f"{DEFAULT_INBOX}.>",))
 
 
 def build_users(inboxes: Mapping[str, str] | None = None,

@@ -71,17 +71,9 @@ def migrate_all(database_url: str) -> None:
 
 
 def seed(database_url: str) -> dict[str, int]:
-    from erpilot_erp.adapters.seed import load_demo_catalog
-    from erpilot_platform.db import create_engine
+    from erpilot_erp.app import seed_demo_catalog
 
-    async def run() -> dict[str, int]:
-        engine = create_engine(database_url, pool_size=1)
-        try:
-            return await load_demo_catalog(engine)
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run())
+    return seed_demo_catalog(database_url)
 
 
 @dataclass

@@ -178,7 +178,7 @@ class TortureStack:
         from erpilot_platform.grants import load_verify_key
 
         key = self.running.env_for("erp")[0]["ERPILOT_GRANT_VERIFY_KEY"]  # the ERP's: the approval signs with its pair
-        return await audit.verify(self.database_url, load_verify_key(key))
+        return await audit.verify(self.nats_url, load_verify_key(key))
 
     async def wait_quiet(self, timeout: float) -> dict[str, int]:
         """Wait until nothing is in flight twice in a row; returns what was still in flight at the deadline."""

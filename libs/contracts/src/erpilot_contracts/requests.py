@@ -48,6 +48,8 @@ from erpilot_contracts.approval.standing import (
 from erpilot_contracts.approval.v1 import (
     ApprovalPageV1,
     ApprovalRecordV1,
+    AuditChainPageV1,
+    AuditChainQueryV1,
     AuditPageV1,
     AuditQueryV1,
     DecideManyV1,
@@ -141,6 +143,7 @@ APPROVAL_POLICY = query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, PolicyVie
 APPROVAL_GET = query(subjects.APPROVAL_QUERY_GET, GetApprovalV1, ApprovalRecordV1)
 APPROVAL_LIST = query(subjects.APPROVAL_QUERY_LIST, ListApprovalsV1, ApprovalPageV1)
 APPROVAL_AUDIT = query(subjects.APPROVAL_QUERY_AUDIT, AuditQueryV1, AuditPageV1)
+APPROVAL_AUDIT_CHAIN = query(subjects.APPROVAL_QUERY_AUDIT_CHAIN, AuditChainQueryV1, AuditChainPageV1)
 APPROVAL_REFERRING = query(subjects.APPROVAL_QUERY_REFERRING, FindReferringApprovalV1, ReferringApprovalV1)
 APPROVAL_DELEGATE = command(subjects.APPROVAL_CMD_DELEGATE, GiveDelegationV1, DelegationV1)
 APPROVAL_REVOKE_DELEGATION = command(subjects.APPROVAL_CMD_REVOKE_DELEGATION, RevokeDelegationV1, DelegationV1)

@@ -73,6 +73,7 @@ APPROVAL_QUERY_POLICY = f"{PREFIX}.query.approval.policy"      # PolicyQueryV1 -
 APPROVAL_QUERY_GET = f"{PREFIX}.query.approval.get"            # GetApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_QUERY_LIST = f"{PREFIX}.query.approval.list"          # ListApprovalsV1 -> ReplyV1(ApprovalPageV1)
 APPROVAL_QUERY_AUDIT = f"{PREFIX}.query.approval.audit"        # AuditQueryV1 -> ReplyV1(AuditPageV1), admins
+APPROVAL_QUERY_AUDIT_CHAIN = f"{PREFIX}.query.approval.audit_chain"  # AuditChainQueryV1 -> AuditChainPageV1 (ops)
 # FindReferringApprovalV1 -> ReplyV1(ReferringApprovalV1): may this person read that draft or order (SPEC §10)
 APPROVAL_QUERY_REFERRING = f"{PREFIX}.query.approval.referring"
 APPROVAL_QUERY_DELEGATIONS = f"{PREFIX}.query.approval.delegations"  # ListDelegationsV1 -> ReplyV1(DelegationPageV1)

@@ -24,9 +24,9 @@ entry point declares the model, but receives the message itself unvalidated (``_
 from __future__ import annotations
 
 import asyncio
-import json
+import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
@@ -37,6 +37,7 @@ from pydantic import BaseModel, ValidationError, WrapValidator
 
 from erpilot_contracts import json_input
 from erpilot_contracts.base import Message, ReplyV1
+from erpilot_contracts.events import Event
 from erpilot_contracts.requests import Endpoint
 from erpilot_contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, dead_letter_subject
 from erpilot_platform.broker import ServiceUnavailable, TransientError, new_inbox_prefix
@@ -50,6 +51,9 @@ from erpilot_platform.telemetry import consumer_redeliveries, id_attributes, tra
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
+D = TypeVar("D")
+# Every service's handler: ``async def handle(msg: XV1, deps: Deps) -> YV1`` (an event's: ``-> None``).
+Handler = Callable[[Any, D], Awaitable[Any]]
 # ERPILOT_ACK_WAIT_SECONDS overrides ACK_WAIT_SECONDS per deployment (`erpilot torture` shortens it).
 HEARTBEAT_SECONDS = 5.0
 # Documents the model without validating: a malformed body must reach the error policy, not fail in faststream.
@@ -197,6 +201,17 @@ class ServiceBus:
             unbind(token)
         return _as_reply(result)
 
+    def register(self, handlers: Mapping[Endpoint[Any, Any] | Event[Any], Handler[D]], deps: D) -> None:
+        """A service's entrypoint table: each endpoint or event served by its handler, called with ``deps``; the
+        first paragraph of the handler's docstring describes it in the AsyncAPI document."""
+        for endpoint, handle in handlers.items():
+            bound = _bound(handle, deps)
+            description = (inspect.getdoc(handle) or "").split("\n\n", 1)[0].replace("\n", " ")
+            if isinstance(endpoint, Event):
+                self.event(endpoint.subject, endpoint.model, description=description)(bound)
+            else:
+                self.serve(endpoint, description=description)(bound)
+
     def serve(self, endpoint: Endpoint[M, Any], *, description: str = ""):
         """The handler of ``endpoint`` as ``erpilot_contracts.requests`` declares it: a durable command or a
         query, on its subject, parsing its request model (so what callers send is what the handler reads)."""
@@ -271,15 +286,24 @@ class ServiceBus:
         return register
 
 
-def _as_reply(result: Any) -> dict | None:
-    """The answer to send: None (an event: nothing), a ``ReplyV1`` as it is, any other model as its success."""
+def _bound(handle: Handler[D], deps: D) -> Callable[[Any], Awaitable[Any]]:
+    async def bound(msg: Any) -> Any:
+        return await handle(msg, deps)
+
+    bound.__name__ = handle.__name__
+    return bound
+
+
+def _as_reply(result: BaseModel | None) -> dict | None:
+    """The answer to send: None (an event: nothing), a ``ReplyV1`` as it is, any other model as its success. A
+    handler answers with its contract model: anything else is a bug, not something to guess a JSON form for."""
     if result is None:
         return None
     if isinstance(result, ReplyV1):
         return result.model_dump(mode="json")
     if isinstance(result, BaseModel):
         return ReplyV1.success(result).model_dump(mode="json")
-    return json.loads(json.dumps(result, default=str))
+    raise TypeError(f"a handler answered a {type(result).__name__}, not a contract model")
 
 
 def _gave_up_reply(reason: str) -> ReplyV1:

@@ -10,21 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.tools.v1 import InvalidArguments, UnknownTool, normalise
+from erpilot_platform.refusals import Refused
 
 
-def refusal(tool: str, exc: UnknownTool | InvalidArguments) -> ReplyV1:
-    """The failure reply for an unknown tool or arguments its schema refuses."""
+def refusal(tool: str, exc: UnknownTool | InvalidArguments) -> Refused:
+    """The refusal of an unknown tool or of arguments its schema refuses."""
     if isinstance(exc, UnknownTool):
-        return ReplyV1.failure("unknown_tool", f"unknown tool {tool!r}", 422)
-    return ReplyV1.failure("invalid_arguments", f"arguments do not match the schema of {tool}", 422,
-                           errors=exc.errors)
+        return Refused("unknown_tool", f"unknown tool {tool!r}", 422)
+    return Refused("invalid_arguments", f"arguments do not match the schema of {tool}", 422, errors=exc.errors)
 
 
-def normalised_or_refusal(tool: str, arguments: Any) -> dict[str, Any] | ReplyV1:
-    """The tool's normalised arguments, or the ``unknown_tool`` / ``invalid_arguments`` failure (422)."""
+def normalised_arguments(tool: str, arguments: Any) -> dict[str, Any]:
+    """The tool's normalised arguments; raises ``Refused`` ``unknown_tool`` / ``invalid_arguments`` (422)."""
     try:
         return normalise(tool, arguments)
     except (UnknownTool, InvalidArguments) as exc:
-        return refusal(tool, exc)
+        raise refusal(tool, exc) from None

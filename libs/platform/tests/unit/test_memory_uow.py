@@ -30,9 +30,9 @@ def _uow() -> MemoryUnitOfWork[State, Work]:
 async def test_a_returning_work_commits_its_rows_and_messages_and_wakes_the_relay():
     uow = _uow()
 
-    async def work(w: Work) -> int:
-        w.rows["a"] = 1
-        await w.emit("erpilot.v1.evt.x.happened", {"a": 1}, msg_id="x.a")
+    async def work(unit: Work) -> int:
+        unit.rows["a"] = 1
+        await unit.emit("erpilot.v1.evt.x.happened", {"a": 1}, msg_id="x.a")
         return 7
 
     assert await uow.run(work) == 7
@@ -43,10 +43,10 @@ async def test_a_returning_work_commits_its_rows_and_messages_and_wakes_the_rela
 async def test_a_raise_leaves_nothing_behind():
     uow = _uow()
 
-    async def work(w: Work) -> None:
-        w.rows["a"] = 1
-        await w.emit("s", {"a": 1})
-        await w.claim("k")
+    async def work(unit: Work) -> None:
+        unit.rows["a"] = 1
+        await unit.emit("s", {"a": 1})
+        await unit.claim("k")
         raise RuntimeError("crash")
 
     with pytest.raises(RuntimeError):
@@ -56,9 +56,9 @@ async def test_a_raise_leaves_nothing_behind():
 
 async def test_a_read_sees_what_is_committed_and_may_not_emit_or_claim():
     uow = _uow()
-    await uow.run(lambda w: _set(w, "a", 2))
-    assert await uow.read(lambda w: _get(w, "a")) == 2
-    for change in (lambda w: w.emit("s", {}), lambda w: w.claim("k")):
+    await uow.run(lambda unit: _set(unit, "a", 2))
+    assert await uow.read(lambda unit: _get(unit, "a")) == 2
+    for change in (lambda unit: unit.emit("s", {}), lambda unit: unit.claim("k")):
         with pytest.raises(ReadOnly):
             await uow.read(change)
 
@@ -66,19 +66,19 @@ async def test_a_read_sees_what_is_committed_and_may_not_emit_or_claim():
 async def test_the_inbox_answers_a_claimed_key_once():
     uow = _uow()
 
-    async def handle(w: Work) -> tuple[bool, dict | None]:
-        claimed, recorded = await w.claim("cmd:1")
+    async def handle(unit: Work) -> tuple[bool, dict | None]:
+        claimed, recorded = await unit.claim("cmd:1")
         if claimed:
-            await w.record("cmd:1", {"answer": 1})
+            await unit.record("cmd:1", {"answer": 1})
         return claimed, recorded
 
     assert await uow.run(handle) == (True, None)
     assert await uow.run(handle) == (False, {"answer": 1})
 
 
-async def _set(w: Work, key: str, value: int) -> None:
-    w.rows[key] = value
+async def _set(unit: Work, key: str, value: int) -> None:
+    unit.rows[key] = value
 
 
-async def _get(w: Work, key: str) -> int:
-    return w.rows[key]
+async def _get(unit: Work, key: str) -> int:
+    return unit.rows[key]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from erpilot_platform.tool_arguments import normalised_or_refusal
+from erpilot_platform.refusals import Refused
+from erpilot_platform.tool_arguments import normalised_arguments
 
 
 def test_known_tool_and_valid_arguments_come_back_normalised() -> None:
-    assert normalised_or_refusal("cancel_order", {"order_id": "O-1", "reason": None}) == {"order_id": "O-1"}
+    assert normalised_arguments("cancel_order", {"order_id": "O-1", "reason": None}) == {"order_id": "O-1"}
 
 
 @pytest.mark.parametrize(("tool", "arguments", "code"), [
@@ -18,11 +19,13 @@ def test_known_tool_and_valid_arguments_come_back_normalised() -> None:
     ("submit_order", ["D-1", 2], "invalid_arguments"),
     ("adjust_stock", {"sku": "S", "delta": 1, "reason": "a\u0000b"}, "invalid_arguments"),
 ])
-def test_unusable_arguments_are_one_422_code(tool, arguments, code) -> None:
-    reply = normalised_or_refusal(tool, arguments)
-    assert (reply.ok, reply.error.code, reply.error.status) == (False, code, 422)
+def test_unusable_arguments_are_refused_with_one_422_code(tool, arguments, code) -> None:
+    with pytest.raises(Refused) as refused:
+        normalised_arguments(tool, arguments)
+    assert (refused.value.code, refused.value.status) == (code, 422)
 
 
 def test_invalid_arguments_say_what_is_wrong() -> None:
-    reply = normalised_or_refusal("submit_order", {"draft_id": "D-1"})
-    assert reply.error.details["errors"][0]["loc"] == ["revision"]
+    with pytest.raises(Refused) as refused:
+        normalised_arguments("submit_order", {"draft_id": "D-1"})
+    assert refused.value.reply().error.details["errors"][0]["loc"] == ["revision"]

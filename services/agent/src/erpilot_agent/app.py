@@ -51,7 +51,7 @@ def build(settings: AgentSettings, *, uow: AgentUnitOfWork | None = None, locks:
         retry=RetryBudget(settings.run_max_attempts, settings.run_give_up_seconds))
     tool_calls.on_finished = run_service.on_call_finished
     register_ping(service_bus, engine)
-    nats_entry.register(service_bus, uow, tool_calls, run_service)
+    nats_entry.register(service_bus, nats_entry.AgentDeps(uow, tool_calls, run_service))
 
     async def relay() -> None:
         await outbox.run(engine, broker)

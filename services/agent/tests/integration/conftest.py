@@ -38,7 +38,7 @@ def uow(engine) -> UnitOfWork:
 
 async def new_session(uow, owner: str = "alice") -> str:
     session_id = f"ses_{uuid.uuid4().hex[:20]}"
-    await uow.run(lambda w: w.sessions.add(session_id, owner, None))
+    await uow.run(lambda unit: unit.sessions.add(session_id, owner, None))
     return session_id
 
 
@@ -48,10 +48,10 @@ async def new_call(uow, tool: str = "adjust_stock", arguments: dict | None = Non
     call = ToolCall(f"call_{uuid.uuid4().hex}", tool, arguments or {"sku": "SKU-1", "delta": -2, "reason": "count"})
     call.start(needs_approval=True)
 
-    async def work(w: Work) -> None:
-        await w.calls.add(call_key=call_key(session_id, call.call_id), call_id=call.call_id, session_id=session_id,
-                          run_id=None, source="external", request_hash="v1:sha256:x",
-                          operation_id=f"op_{uuid.uuid4().hex}", assertion=None, call=call)
+    async def work(unit: Work) -> None:
+        await unit.calls.add(call_key=call_key(session_id, call.call_id), call_id=call.call_id, session_id=session_id,
+                             run_id=None, source="external", request_hash="v1:sha256:x",
+                             operation_id=f"op_{uuid.uuid4().hex}", assertion=None, call=call)
 
     await uow.run(work)
     return session_id, call
@@ -61,9 +61,9 @@ async def save(uow, session_id: str, call: ToolCall) -> None:
     """Store the call's state as it is now (no events)."""
     key = call_key(session_id, call.call_id)
 
-    async def work(w: Work) -> None:
-        await w.calls.get(key, lock=True)
-        await w.calls.save(key, call)
+    async def work(unit: Work) -> None:
+        await unit.calls.get(key, lock=True)
+        await unit.calls.save(key, call)
 
     await uow.run(work)
 

@@ -69,10 +69,10 @@ async def add_waiting_call(uow, session_id: str, run_id: str) -> str:
     call.start()
     call.await_approval(PendingApproval(f"pa_{run_id}", "fp", datetime.now(UTC), {}, "url"))
 
-    async def work(w: Work) -> None:
-        await w.calls.add(call_key=call_key(session_id, call_id), call_id=call_id, session_id=session_id,
-                          run_id=run_id, source="model", request_hash="v1:sha256:x",
-                          operation_id=f"op_{uuid.uuid4().hex}", assertion="as-1", call=call)
+    async def work(unit: Work) -> None:
+        await unit.calls.add(call_key=call_key(session_id, call_id), call_id=call_id, session_id=session_id,
+                             run_id=run_id, source="model", request_hash="v1:sha256:x",
+                             operation_id=f"op_{uuid.uuid4().hex}", assertion="as-1", call=call)
 
     await uow.run(work)
     return call_id

@@ -78,10 +78,10 @@ class FakeTools:
         else:
             call.finish("succeeded", result=self.results.get(tool, {"ok": True}))
 
-        async def record(w):
-            await w.calls.add(call_key=call_key(run.session_id, call_id), call_id=call_id,
-                              session_id=run.session_id, run_id=run.run_id, source="model", request_hash="h",
-                              operation_id=f"op_{call_id}", assertion=run.assertion, call=call)
+        async def record(unit):
+            await unit.calls.add(call_key=call_key(run.session_id, call_id), call_id=call_id,
+                                 session_id=run.session_id, run_id=run.run_id, source="model", request_hash="h",
+                                 operation_id=f"op_{call_id}", assertion=run.assertion, call=call)
 
         await self.uow.run(record)
 
@@ -103,14 +103,14 @@ class FakeTools:
         """The person decided (and the ERP committed, for ``result``): the call finishes."""
         key = call_key(SESSION, call_id)
 
-        async def finish(w):
-            record = await w.calls.get(key, lock=True)
+        async def finish(unit):
+            record = await unit.calls.get(key, lock=True)
             call = record.call
             events = call.resolve(f"pa_{call_id}", "approved" if result is not None else not_executed,
                                   decided_by="mgr", comment=comment)
             if result is not None:
                 events += call.finish("succeeded", result=result)
-            await w.calls.save(key, call, events=events)
+            await unit.calls.save(key, call, events=events)
 
         await self.uow.run(finish)
         if self.on_finished:

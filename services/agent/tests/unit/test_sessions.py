@@ -74,7 +74,7 @@ async def test_a_session_is_created_once_and_its_id_is_its_owners(uow):
 
 async def test_the_owner_sees_messages_calls_pending_approvals_and_runs(uow, waiting):
     uow.state.runs["run_1"] = Run("run_1", "ses_1", "alice", "waiting", created_at=NOW, updated_at=NOW)
-    await uow.run(lambda w: w.sessions.append("ses_1", [SessionEvent("message", {"role": "user",
+    await uow.run(lambda unit: unit.sessions.append("ses_1", [SessionEvent("message", {"role": "user",
                                                                                   "text": "adjust the pens"})]))
 
     view = await sessions.session_view(uow, GetSessionV1(session_id="ses_1", owner="alice"))

@@ -12,7 +12,6 @@ from erpilot_approval.domain import links
 from erpilot_approval.entrypoints import nats as nats_entry
 from erpilot_approval.entrypoints import webhooks as webhook_entry
 from erpilot_approval.service_layer.audit import CheckpointSigner
-from erpilot_approval.service_layer.audit_queries import record_operation_finished
 from erpilot_approval.service_layer.escalation import escalation_sweeper
 from erpilot_approval.service_layer.expiry import expiry_sweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
@@ -64,12 +63,12 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
         sweeper.wake()
         escalations.wake()
 
+    chat_secret = settings.chat_signing_secret.get_secret_value().encode() if settings.chat_signing_secret else None
     ports = Ports(uow=units, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
                   assertion_key=assertion_key, ledger_key=ledger_key, new_deadline=new_approval,
-                  people=settings.people(policy))
+                  people=settings.people(policy), chat_secret=chat_secret, wake_webhooks=lambda: dispatcher.wake())
     register_ping(service_bus, engine)
-    chat_secret = settings.chat_signing_secret.get_secret_value().encode() if settings.chat_signing_secret else None
-    nats_entry.register(service_bus, ports, chat_secret=chat_secret, wake=lambda: dispatcher.wake())
+    nats_entry.register(service_bus, ports)
     signer = CheckpointSigner(units, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
     mailer = settings.mailer(signing_key)
@@ -79,8 +78,7 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
                                    timeout_seconds=settings.webhook_timeout_seconds, mailer=mailer)
     recipients = (lambda approval: links.recipients(approval, ports.people(), policy.contacts)) if mailer else None
     webhook_entry.register(service_bus, WebhookEvents(units, webhooks, settings.public_url, wake=dispatcher.wake,
-                                                      mail_recipients=recipients, chat_url=policy.chat_url),
-                           lambda status: record_operation_finished(status, units))
+                                                      mail_recipients=recipients, chat_url=policy.chat_url))
     warnings = WarningSweeper(units, policy)
 
     async def relay() -> None:

@@ -12,14 +12,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 
-from erpilot.ops.audit import export, verify
+from erpilot.ops.audit import export_chain, verify_chain
 from erpilot.stack.stack import migrate_all
 from erpilot_approval.adapters import audit_log
 from erpilot_approval.app import build
 from erpilot_approval.domain.audit import sign
-from erpilot_contracts import subjects
+from erpilot_contracts import requests, subjects
 from erpilot_contracts.approval.v1 import DecideManyV1, DecisionItemV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_platform.broker import call
 from erpilot_platform.db import create_engine
 from erpilot_platform.testing.backends import scratch_database
 
@@ -111,7 +112,11 @@ async def test_a_busy_log_verifies_and_records_every_kind_of_change(service, app
     assert await kinds_of(engine, pending_id=made["withdrawn"]["pending_id"]) == ["request", "withdrawal"]
     assert await kinds_of(engine, pending_id=made["expiring"]["pending_id"]) == ["request", "expiry"]
 
-    intact, said = await verify(audit_db, VERIFY_KEY)
+    # `erpilot audit` asks the service running on this database (query.approval.audit_chain) and checks it itself.
+    async def ask(query):
+        return await call(broker, requests.APPROVAL_AUDIT_CHAIN, query)
+
+    intact, said = await verify_chain(ask, VERIFY_KEY)
     assert intact, said
     async with engine.connect() as conn:
         verdict = await audit_log.verify_chain(conn, VERIFY_KEY)
@@ -119,7 +124,7 @@ async def test_a_busy_log_verifies_and_records_every_kind_of_change(service, app
 
     out = tmp_path / "audit.jsonl"
     with out.open("w") as handle:
-        assert await export(audit_db, handle) == verdict.head
+        assert await export_chain(ask, handle) == verdict.head
     assert out.read_text().count("\n") == verdict.head
 
 

@@ -14,7 +14,6 @@ import pytest
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.standing import EndRunV1, GiveStandingApprovalV1, RevokeStandingApprovalV1
 from erpilot_contracts.approval.v1 import AuditQueryV1
-
 from erpilot_platform.assertions import sign_assertion
 
 from .conftest import ASSERTION_KEY, actor, uid

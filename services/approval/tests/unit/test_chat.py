@@ -36,7 +36,7 @@ roles = ["approver"]
 def desk() -> Desk:
     policy = load_policy(POLICY)
     desk = Desk(policy)
-    desk.ports = dataclasses.replace(desk.ports, people=lambda: policy.people)
+    desk.ports = dataclasses.replace(desk.ports, people=lambda: policy.people, chat_secret=SECRET)
     return desk
 
 
@@ -53,7 +53,7 @@ def press(record: dict, user: str = "U-BOB", action: str = "approve", *, at=NOW,
 async def test_a_signed_press_decides_as_the_mapped_person_and_queues_the_cards_update(desk):
     record = await desk.request("submit_order")
 
-    decided = await chat_action(press(record), desk.ports, SECRET)
+    decided = await chat_action(press(record), desk.ports)
     assert (decided.status, decided.decided_by) == ("approved", "bob")
     [update] = [row for row in desk.state.webhooks if row.event_type == "chat.update"]
     assert update.url == "https://hooks.example/actions/1"
@@ -63,12 +63,12 @@ async def test_a_signed_press_decides_as_the_mapped_person_and_queues_the_cards_
 async def test_a_replayed_press_is_refused_inside_the_window_and_outside_it(desk):
     record = await desk.request("submit_order")
     pressed = press(record)
-    await chat_action(pressed, desk.ports, SECRET)
+    await chat_action(pressed, desk.ports)
 
-    again = await refusal_of(chat_action(pressed, desk.ports, SECRET))
+    again = await refusal_of(chat_action(pressed, desk.ports))
     assert (again.code, again.status) == ("already_voted", 409)
     desk.uow.advance(timedelta(minutes=5, seconds=1))
-    late = await refusal_of(chat_action(pressed, desk.ports, SECRET))
+    late = await refusal_of(chat_action(pressed, desk.ports))
     assert (late.code, late.status) == ("stale_request", 401)
     assert [(d.actor, d.action) for d in desk.state.decisions] == [("bob", "approve")]
 
@@ -84,7 +84,7 @@ async def test_a_press_that_proves_nothing_decides_nothing(desk, case):
         "no_secret": (press(record), None),
     }[case]
 
-    refusal = await refusal_of(chat_action(pressed, desk.ports, secret))
+    refusal = await refusal_of(chat_action(pressed, dataclasses.replace(desk.ports, chat_secret=secret)))
     assert refusal.status in (401, 403, 404) and refusal.code in (
         "invalid_signature", "stale_request", "unknown_chat_user", "chat_not_configured")
     assert desk.state.decisions == [] and desk.approval(record["pending_id"]).votes == ()

@@ -44,11 +44,11 @@ async def revoke(desk: Desk, delegation_id: str, actor: Actor = BOB):
 
 
 async def seen_by(desk: Desk, actor: Actor, record: dict) -> ApprovalRecordV1:
-    return await get_approval(desk.ports, GetApprovalV1(pending_id=record["pending_id"], actor=actor))
+    return await get_approval(GetApprovalV1(pending_id=record["pending_id"], actor=actor), desk.ports)
 
 
 async def listed_for(desk: Desk, actor: Actor) -> list[str]:
-    page = await list_approvals(desk.ports, ListApprovalsV1(actor=actor))
+    page = await list_approvals(ListApprovalsV1(actor=actor), desk.ports)
     return [item.pending_id for item in page.items]
 
 
@@ -65,9 +65,9 @@ async def test_a_delegation_is_given_with_the_givers_deciding_roles_listed_for_b
         "roles": ["approver", "manager"], "created_at": None, "revoked_at": None}  # admin powers are never lent
     assert (given.until, given.created_at) == (FRIDAY, NOW)
     for person in (BOB, ANA):  # given and received
-        page = await list_delegations(desk.uow, ListDelegationsV1(actor=person))
+        page = await list_delegations(ListDelegationsV1(actor=person), desk.ports)
         assert [d.delegation_id for d in page.items] == ["dlg_1"]
-    stranger = await list_delegations(desk.uow, ListDelegationsV1(actor=Actor(sub="zoe", roles=["manager"])))
+    stranger = await list_delegations(ListDelegationsV1(actor=Actor(sub="zoe", roles=["manager"])), desk.ports)
     assert stranger.items == []
     [row] = desk.state.audit
     assert (row.kind, row.actor, row.data["to"], row.data["tools"]) == ("delegation_given", "bob", "ana", None)
@@ -142,7 +142,7 @@ async def test_the_delegator_revokes_at_once_and_again_harmlessly_and_nobody_els
     assert revoked.revoked_at == NOW + timedelta(minutes=5)
     assert (await revoke(desk, "dlg_1")).revoked_at == revoked.revoked_at  # the recorded revocation
     assert kinds(desk) == ["delegation_given", "delegation_revoked"]
-    assert (await list_delegations(desk.uow, ListDelegationsV1(actor=BOB))).items == []
+    assert (await list_delegations(ListDelegationsV1(actor=BOB), desk.ports)).items == []
 
 
 # --- deciding as a delegate ------------------------------------------------------------------------------------
@@ -224,7 +224,7 @@ async def test_a_delegation_ends_at_its_until(desk):
     assert await listed_for(desk, ANA) == []
     hidden = await refusal_of(seen_by(desk, ANA, record))
     assert hidden.code == "not_found"  # no longer hers to see
-    assert (await list_delegations(desk.uow, ListDelegationsV1(actor=ANA))).items == []
+    assert (await list_delegations(ListDelegationsV1(actor=ANA), desk.ports)).items == []
 
 
 # --- separation of duties for both people -----------------------------------------------------------------------

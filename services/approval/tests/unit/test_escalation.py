@@ -46,7 +46,7 @@ def desk() -> Desk:
 
 
 async def listed_for(desk: Desk, actor: Actor) -> list[str]:
-    return [item.pending_id for item in (await list_approvals(desk.ports, ListApprovalsV1(actor=actor))).items]
+    return [item.pending_id for item in (await list_approvals(ListApprovalsV1(actor=actor), desk.ports)).items]
 
 
 # --- the policy ------------------------------------------------------------------------------------------------

@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 
-from erpilot_approval.domain.audit import verify
+from erpilot_approval.domain.audit import AuditRow, verify
 from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.domain.webhooks import Webhook
 from erpilot_approval.service_layer.audit import CheckpointSigner
-from erpilot_approval.service_layer.audit_queries import audit_rows, record_operation_finished
+from erpilot_approval.service_layer.audit_queries import audit_chain, audit_rows, record_operation_finished
 from erpilot_approval.service_layer.expiry import expiry_sweeper
 from erpilot_approval.service_layer.expiry_warnings import WarningSweeper
 from erpilot_approval.service_layer.gauges import refresh_pending_gauge
@@ -29,6 +29,7 @@ from erpilot_contracts.approval.v1 import (
     Actor,
     ApprovalExpiringV1,
     ApprovalResolvedV1,
+    AuditChainQueryV1,
     AuditQueryV1,
     FindReferringApprovalV1,
     GetApprovalV1,
@@ -65,17 +66,17 @@ async def three_requests(desk: Desk) -> list[dict]:
 async def test_the_list_is_newest_first_filtered_and_paged_by_cursor(desk):
     first, second, third = await three_requests(desk)
 
-    page = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, limit=2))
+    page = await list_approvals(ListApprovalsV1(actor=BOB, limit=2), desk.ports)
     assert [i.pending_id for i in page.items] == [third["pending_id"], second["pending_id"]]
-    rest = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, limit=2, cursor=page.next_cursor))
+    rest = await list_approvals(ListApprovalsV1(actor=BOB, limit=2, cursor=page.next_cursor), desk.ports)
     assert [i.pending_id for i in rest.items] == [first["pending_id"]]
     assert rest.next_cursor is None
 
-    by_session = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, session_id="s-1", tool="submit_order"))
+    by_session = await list_approvals(ListApprovalsV1(actor=BOB, session_id="s-1", tool="submit_order"), desk.ports)
     assert [i.pending_id for i in by_session.items] == [first["pending_id"]]
-    since = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, since=NOW + timedelta(seconds=1)))
+    since = await list_approvals(ListApprovalsV1(actor=BOB, since=NOW + timedelta(seconds=1)), desk.ports)
     assert [i.pending_id for i in since.items] == [third["pending_id"], second["pending_id"]]
-    nobody = await list_approvals(desk.ports, ListApprovalsV1(actor=Actor(sub="eve", roles=["requester"])))
+    nobody = await list_approvals(ListApprovalsV1(actor=Actor(sub="eve", roles=["requester"])), desk.ports)
     assert nobody.items == []
 
 
@@ -83,26 +84,26 @@ async def test_the_list_takes_a_status_and_refuses_a_bad_cursor(desk):
     first, _, _ = await three_requests(desk)
     assert (await desk.decide(first, "reject", "bob", "approver")).status == "rejected"
 
-    rejected = await list_approvals(desk.ports, ListApprovalsV1(actor=BOB, status="rejected"))
+    rejected = await list_approvals(ListApprovalsV1(actor=BOB, status="rejected"), desk.ports)
     assert [i.pending_id for i in rejected.items] == [first["pending_id"]]
-    bad = await refusal_of(list_approvals(desk.ports, ListApprovalsV1(actor=BOB, cursor="not-a-cursor")))
+    bad = await refusal_of(list_approvals(ListApprovalsV1(actor=BOB, cursor="not-a-cursor"), desk.ports))
     assert (bad.code, bad.status) == ("invalid_cursor", 422)
     beyond = cursors.encode(datetime.fromisoformat("0001-01-01T00:00:00+01:00"), "pa_x")  # no UTC for it
-    bad_time = await refusal_of(list_approvals(desk.ports, ListApprovalsV1(actor=BOB, cursor=beyond)))
+    bad_time = await refusal_of(list_approvals(ListApprovalsV1(actor=BOB, cursor=beyond), desk.ports))
     assert (bad_time.code, bad_time.status) == ("invalid_datetime", 422)
 
 
 async def test_one_approval_is_shown_to_its_deciders_and_requester_only(desk):
     record = await desk.request("submit_order")
 
-    shown = await get_approval(desk.ports, GetApprovalV1(pending_id=record["pending_id"], actor=BOB))
+    shown = await get_approval(GetApprovalV1(pending_id=record["pending_id"], actor=BOB), desk.ports)
     assert shown.pending_id == record["pending_id"] and shown.can_decide is True
-    mine = await get_approval(desk.ports, GetApprovalV1(pending_id=record["pending_id"],
-                                                      actor=Actor(sub="alice", roles=["requester"])))
+    mine = await get_approval(GetApprovalV1(pending_id=record["pending_id"],
+                                            actor=Actor(sub="alice", roles=["requester"])), desk.ports)
     assert mine.pending_id == record["pending_id"] and mine.can_decide is False
-    other = await refusal_of(get_approval(desk.ports, GetApprovalV1(pending_id=record["pending_id"],
-                                                                  actor=Actor(sub="eve", roles=["requester"]))))
-    unknown = await refusal_of(get_approval(desk.ports, GetApprovalV1(pending_id="pa-nope", actor=BOB)))
+    other = await refusal_of(get_approval(GetApprovalV1(pending_id=record["pending_id"],
+                                                        actor=Actor(sub="eve", roles=["requester"])), desk.ports))
+    unknown = await refusal_of(get_approval(GetApprovalV1(pending_id="pa-nope", actor=BOB), desk.ports))
     assert (other.code, other.status, other.message.replace(record["pending_id"], "?")) == (
         unknown.code, unknown.status, unknown.message.replace("pa-nope", "?")) == (
         "not_found", 404, "approval ? not found")  # "not yours" looks like "unknown" (SPEC §5)
@@ -118,7 +119,7 @@ async def test_an_approval_naming_a_draft_or_an_order_is_found_only_for_those_wh
 
     async def found(actor: Actor, drafts: list[str] = (), orders: list[str] = ()) -> str | None:
         query = FindReferringApprovalV1(actor=actor, draft_ids=list(drafts), order_ids=list(orders))
-        return (await referring_approval(desk.uow, query)).pending_id
+        return (await referring_approval(query, desk.ports)).pending_id
 
     assert await found(BOB, drafts=["D-1"]) == submit["pending_id"]
     assert await found(BOB, orders=["O-1"]) is None  # the refund is a manager's
@@ -145,15 +146,15 @@ async def test_the_audit_rows_of_an_approval_verify_and_are_for_admins(desk):
     await record_operation_finished(status, desk.uow)
     await record_operation_finished(status, desk.uow)  # a redelivery records nothing more
 
-    page = await audit_rows(desk.uow, AuditQueryV1(actor=ADMIN, pending_id=record["pending_id"]))
+    page = await audit_rows(AuditQueryV1(actor=ADMIN, pending_id=record["pending_id"]), desk.ports)
     assert [row.kind for row in page.items] == [
         "request", "vote", "decision", "grant_issued", "commit_outcome", "grant_consumed"]
-    by_operation = await audit_rows(desk.uow, AuditQueryV1(actor=ADMIN, operation_id=record["operation_id"],
-                                                             limit=2))
+    by_operation = await audit_rows(AuditQueryV1(actor=ADMIN, operation_id=record["operation_id"], limit=2),
+                                    desk.ports)
     assert [row.kind for row in by_operation.items] == ["request", "vote"]
-    assert (await refusal_of(audit_rows(desk.uow, AuditQueryV1(actor=BOB, pending_id=record["pending_id"])))
+    assert (await refusal_of(audit_rows(AuditQueryV1(actor=BOB, pending_id=record["pending_id"]), desk.ports))
             ).status == 403
-    assert (await refusal_of(audit_rows(desk.uow, AuditQueryV1(actor=ADMIN)))).status == 422
+    assert (await refusal_of(audit_rows(AuditQueryV1(actor=ADMIN), desk.ports))).status == 422
 
     signer = CheckpointSigner(desk.uow, 60)
     mark = await signer.sign_once()
@@ -161,6 +162,28 @@ async def test_the_audit_rows_of_an_approval_verify_and_are_for_admins(desk):
     assert await signer.sign_once() is None  # the head is signed already
     assert verify(desk.state.audit, desk.uow.key.public_key(), desk.state.checkpoints) == (
         None, len(desk.state.audit))
+
+
+
+async def test_the_audit_chain_goes_out_page_by_page_with_its_checkpoints_once(desk):
+    record = await desk.request("submit_order")
+    await desk.request("cancel_order")
+    assert (await desk.decide(record, "approve", "bob", "approver")).status == "approved"
+    mark = await CheckpointSigner(desk.uow, 60).sign_once()
+    assert mark is not None
+    rows = len(desk.state.audit)
+
+    pages, after_seq, first = [], 0, True
+    while after_seq is not None:
+        page = await audit_chain(AuditChainQueryV1(after_seq=after_seq, limit=2, with_checkpoints=first), desk.ports)
+        pages.append(page)
+        after_seq, first = page.next_after_seq, False
+    assert [len(page.items) for page in pages] == [2] * (rows // 2) + ([rows % 2] if rows % 2 else [0])
+    assert [row.seq for page in pages for row in page.items] == list(range(1, rows + 1))
+    assert [(c.seq, c.hash) for c in pages[0].checkpoints] == [(mark.seq, mark.hash)]
+    assert all(page.checkpoints == [] for page in pages[1:])  # asked once
+    shown = [AuditRow(**row.model_dump(exclude={"schema_version"})) for page in pages for row in page.items]
+    assert verify(shown, desk.uow.key.public_key(), desk.state.checkpoints) == (None, rows)
 
 
 # --- gauge and sweepers ----------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ import pytest
 
 from erpilot_approval.domain import standing, standing_runs
 from erpilot_approval.domain.policy import load_policy
+from erpilot_approval.domain.policy_values import PolicyError
 from erpilot_approval.domain.standing import StandingApproval, StandingError
 from erpilot_approval.service_layer.requests import request_approval
-from erpilot_approval.domain.policy_values import PolicyError
 from erpilot_approval.service_layer.standing import end_run, give_standing, list_standing, revoke_standing
 from erpilot_approval.service_layer.withdrawals import withdraw_cancelled_run
 from erpilot_contracts import subjects
@@ -197,9 +197,10 @@ async def test_a_refused_give_records_nothing_and_only_the_giver_or_an_admin_rev
     other = Actor(sub="carol", roles=["approver"])
     assert (await refusal_of(revoke_standing(RevokeStandingApprovalV1(standing_id="sa_1", actor=other),
                                              desk.ports))).status == 404
-    assert [s.standing_id for s in (await list_standing(desk.uow, ListStandingApprovalsV1(actor=other))).items] == []
+    assert [s.standing_id for s in (await list_standing(ListStandingApprovalsV1(actor=other), desk.ports)).items] == []
     admin = Actor(sub="root", roles=["admin"])
-    assert [s.given_by for s in (await list_standing(desk.uow, ListStandingApprovalsV1(actor=admin))).items] == ["bob"]
+    everyone = await list_standing(ListStandingApprovalsV1(actor=admin), desk.ports)
+    assert [s.given_by for s in everyone.items] == ["bob"]
     revoked = await revoke_standing(RevokeStandingApprovalV1(standing_id="sa_1", actor=admin), desk.ports)
     assert revoked.revoked_at == NOW
 

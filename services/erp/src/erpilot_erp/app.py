@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 
@@ -37,19 +38,34 @@ def build(settings: ErpSettings, *, ledger: Ledger | None = None) -> ServiceApp:
     uow = ledger or sql
     requesters = Requesters(settings.assertion_key())
     register_ping(bus, engine)
-    nats_entry.register(
-        bus, uow,
+    nats_entry.register(bus, nats_entry.ErpDeps(
+        uow,
         reads=ReadTools(uow, requesters),
         drafts=DraftService(uow, requesters, quote_ttl=timedelta(seconds=settings.quote_ttl_seconds)),
         operations=OperationService(uow, settings.grant_key(), requesters, settings.ledger_key(),
                                     default_stock_check=settings.stock_check),
         products=ProductService(uow),
-    )
+    ))
 
     async def relay() -> None:
         await sql.outbox.run(engine, broker)
 
     return ServiceApp(SERVICE, broker, engine, background=[relay])
+
+
+def seed_demo_catalog(database_url: str) -> dict[str, int]:
+    """Load the demo catalogue into the ledger at ``database_url`` (`erpilot seed`, `erpilot up`): how many rows of
+    each kind were new. The ERP's public way in; nothing outside it writes its tables."""
+    from erpilot_erp.adapters.seed import load_demo_catalog
+
+    async def run() -> dict[str, int]:
+        engine = create_engine(database_url, pool_size=1)
+        try:
+            return await load_demo_catalog(engine)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
 
 
 def main() -> None:

@@ -16,28 +16,39 @@ is not theirs to learn. The ERP's ``session_id`` and ``owner`` are never shown t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from erpilot_contracts import requests
 from erpilot_contracts.approval.v1 import Actor, FindReferringApprovalV1
-from erpilot_contracts.erp.v1 import ErpViewV1
+from erpilot_contracts.erp.v1 import DraftRevisionV1, ErpViewV1, OrderV1
 from erpilot_gateway.auth import User
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.services import Services
 
+V = TypeVar("V", bound=BaseModel)
+Shown = TypeVar("Shown", OrderV1, DraftRevisionV1)
 
-async def shown(services: Services, user: User, view: ErpViewV1) -> dict[str, Any]:
-    """The ``order`` or ``draft`` view as the client sees it, or the one 404 for "unknown" and "not yours"."""
+
+async def viewed(services: Services, view: ErpViewV1, model: type[V]) -> V:
+    """The ERP's answer to ``view`` as the model that view answers (``ErpViewResultV1`` is a union of them)."""
+    return model.model_validate((await services.call(requests.ERP_VIEW, view)).root.model_dump())
+
+
+async def shown(services: Services, user: User, view: ErpViewV1, model: type[Shown]) -> Shown:
+    """The ``order`` or ``draft`` view (``model``), or the one 404 for "unknown" and "not yours"; the client is
+    never shown its ``session_id`` and ``owner`` (the routes leave them out)."""
     about = f"{view.view} {view.id}" + (f" revision {view.revision}" if view.revision is not None else "")
     not_found = Problem(404, "not_found", f"{about} not found")
     try:
-        found = (await services.call(requests.ERP_VIEW, view)).model_dump(mode="json")
+        found = await viewed(services, view, model)
     except Problem as problem:
         if problem.status == 404:
             raise not_found from None
         raise
-    session_id, owner = found.pop("session_id", None), found.pop("owner", None)
-    if not await may_read(services, user, view.view, found, session_id=session_id, owner=owner):
+    if not await may_read(services, user, view.view, found.model_dump(mode="json"), session_id=found.session_id,
+                          owner=found.owner):
         raise not_found
     return found
 

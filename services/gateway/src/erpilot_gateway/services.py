@@ -20,7 +20,6 @@ from faststream.nats import NatsBroker
 
 from erpilot_contracts import json_input, requests
 from erpilot_contracts.agent.v1 import GetSessionV1
-from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.requests import AGENT_SESSION, Endpoint, Rep, Req
 from erpilot_contracts.sessions.v1 import GetSessionEventsV1
@@ -31,8 +30,9 @@ from erpilot_gateway.problems import Problem
 from erpilot_gateway.requesters import RequesterAssertions
 from erpilot_gateway.session_watch import SessionReplay, SessionWatch, replay_session, watch_session
 from erpilot_platform.broker import PayloadTooLarge, ReplyError, ServiceUnavailable, call, payload_limit, request, send
+from erpilot_platform.refusals import Refused
 from erpilot_platform.runtime import PingV1
-from erpilot_platform.tool_arguments import normalised_or_refusal
+from erpilot_platform.tool_arguments import normalised_arguments
 
 # The services readiness asks (each answers its ping from its database).
 PINGED = ("agent", "approval", "erp")
@@ -73,9 +73,10 @@ class Services:
         # Arguments no service could be sent are 413 before they are judged: the command carries them whole.
         if len(json.dumps(arguments)) > payload_limit(self.broker):
             raise Problem(413, "payload_too_large", "the request is too large to pass on to the service")
-        normalised = normalised_or_refusal(tool, arguments)
-        if isinstance(normalised, ReplyV1):
-            raise Problem.from_error(normalised.error)
+        try:
+            normalised = normalised_arguments(tool, arguments)
+        except Refused as refusal:
+            raise Problem.from_error(refusal.reply().error) from None
         args = fingerprint(tool, get_tool(tool).schema_version, normalised)
         return self.assertions.for_call(user, session_id, call_id, tool, args=args)
 

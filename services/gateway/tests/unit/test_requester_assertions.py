@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import jwt
 import pytest
-
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_gateway.auth import User

@@ -251,6 +251,35 @@ class AuditPageV1(Message):
     items: list[AuditRowV1]
 
 
+class AuditChainQueryV1(Message):
+    """Operations (``erpilot audit``): the whole audit chain a page at a time, in ``seq`` order: the rows after
+    ``after_seq`` (and at or after ``since``), with every signed checkpoint. Only the NATS admin user may ask
+    (``erpilot.stack.nats_security``): it names no person, and a verifier needs every row."""
+
+    after_seq: int = Field(0, ge=0)
+    since: datetime | None = None
+    limit: int = Field(200, ge=1, le=1000, description="Rows per page (a page must fit in one NATS message).")
+    with_checkpoints: bool = Field(False, description="Also every signed checkpoint (a verifier asks once).")
+
+
+class AuditCheckpointV1(Message):
+    """A signed head of the chain: ``(seq, hash)`` signed with the approval service's key."""
+
+    seq: int
+    hash: str
+    signed_at: datetime
+    signature: str
+
+
+class AuditChainPageV1(Message):
+    """The answer to an ``AuditChainQueryV1``: its rows, oldest first, the checkpoints, and where the next page
+    starts (``next_after_seq``; None: this page holds the chain's end)."""
+
+    items: list[AuditRowV1]
+    checkpoints: list[AuditCheckpointV1] = Field(default_factory=list)
+    next_after_seq: int | None = None
+
+
 class PolicyQueryV1(Message):
     """Ask the policy in force about tools: all of them, or one."""
 

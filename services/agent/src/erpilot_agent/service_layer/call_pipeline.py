@@ -106,14 +106,14 @@ class CallPipeline:
         """Apply one lifecycle transition under the call's row lock, with its events, in one unit of work; the
         call as it stands after it (None: no such call). ``change`` may raise (e.g. ``TransientError``: not
         yet), and then nothing is stored."""
-        async def work(w: Work) -> tuple[CallRecord | None, bool]:
-            record = await w.calls.get(key, lock=True)
+        async def work(unit: Work) -> tuple[CallRecord | None, bool]:
+            record = await unit.calls.get(key, lock=True)
             if record is None:
                 return None, False
             events = change(record)
             if not events:
                 return record, False
-            return await w.calls.save(key, record.call, events=events, operation_id=operation_id), True
+            return await unit.calls.save(key, record.call, events=events, operation_id=operation_id), True
 
         record, changed = await self.uow.run(work)
         if record is None:

@@ -24,8 +24,8 @@ class PipelineTools:
         if not call_ids:
             return {}
 
-        async def look(w: Work) -> list[CallRecord]:
-            return await w.calls.of_session(session_id, call_ids)
+        async def look(unit: Work) -> list[CallRecord]:
+            return await unit.calls.of_session(session_id, call_ids)
 
         found = {}
         for record in await self.service.uow.read(look):

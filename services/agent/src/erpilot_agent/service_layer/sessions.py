@@ -28,11 +28,11 @@ EVENT_PAGE_BYTES = 256 * 1024
 async def create_session(uow: AgentUnitOfWork, cmd: CreateSessionV1) -> SessionRefV1:
     """Idempotent by ``session_id``: a redelivery finds the session it created, also when it runs at the same time
     as the first delivery (both find no session; ``add`` leaves the one stored first)."""
-    async def work(w: Work) -> None:
-        existing = await w.sessions.get(cmd.session_id)
+    async def work(unit: Work) -> None:
+        existing = await unit.sessions.get(cmd.session_id)
         if existing is None:
-            await w.sessions.add(cmd.session_id, cmd.owner, cmd.title)
-            existing = await w.sessions.get(cmd.session_id)
+            await unit.sessions.add(cmd.session_id, cmd.owner, cmd.title)
+            existing = await unit.sessions.get(cmd.session_id)
         if existing is None or existing.owner != cmd.owner:
             raise Refused("idempotency_conflict", f"session {cmd.session_id} exists", 409)
 
@@ -43,15 +43,15 @@ async def create_session(uow: AgentUnitOfWork, cmd: CreateSessionV1) -> SessionR
 async def session_view(uow: AgentUnitOfWork, query: GetSessionV1) -> SessionViewV1:
     """Messages, tool calls with status, pending approvals and run status (SPEC §5). ``summary_only``: the
     session and its run status, nothing per call or message."""
-    async def look(w: Work) -> SessionViewV1:
-        session = await w.sessions.get(query.session_id)
+    async def look(unit: Work) -> SessionViewV1:
+        session = await unit.sessions.get(query.session_id)
         if session is None or session.owner != query.owner:
             raise Refused("not_found", f"session {query.session_id} not found", 404)
-        runs = await w.runs.of_session(query.session_id)
+        runs = await unit.runs.of_session(query.session_id)
         if query.summary_only:
             return views.session_view(session, runs, None, None)
-        return views.session_view(session, runs, await w.calls.in_session(query.session_id),
-                                  await w.sessions.events(query.session_id))
+        return views.session_view(session, runs, await unit.calls.in_session(query.session_id),
+                                  await unit.sessions.events(query.session_id))
 
     return await uow.read(look)
 
@@ -59,11 +59,11 @@ async def session_view(uow: AgentUnitOfWork, query: GetSessionV1) -> SessionView
 async def session_events(uow: AgentUnitOfWork, query: GetSessionEventsV1) -> SessionEventPageV1:
     """The owner's stored events after ``after_seq``, a page of ``limit``: the store every reader of the stream
     replays from (live delivery is core NATS and may drop one)."""
-    async def look(w: Work) -> SessionEventPageV1:
-        session = await w.sessions.get(query.session_id)
+    async def look(unit: Work) -> SessionEventPageV1:
+        session = await unit.sessions.get(query.session_id)
         if session is None or session.owner != query.owner:
             raise Refused("not_found", f"session {query.session_id} not found", 404)
-        stored = await w.sessions.events(query.session_id, after_seq=query.after_seq, limit=query.limit + 1)
+        stored = await unit.sessions.events(query.session_id, after_seq=query.after_seq, limit=query.limit + 1)
         page = stored[:fitting([result_size(e.data) for e in stored[:query.limit]], EVENT_PAGE_BYTES)]
         return SessionEventPageV1(more=len(page) < len(stored), events=[
             SessionEventV1(seq=e.seq, type=e.type, session_id=query.session_id, occurred_at=e.occurred_at,
@@ -74,9 +74,9 @@ async def session_events(uow: AgentUnitOfWork, query: GetSessionEventsV1) -> Ses
 
 async def tool_call_view(uow: AgentUnitOfWork, query: GetToolCallV1) -> ToolCallViewV1:
     """The call ``call_id`` of this session (the same id in another session is another call)."""
-    async def look(w: Work) -> ToolCallViewV1:
-        session = await w.sessions.get(query.session_id)
-        record = await w.calls.get(call_key(query.session_id, query.call_id))
+    async def look(unit: Work) -> ToolCallViewV1:
+        session = await unit.sessions.get(query.session_id)
+        record = await unit.calls.get(call_key(query.session_id, query.call_id))
         if session is None or session.owner != query.owner or record is None:
             raise Refused("not_found", f"tool call {query.call_id} not found", 404)
         return views.call_view(record)
@@ -91,8 +91,8 @@ async def list_sessions(uow: AgentUnitOfWork, query: ListSessionsV1) -> SessionP
     except cursors.BadCursor as exc:
         raise Refused(exc.code, str(exc), 422) from None
 
-    async def look(w: Work) -> SessionPageV1:
-        rows = await w.sessions.owned_by(query.owner, q=query.q, before=before, limit=query.limit + 1)
+    async def look(unit: Work) -> SessionPageV1:
+        rows = await unit.sessions.owned_by(query.owner, q=query.q, before=before, limit=query.limit + 1)
         page = rows[:query.limit]
         more = len(rows) > query.limit
         return SessionPageV1(items=[views.session_summary(row) for row in page],

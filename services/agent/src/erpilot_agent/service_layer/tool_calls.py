@@ -36,7 +36,6 @@ from erpilot_agent.service_layer.call_pipeline import CallPipeline, OnFinished, 
 from erpilot_agent.service_layer.ports import AgentUnitOfWork, CallDownstream, CallRecord, Work
 from erpilot_contracts.agent.v1 import ToolCallViewV1
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalRequestRefusedV1, ApprovalResolvedV1
-from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_platform.broker import TransientError
@@ -44,7 +43,7 @@ from erpilot_platform.failpoints import failpoint
 from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.logs import bind, unbind
 from erpilot_platform.refusals import Refused
-from erpilot_platform.tool_arguments import normalised_or_refusal
+from erpilot_platform.tool_arguments import normalised_arguments
 
 __all__ = ["ToolCallService", "request_hash"]
 log = logging.getLogger(__name__)
@@ -94,11 +93,11 @@ class ToolCallService:
         try:
             digest = request_hash(tool, raw_arguments)
 
-            async def look(w: Work) -> CallRecord | None:
-                session = await w.sessions.get(session_id)
+            async def look(unit: Work) -> CallRecord | None:
+                session = await unit.sessions.get(session_id)
                 if session is None or session.owner != owner:
                     raise Refused("not_found", f"session {session_id} not found", 404)
-                return await w.calls.get(key)
+                return await unit.calls.get(key)
 
             existing = await self.uow.read(look)
             if existing is None:
@@ -123,9 +122,7 @@ class ToolCallService:
         once, finished, with its events in the same transaction (a crash before that commit leaves nothing:
         the redelivered command reads again). Every other call is recorded first and then driven by ``advance``.
         """
-        arguments = normalised_or_refusal(tool, raw_arguments)
-        if isinstance(arguments, ReplyV1):
-            raise Refused.of(arguments)
+        arguments = normalised_arguments(tool, raw_arguments)
         policy = await self.downstream.policy(tool)
         if policy.action == "deny":
             raise Refused("policy_denied", f"the policy denies {tool}", 403)
@@ -137,13 +134,13 @@ class ToolCallService:
                                                     call=call, requested_by=owner, assertion=assertion)
             events += finish(call)
 
-        async def record(w: Work) -> tuple[CallRecord, bool]:
-            added = await w.calls.add(call_key=key, call_id=call_id, session_id=session_id, run_id=run_id,
-                                      source=source, request_hash=digest, operation_id=operation_id,
-                                      assertion=assertion, call=call)
+        async def record(unit: Work) -> tuple[CallRecord, bool]:
+            added = await unit.calls.add(call_key=key, call_id=call_id, session_id=session_id, run_id=run_id,
+                                         source=source, request_hash=digest, operation_id=operation_id,
+                                         assertion=assertion, call=call)
             if added is None:  # a concurrent delivery of the same command recorded it first: no second call
-                return await w.calls.get(key), False
-            await w.sessions.append(session_id, events)
+                return await unit.calls.get(key), False
+            await unit.sessions.append(session_id, events)
             return added, True
 
         recorded, new = await self.uow.run(record)
@@ -154,8 +151,8 @@ class ToolCallService:
         return recorded
 
     async def view(self, key: str) -> ToolCallViewV1:
-        async def look(w: Work) -> CallRecord | None:
-            return await w.calls.get(key)
+        async def look(unit: Work) -> CallRecord | None:
+            return await unit.calls.get(key)
 
         return views.call_view(await self.uow.read(look))
 

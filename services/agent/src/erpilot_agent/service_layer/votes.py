@@ -23,10 +23,10 @@ EVENT = "approval_vote"
 
 async def on_approval_voted(uow: AgentUnitOfWork, evt: ApprovalVotedV1) -> bool:
     """Append the vote to the call's session if the call still waits for that approval; True when appended."""
-    async def work(w: Work) -> bool:
-        if not await _waiting(w, evt.session_id, evt.call_id, evt.pending_id):
+    async def work(unit: Work) -> bool:
+        if not await _waiting(unit, evt.session_id, evt.call_id, evt.pending_id):
             return False
-        return await _show(w, evt, evt.vote, evt.approvals_required, evt.approvals_received)
+        return await _show(unit, evt, evt.vote, evt.approvals_required, evt.approvals_received)
 
     return await uow.run(work)
 
@@ -37,22 +37,22 @@ async def before_resolution(uow: AgentUnitOfWork, evt: ApprovalResolvedV1) -> in
     if not evt.votes:
         return 0
 
-    async def work(w: Work) -> int:
-        if not await _waiting(w, evt.session_id, evt.call_id, evt.pending_id):
+    async def work(unit: Work) -> int:
+        if not await _waiting(unit, evt.session_id, evt.call_id, evt.pending_id):
             return 0
         added, approvers = 0, set()
         for vote in evt.votes:
             if vote.action == "approve":
                 approvers.add(vote.on_behalf_of or vote.sub)  # one per authority (a delegate's counts for whom)
-            added += await _show(w, evt, vote, evt.approvals_required, len(approvers))
+            added += await _show(unit, evt, vote, evt.approvals_required, len(approvers))
         return added
 
     return await uow.run(work)
 
 
-async def _waiting(work: Work, session_id: str, call_id: str, pending_id: str) -> bool:
+async def _waiting(unit: Work, session_id: str, call_id: str, pending_id: str) -> bool:
     """Lock the call; whether it waits for ``pending_id`` (retry later if it does not know it yet)."""
-    record = await work.calls.get(call_key(session_id, call_id), lock=True)
+    record = await unit.calls.get(call_key(session_id, call_id), lock=True)
     if record is None:
         log.warning("vote for unknown call %s ignored", call_id)
         return False
@@ -65,12 +65,12 @@ async def _waiting(work: Work, session_id: str, call_id: str, pending_id: str) -
     return False
 
 
-async def _show(work: Work, evt: ApprovalVotedV1 | ApprovalResolvedV1, vote: VoteV1, required: int,
+async def _show(unit: Work, evt: ApprovalVotedV1 | ApprovalResolvedV1, vote: VoteV1, required: int,
                 received: int) -> bool:
     """Append one ``approval_vote`` unless the session shows this person's vote on this approval already."""
-    if await work.sessions.shows(evt.session_id, EVENT, pending_id=evt.pending_id, sub=vote.sub):
+    if await unit.sessions.shows(evt.session_id, EVENT, pending_id=evt.pending_id, sub=vote.sub):
         return False
-    await work.sessions.append(evt.session_id, [SessionEvent(EVENT, {
+    await unit.sessions.append(evt.session_id, [SessionEvent(EVENT, {
         "call_id": evt.call_id, "pending_id": evt.pending_id, "sub": vote.sub, "role": vote.role,
         "action": vote.action, "at": vote.at.isoformat(), "comment": vote.comment,
         "approvals_required": required, "approvals_received": received,

@@ -22,9 +22,9 @@ async def append_while_waiting(uow: AgentUnitOfWork, event: str, *, session_id: 
                                pending_id: str, data: dict[str, Any]) -> bool:
     """Append ``event`` (with ``call_id``, ``pending_id`` and ``data``) to the call's session if the call still
     waits for that approval and the session does not show it yet; True when appended."""
-    async def work(w: Work) -> bool:
+    async def work(unit: Work) -> bool:
         # Calls are keyed by (session, call_id): a call_id is unique per session only.
-        record = await w.calls.get(call_key(session_id, call_id), lock=True)
+        record = await unit.calls.get(call_key(session_id, call_id), lock=True)
         if record is None:
             log.warning("%s for unknown call %s ignored", event, call_id)
             return False
@@ -35,9 +35,9 @@ async def append_while_waiting(uow: AgentUnitOfWork, event: str, *, session_id: 
             if pending_id not in call.resolutions and call.state in (CallState.RECEIVED, CallState.PREPARING):
                 raise TransientError(f"approval {pending_id} of call {call_id} is not known here yet")
             return False  # decided, expired or superseded meanwhile: the notice would be false
-        if await w.sessions.shows(session_id, event, pending_id=pending_id):
+        if await unit.sessions.shows(session_id, event, pending_id=pending_id):
             return False
-        await w.sessions.append(session_id, [SessionEvent(event, {
+        await unit.sessions.append(session_id, [SessionEvent(event, {
             "call_id": call_id, "pending_id": pending_id, **data})])
         return True
 

@@ -126,18 +126,24 @@ def _row(row: Any) -> AuditRow:
                     actor=row.actor, data=row.data, prev_hash=row.prev_hash, hash=row.hash, signature=row.signature)
 
 
+async def page(conn: AsyncConnection, *, after: int = 0, since: datetime | None = None,
+               limit: int = PAGE) -> list[AuditRow]:
+    """At most ``limit`` rows after ``after`` (and at or after ``since``), in ``seq`` order."""
+    stmt = select(audit_log).where(audit_log.c.seq > after).order_by(audit_log.c.seq).limit(limit)
+    if since is not None:
+        stmt = stmt.where(audit_log.c.at >= since)
+    return [_row(row) for row in await conn.execute(stmt)]
+
+
 async def rows(conn: AsyncConnection, *, after: int = 0, since: datetime | None = None) -> AsyncIterator[AuditRow]:
     """Every row after ``after`` (and at or after ``since``), in ``seq`` order, page by page."""
     while True:
-        stmt = select(audit_log).where(audit_log.c.seq > after).order_by(audit_log.c.seq).limit(PAGE)
-        if since is not None:
-            stmt = stmt.where(audit_log.c.at >= since)
-        page = [_row(row) for row in await conn.execute(stmt)]
-        for row in page:
+        found = await page(conn, after=after, since=since)
+        for row in found:
             yield row
-        if len(page) < PAGE:
+        if len(found) < PAGE:
             return
-        after = page[-1].seq
+        after = found[-1].seq
 
 
 async def of(conn: AsyncConnection, *, pending_id: str | None = None, operation_id: str | None = None,

@@ -115,6 +115,12 @@ class SqlAuditLog:
     async def checkpoint(self) -> Checkpoint | None:
         return await self.chain.checkpoint()
 
+    async def rows_after(self, after_seq: int, *, since: datetime | None, limit: int) -> list[AuditRow]:
+        return await audit_log.page(self.conn, after=after_seq, since=since, limit=limit)
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        return await audit_log.checkpoints(self.conn)
+
     async def rows_of(self, *, pending_id: str | None, operation_id: str | None, since: datetime | None,
                       limit: int) -> list[AuditRow]:
         return await audit_log.of(self.conn, pending_id=pending_id, operation_id=operation_id, since=since,

@@ -27,7 +27,9 @@ def item_refused(index: int, pending_id: str, code: str, status: int, message: s
 
 
 async def decide_many(cmd: DecideManyV1, ports: Ports) -> DecisionsV1:
-    """All items decided with one action, or none (the first failing item named with its own code)."""
+    """One action on several approvals: all decided in one transaction, or none.
+
+    All items decided with one action, or none (the first failing item named with its own code)."""
     ids = [item.pending_id for item in cmd.items]
     if len(set(ids)) != len(ids):
         duplicate = next(pid for index, pid in enumerate(ids) if pid in ids[:index])

@@ -27,8 +27,12 @@ def _refused(error: ChatError) -> Refused:
     return Refused(error.code, error.message, error.status)
 
 
-async def chat_action(cmd: ChatActionV1, ports: Ports, secret: bytes | None, wake=lambda: None) -> ApprovalRecordV1:
-    """Decide as the person whose chat user pressed the button; a forged, stale or repeated press decides nothing."""
+async def chat_action(cmd: ChatActionV1, ports: Ports) -> ApprovalRecordV1:
+    """A chat card's button as the platform sent it: Slack's v0 signature and replay window checked here, the chat user
+    mapped to a person, decided like cmd.approval.decide.
+
+    Decide as the person whose chat user pressed the button; a forged, stale or repeated press decides nothing."""
+    secret = ports.chat_secret
     if secret is None:
         raise Refused("chat_not_configured", "no ERPILOT_CHAT_SIGNING_SECRET is configured", 404)
     now = await ports.uow.read(lambda unit: unit.now())
@@ -57,5 +61,5 @@ async def chat_action(cmd: ChatActionV1, ports: Ports, secret: bytes | None, wak
         if await ports.uow.run(lambda unit: unit.webhooks.add(
                 event_id=event_id(UPDATE_EVENT, f"{pressed.pending_id}\n{sub}"), event_type=UPDATE_EVENT,
                 pending_id=pressed.pending_id, body=body, urls=[url])):
-            wake()
+            ports.wake_webhooks()
     return record

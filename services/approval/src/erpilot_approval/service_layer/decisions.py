@@ -57,7 +57,9 @@ def record_latency(record: ApprovalRecordV1) -> None:
 
 
 async def decide(cmd: DecideV1, ports: Ports, *, check: Check | None = None) -> ApprovalRecordV1:
-    """One transaction: lock the row, read the clock, vote, and when the vote decides: sign, log, queue.
+    """Approve, reject or cancel; exactly one decision wins; an approval signs the grant and sends cmd.erp.commit.
+
+    One transaction: lock the row, read the clock, vote, and when the vote decides: sign, log, queue.
 
     Whoever takes the lock second sees the first decision (already_decided, or the recorded result
     when it is the same person repeating the same action). Under a quorum the votes are serialised by

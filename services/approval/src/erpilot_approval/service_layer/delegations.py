@@ -13,7 +13,7 @@ from erpilot_approval.domain.delegation import Delegation, DelegationError
 from erpilot_approval.service_layer import audit
 from erpilot_approval.service_layer.common import refused
 from erpilot_approval.service_layer.mapping import delegation_record
-from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports, Work
+from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_contracts.approval.v1 import (
     DelegationPageV1,
     DelegationV1,
@@ -32,7 +32,9 @@ def _repeat(existing: Delegation, cmd: GiveDelegationV1) -> DelegationV1:
 
 
 async def give_delegation(cmd: GiveDelegationV1, ports: Ports) -> DelegationV1:
-    """A new delegation from the actor to ``cmd.to`` (refusals: ``domain.delegation.give``), with its audit row."""
+    """An approver or manager lets another person decide with their roles until a time (idempotent by delegation_id).
+
+    A new delegation from the actor to ``cmd.to`` (refusals: ``domain.delegation.give``), with its audit row."""
 
     async def work(unit: Work) -> DelegationV1:
         await unit.delegations.serialise_gives()
@@ -54,7 +56,9 @@ async def give_delegation(cmd: GiveDelegationV1, ports: Ports) -> DelegationV1:
 
 
 async def revoke_delegation(cmd: RevokeDelegationV1, ports: Ports) -> DelegationV1:
-    """The delegator or an admin ends it now (again: the recorded revocation); anyone else: 404, as for an unknown
+    """The delegator ends a delegation now.
+
+    The delegator or an admin ends it now (again: the recorded revocation); anyone else: 404, as for an unknown
     one."""
 
     async def work(unit: Work) -> DelegationV1:
@@ -73,12 +77,14 @@ async def revoke_delegation(cmd: RevokeDelegationV1, ports: Ports) -> Delegation
     return await ports.uow.run(work)
 
 
-async def list_delegations(uow: ApprovalUnitOfWork, query: ListDelegationsV1) -> DelegationPageV1:
-    """The actor's delegations in force, given and received, newest first."""
+async def list_delegations(query: ListDelegationsV1, ports: Ports) -> DelegationPageV1:
+    """A person's delegations in force, given and received.
+
+    The actor's delegations in force, given and received, newest first."""
 
     async def look(unit: Work) -> list[Delegation]:
         return await unit.delegations.in_force([query.actor.sub], await unit.now())
 
-    found = await uow.read(look)
+    found = await ports.uow.read(look)
     newest_first = sorted(found, key=lambda d: (d.created_at, d.delegation_id), reverse=True)
     return DelegationPageV1(items=[delegation_record(d) for d in newest_first])

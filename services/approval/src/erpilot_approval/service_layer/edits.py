@@ -29,14 +29,13 @@ from erpilot_approval.service_layer.common import expire_if_due, not_found, refu
 from erpilot_approval.service_layer.mapping import record_for
 from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_contracts.approval.v1 import Actor, ApprovalRecordV1, EditApprovalV1
-from erpilot_contracts.base import ReplyV1
 from erpilot_contracts.erp.v1 import PrepareOperationV1
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
 from erpilot_platform.broker import ReplyError, TransientError
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.grants import sign_edit
 from erpilot_platform.refusals import Refused
-from erpilot_platform.tool_arguments import normalised_or_refusal
+from erpilot_platform.tool_arguments import normalised_arguments
 
 # How long an edit waits for the ledger's request to come back through the ERP's outbox and this service's
 # request consumer (milliseconds when all is well). Past it the command is retried (``TransientError``): the
@@ -120,7 +119,9 @@ class _Edit:
 
 
 async def edit(cmd: EditApprovalV1, ports: Ports) -> ApprovalRecordV1:
-    """Check (role, arguments, then state, deadline and fingerprint with the intent), ask the ledger to prepare
+    """Replace the arguments: the ledger prepares a new pending version that supersedes this one.
+
+    Check (role, arguments, then state, deadline and fingerprint with the intent), ask the ledger to prepare
     the edited operation, and answer the new version it asked for."""
     old = await ports.uow.read(lambda unit: unit.approvals.get(cmd.pending_id))
     if old is None:
@@ -129,9 +130,7 @@ async def edit(cmd: EditApprovalV1, ports: Ports) -> ApprovalRecordV1:
         authorize(old, "approve", cmd.actor.sub, cmd.actor.roles)
     except ApprovalError as error:
         raise refused(error) from None
-    arguments = normalised_or_refusal(old.tool, cmd.arguments)
-    if isinstance(arguments, ReplyV1):
-        raise Refused.of(arguments)
+    arguments = normalised_arguments(old.tool, cmd.arguments)
     job = _Edit(ports, cmd, old, arguments)
 
     outcome = await ports.uow.run(job.record_intent)

@@ -41,7 +41,10 @@ def _still_valid(link: Link):
 
 
 async def email_link(query: EmailLinkV1, ports: Ports) -> EmailLinkViewV1:
-    """The approval the link decides, as of now; a used, superseded, decided or expired link is refused."""
+    """What an approval email's signed link stands for (person, action, preview); decides nothing: mail scanners open
+    links.
+
+    The approval the link decides, as of now; a used, superseded, decided or expired link is refused."""
     link = _link(ports, query.pending_id, query.token)
 
     async def look(unit: Work) -> tuple[PendingApproval | None, datetime]:
@@ -57,7 +60,10 @@ async def email_link(query: EmailLinkV1, ports: Ports) -> EmailLinkViewV1:
 
 
 async def decide_by_link(cmd: DecideByLinkV1, ports: Ports) -> ApprovalRecordV1:
-    """Decide as the link's person with their current roles; the link's state is checked under the row lock."""
+    """An approval email's link, confirmed: decide as the person this service signed it for, once, through the same
+    decision as cmd.approval.decide.
+
+    Decide as the link's person with their current roles; the link's state is checked under the row lock."""
     link = _link(ports, cmd.pending_id, cmd.token)
     directory = ports.people()
     roles = list(directory.get(link.sub, ())) if directory is not None else []

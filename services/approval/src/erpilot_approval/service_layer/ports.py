@@ -156,6 +156,14 @@ class AuditLog(Protocol):
         """Sign the chain's head unless it is signed already (or the log is empty)."""
         ...
 
+    async def rows_after(self, after_seq: int, *, since: datetime | None, limit: int) -> list[AuditRow]:
+        """The rows after ``after_seq`` (and at or after ``since``), in ``seq`` order, at most ``limit``."""
+        ...
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        """Every signed checkpoint, in ``seq`` order."""
+        ...
+
     async def rows_of(self, *, pending_id: str | None, operation_id: str | None, since: datetime | None,
                       limit: int) -> list[AuditRow]:
         """The rows about one approval or operation (and/or since a time), oldest first."""
@@ -302,3 +310,5 @@ class Ports:
     # Each person's roles now (``domain.people``: the policy's [people] and ERPILOT_ROLE_SOURCE); None: neither
     # is configured. Asked at each decision, so a changed role source counts at once.
     people: Callable[[], Directory | None] = lambda: None
+    chat_secret: bytes | None = None  # ERPILOT_CHAT_SIGNING_SECRET: None, chat buttons are refused
+    wake_webhooks: Callable[[], None] = lambda: None  # the webhook dispatcher: a chat card's update is waiting

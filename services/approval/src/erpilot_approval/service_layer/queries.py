@@ -8,14 +8,16 @@ from erpilot_approval.domain.approvals import PENDING_OR_DECIDED, PendingApprova
 from erpilot_approval.domain.delegation import Delegation, scopes
 from erpilot_approval.domain.permissions import can_view, may_decide
 from erpilot_approval.service_layer.common import delegations_to, not_found
-from erpilot_approval.service_layer.mapping import record_for
-from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, ListFilter, Ports, Work
+from erpilot_approval.service_layer.mapping import policy_view, record_for
+from erpilot_approval.service_layer.ports import ListFilter, Ports, Work
 from erpilot_contracts.approval.v1 import (
     ApprovalPageV1,
     ApprovalRecordV1,
     FindReferringApprovalV1,
     GetApprovalV1,
     ListApprovalsV1,
+    PolicyQueryV1,
+    PolicyViewV1,
     ReferringApprovalV1,
 )
 from erpilot_platform import cursors
@@ -26,8 +28,15 @@ from erpilot_platform.refusals import Refused
 REFERRING_LOOKED_AT = 50
 
 
-async def get_approval(ports: Ports, query: GetApprovalV1) -> ApprovalRecordV1:
-    """The record with its decision for whoever may decide it (in their own right or as a delegate), the
+async def policy(query: PolicyQueryV1, ports: Ports) -> PolicyViewV1:
+    """The policy in force, per tool."""
+    return policy_view(ports.policy, query.tool)
+
+
+async def get_approval(query: GetApprovalV1, ports: Ports) -> ApprovalRecordV1:
+    """One approval with its decision.
+
+    The record with its decision for whoever may decide it (in their own right or as a delegate), the
     requester, or an admin; else not_found."""
     actor = query.actor
 
@@ -41,8 +50,10 @@ async def get_approval(ports: Ports, query: GetApprovalV1) -> ApprovalRecordV1:
     return record_for(approval, actor.sub, actor.roles, now, lent)
 
 
-async def list_approvals(ports: Ports, query: ListApprovalsV1) -> ApprovalPageV1:
-    """Approvals the actor holds a required role for, in their own right or as a delegate in force (the
+async def list_approvals(query: ListApprovalsV1, ports: Ports) -> ApprovalPageV1:
+    """Approvals this person may decide.
+
+    Approvals the actor holds a required role for, in their own right or as a delegate in force (the
     delegator's roles, for the delegation's tools), newest first; ``status`` defaults to ``pending``; filtered by
     session, tool, requester and creation time; ``next_cursor`` when there may be more.
 
@@ -70,8 +81,10 @@ async def list_approvals(ports: Ports, query: ListApprovalsV1) -> ApprovalPageV1
                           next_cursor=next_cursor)
 
 
-async def referring_approval(uow: ApprovalUnitOfWork, query: FindReferringApprovalV1) -> ReferringApprovalV1:
-    """One approval, pending or decided, whose arguments name one of the drafts or orders asked about and that the
+async def referring_approval(query: FindReferringApprovalV1, ports: Ports) -> ReferringApprovalV1:
+    """An approval this person may decide naming a draft or order.
+
+    One approval, pending or decided, whose arguments name one of the drafts or orders asked about and that the
     actor may decide (``may_decide``), else none: what lets an approver read the object an approval refers to."""
     actor = query.actor
     if not (query.draft_ids or query.order_ids):
@@ -81,6 +94,6 @@ async def referring_approval(uow: ApprovalUnitOfWork, query: FindReferringApprov
         return await unit.approvals.naming(draft_ids=query.draft_ids, order_ids=query.order_ids, roles=actor.roles,
                                            statuses=PENDING_OR_DECIDED, limit=REFERRING_LOOKED_AT)
 
-    found = next((approval for approval in await uow.read(look) if may_decide(approval, actor.sub, actor.roles)),
+    found = next((approval for approval in await ports.uow.read(look) if may_decide(approval, actor.sub, actor.roles)),
                  None)
     return ReferringApprovalV1(pending_id=found.pending_id if found else None)

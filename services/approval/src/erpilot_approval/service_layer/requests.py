@@ -37,7 +37,7 @@ from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_approval.service_layer.standing import approve_at_once, run_of, standing_for
 from erpilot_contracts import subjects
 from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalRequestRefusedV1, RequestApprovalV1
-from erpilot_contracts.base import ErrorV1, ReplyV1
+from erpilot_contracts.base import ErrorV1
 from erpilot_contracts.tools.v1 import get_tool
 from erpilot_platform.assertions import RUN, Requester, require_vouched
 from erpilot_platform.failpoints import failpoint
@@ -45,14 +45,12 @@ from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.ledger_signatures import verify_request
 from erpilot_platform.refusals import InvalidMessage, Refused
 from erpilot_platform.telemetry import step
-from erpilot_platform.tool_arguments import normalised_or_refusal
+from erpilot_platform.tool_arguments import normalised_arguments
 
 
 def check_arguments(tool: str, schema_version: int, arguments: dict) -> None:
     """Refused unless ``arguments`` are exactly the normalised arguments of a known tool version."""
-    normalised = normalised_or_refusal(tool, arguments)
-    if isinstance(normalised, ReplyV1):
-        raise Refused.of(normalised)
+    normalised = normalised_arguments(tool, arguments)
     spec = get_tool(tool)
     if schema_version != spec.schema_version:
         raise Refused("invalid_request", f"{tool} has schema_version {spec.schema_version}", 422)
@@ -176,7 +174,10 @@ async def _replace(unit: Work, intent: EditIntent, old: PendingApproval, new: Pe
 
 
 async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ApprovalRecordV1:
-    """Verify that the ledger sent it and who asked, then store the pending approval (or refuse it: nothing
+    """The ledger asks (from its outbox) for a decision on an operation it prepared: store the pending approval under
+    the policy in force (idempotent by operation_id).
+
+    Verify that the ledger sent it and who asked, then store the pending approval (or refuse it: nothing
     stored)."""
     verify_ledger_signature(cmd, ports)
     requester = verify_requester(cmd, ports)

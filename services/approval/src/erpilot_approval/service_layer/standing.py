@@ -20,7 +20,7 @@ from erpilot_approval.domain.standing_runs import StandingRun
 from erpilot_approval.service_layer import audit
 from erpilot_approval.service_layer.common import refused
 from erpilot_approval.service_layer.decisions import store_vote
-from erpilot_approval.service_layer.ports import ApprovalUnitOfWork, Ports, Work
+from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_contracts.approval.standing import (
     EndRunV1,
     GiveStandingApprovalV1,
@@ -30,6 +30,7 @@ from erpilot_contracts.approval.standing import (
     StandingApprovalV1,
     StandingRunV1,
 )
+from erpilot_platform import deliveries
 from erpilot_platform.assertions import require_vouched
 from erpilot_platform.refusals import Refused
 
@@ -98,11 +99,14 @@ def run_record(run: StandingRun) -> StandingRunV1:
                          ended_at=run.ended_at, ended_by=run.ended_by)
 
 
-async def end_run(cmd: EndRunV1, ports: Ports, *, stored_at: datetime) -> StandingRunV1:
-    """The owner cancelled the run (the gateway says so, with the cancel's assertion, valid when JetStream stored
-    the command): no standing approval approves a call of it again. Idempotent."""
+async def end_run(cmd: EndRunV1, ports: Ports, *, stored_at: datetime | None = None) -> StandingRunV1:
+    """The owner cancelled a chat run (the gateway, with the cancel's assertion): standing approvals approve no call
+    of it any more; they wait for a person.
+
+    The assertion must be valid when JetStream stored the command (``stored_at``; default: the delivery being
+    handled, ``deliveries.stored_at``): no standing approval approves a call of the run again. Idempotent."""
     require_vouched(cmd.assertion, ports.assertion_key, session_id=cmd.session_id, sub=cmd.owner, run_id=cmd.run_id,
-                    at=stored_at)
+                    at=stored_at or deliveries.stored_at())
 
     async def work(unit: Work) -> StandingRunV1:
         return run_record(await record_run_end(unit, cmd.session_id, cmd.run_id, by=cmd.owner, now=await unit.now()))
@@ -111,7 +115,10 @@ async def end_run(cmd: EndRunV1, ports: Ports, *, stored_at: datetime) -> Standi
 
 
 async def give_standing(cmd: GiveStandingApprovalV1, ports: Ports) -> StandingApprovalV1:
-    """A new standing approval from the actor (refusals: ``domain.standing.give``), with its audit row."""
+    """An approver or manager approves in advance one write tool in one session up to an amount until a time
+    (idempotent by standing_id).
+
+    A new standing approval from the actor (refusals: ``domain.standing.give``), with its audit row."""
 
     async def work(unit: Work) -> StandingApprovalV1:
         existing = await unit.standing.get(cmd.standing_id)
@@ -135,7 +142,9 @@ async def give_standing(cmd: GiveStandingApprovalV1, ports: Ports) -> StandingAp
 
 
 async def revoke_standing(cmd: RevokeStandingApprovalV1, ports: Ports) -> StandingApprovalV1:
-    """Its giver or an admin ends it now (again: the recorded revocation); anyone else: 404, as for an unknown one."""
+    """The giver (or an admin) ends a standing approval now.
+
+    Its giver or an admin ends it now (again: the recorded revocation); anyone else: 404, as for an unknown one."""
 
     async def work(unit: Work) -> StandingApprovalV1:
         found = await unit.standing.get(cmd.standing_id, lock=True)  # waits for requests that use it
@@ -152,13 +161,15 @@ async def revoke_standing(cmd: RevokeStandingApprovalV1, ports: Ports) -> Standi
     return await ports.uow.run(work)
 
 
-async def list_standing(uow: ApprovalUnitOfWork, query: ListStandingApprovalsV1) -> StandingApprovalPageV1:
-    """The standing approvals in force the actor gave (an admin: everyone's), newest first."""
+async def list_standing(query: ListStandingApprovalsV1, ports: Ports) -> StandingApprovalPageV1:
+    """The standing approvals in force a person gave (admins: all).
+
+    The standing approvals in force the actor gave (an admin: everyone's), newest first."""
     giver = None if "admin" in query.actor.roles else query.actor.sub
 
     async def look(unit: Work) -> list[StandingApproval]:
         return await unit.standing.in_force(await unit.now(), giver=giver)
 
-    found = await uow.read(look)
+    found = await ports.uow.read(look)
     newest_first = sorted(found, key=lambda s: (s.created_at, s.standing_id), reverse=True)
     return StandingApprovalPageV1(items=[standing_record(s) for s in newest_first])

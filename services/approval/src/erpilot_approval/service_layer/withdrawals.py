@@ -25,6 +25,7 @@ from erpilot_approval.service_layer.common import emit_resolved, expire_if_due
 from erpilot_approval.service_layer.ports import Ports, Work
 from erpilot_approval.service_layer.standing import record_run_end
 from erpilot_contracts.agent.v1 import RunCancelledV1
+from erpilot_platform import deliveries
 from erpilot_platform.assertions import require_vouched
 
 
@@ -36,8 +37,11 @@ def verify_owner(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) ->
                            run_id=event.run_id, at=stored_at)
 
 
-async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports, *, stored_at: datetime) -> None:
-    """The agent recorded a cancel: withdraw the owner's pending approvals of those calls of that session."""
+async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports, *, stored_at: datetime | None = None) -> None:
+    """The agent recorded a cancel (with the owner's assertion): withdraw the owner's pending approvals of its calls.
+
+    ``stored_at``: when JetStream stored the event (default: the delivery being handled, ``deliveries.stored_at``)."""
+    stored_at = stored_at or deliveries.stored_at()
     verify_owner(event, ports, stored_at=stored_at)
     # The assertion vouches for the cancel of this run only: the agent's list of call ids is held to the run's own
     # calls (``<run_id>:*``), so it cannot withdraw the owner's approvals of other runs or direct calls with it.

@@ -1,5 +1,7 @@
-"""NATS endpoints of the ERP: translate contracts into use-case calls; each returns its typed reply or raises
-``Refused`` / ``InvalidMessage`` (answered and, for the latter, dead-lettered by the ServiceBus).
+"""NATS endpoints of the ERP: each handler is ``async def handle(msg, deps: ErpDeps) -> reply``, translating a
+contract into a use-case call; it returns its typed reply or raises ``Refused`` / ``InvalidMessage`` (answered
+and, for the latter, dead-lettered by the ServiceBus). The first paragraph of a handler's docstring describes
+its endpoint (AsyncAPI).
 
 Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (operation_id),
 ``cmd.erp.prepare`` (operation_id; its outbox sends ``cmd.approval.request``), ``cmd.erp.commit`` (operation_id,
@@ -8,6 +10,8 @@ NATS, no effects): ``query.erp.read``, ``query.erp.operation``, ``query.erp.view
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from erpilot_contracts import requests
 from erpilot_contracts.erp.v1 import (
@@ -32,32 +36,62 @@ from erpilot_erp.service_layer.reads import ReadTools
 from erpilot_platform.endpoints import ServiceBus
 
 
-def register(bus: ServiceBus, ledger: Ledger, *, reads: ReadTools, drafts: DraftService,
-             operations: OperationService, products: ProductService) -> None:
-    @bus.serve(requests.ERP_READ, description="Run a read tool against the ledger.")
-    async def read_tool(cmd: ExecuteToolV1) -> ToolResultV1:
-        return await reads.run(cmd)
+@dataclass(frozen=True)
+class ErpDeps:
+    """What the ERP's handlers work with: the ledger (its unit of work) and its use cases."""
 
-    @bus.serve(requests.ERP_DRAFT, description="Run a draft tool (one new revision).")
-    async def draft_tool(cmd: ExecuteToolV1) -> ToolResultV1:
-        return await drafts.handle(cmd)
+    ledger: Ledger
+    reads: ReadTools
+    drafts: DraftService
+    operations: OperationService
+    products: ProductService
 
-    @bus.serve(requests.ERP_PREPARE, description="Store a write, ask for its approval (outbox) and preview it.")
-    async def prepare(cmd: PrepareOperationV1) -> PreparedOperationV1:
-        return await operations.prepare(cmd)
 
-    @bus.serve(requests.ERP_COMMIT, description="Commit a prepared write under a grant.")
-    async def commit(cmd: CommitOperationV1) -> OperationStatusV1:
-        return await operations.commit(cmd)
+async def read_tool(cmd: ExecuteToolV1, deps: ErpDeps) -> ToolResultV1:
+    """Run a read tool against the ledger."""
+    return await deps.reads.run(cmd)
 
-    @bus.serve(requests.ERP_UPDATE_PRODUCT, description="Change a product's price/status.")
-    async def update_product(cmd: UpdateProductV1) -> ProductV1:
-        return await products.update(cmd)
 
-    @bus.serve(requests.ERP_OPERATION, description="Status of one operation.")
-    async def operation(query: GetOperationV1) -> OperationStatusV1:
-        return await backoffice.get_operation(ledger, query)
+async def draft_tool(cmd: ExecuteToolV1, deps: ErpDeps) -> ToolResultV1:
+    """Run a draft tool (one new revision)."""
+    return await deps.drafts.handle(cmd)
 
-    @bus.serve(requests.ERP_VIEW, description="Back-office read views.")
-    async def view(query: ErpViewV1) -> ErpViewResultV1:
-        return await backoffice.view(ledger, query)
+
+async def prepare(cmd: PrepareOperationV1, deps: ErpDeps) -> PreparedOperationV1:
+    """Store a write, ask for its approval (outbox) and preview it."""
+    return await deps.operations.prepare(cmd)
+
+
+async def commit(cmd: CommitOperationV1, deps: ErpDeps) -> OperationStatusV1:
+    """Commit a prepared write under a grant."""
+    return await deps.operations.commit(cmd)
+
+
+async def update_product(cmd: UpdateProductV1, deps: ErpDeps) -> ProductV1:
+    """Change a product's price/status."""
+    return await deps.products.update(cmd)
+
+
+async def operation(query: GetOperationV1, deps: ErpDeps) -> OperationStatusV1:
+    """Status of one operation."""
+    return await backoffice.get_operation(deps.ledger, query)
+
+
+async def view(query: ErpViewV1, deps: ErpDeps) -> ErpViewResultV1:
+    """Back-office read views."""
+    return await backoffice.view(deps.ledger, query)
+
+
+HANDLERS = {
+    requests.ERP_READ: read_tool,
+    requests.ERP_DRAFT: draft_tool,
+    requests.ERP_PREPARE: prepare,
+    requests.ERP_COMMIT: commit,
+    requests.ERP_UPDATE_PRODUCT: update_product,
+    requests.ERP_OPERATION: operation,
+    requests.ERP_VIEW: view,
+}
+
+
+def register(bus: ServiceBus, deps: ErpDeps) -> None:
+    bus.register(HANDLERS, deps)

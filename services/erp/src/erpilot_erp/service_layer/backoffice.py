@@ -27,7 +27,7 @@ def not_found(kind: str, key: object) -> Refused:
 
 
 async def get_operation(ledger: Ledger, query: GetOperationV1) -> OperationStatusV1:
-    record = await ledger.read(lambda w: w.ledger.operation(query.operation_id))
+    record = await ledger.read(lambda unit: unit.ledger.operation(query.operation_id))
     if record is None:
         raise not_found("operation", query.operation_id)
     return messages.operation_status(record)
@@ -39,20 +39,20 @@ async def view(ledger: Ledger, query: ErpViewV1) -> ErpViewResultV1:
     if query.view in ("product", "order", "draft") and not query.id:
         raise Refused("invalid_message", f"the {query.view} view needs an id", 422)
 
-    async def look(w: Work) -> Any:
+    async def look(unit: Work) -> Any:
         match query.view:
             case "products":
-                return messages.products(await w.ledger.search_products(query.query))
+                return messages.products(await unit.ledger.search_products(query.query))
             case "customers":
-                return messages.customers(await w.ledger.search_customers(query.query))
+                return messages.customers(await unit.ledger.search_customers(query.query))
             case "product":
-                found = (await w.ledger.products_by_sku([query.id])).get(query.id)
+                found = (await unit.ledger.products_by_sku([query.id])).get(query.id)
                 return messages.product(found) if found else None
             case "order":
-                found = await w.ledger.order(query.id)
+                found = await unit.ledger.order(query.id)
                 return messages.order(found) if found else None
             case _:
-                found = await w.ledger.draft_revision(query.id, query.revision)
+                found = await unit.ledger.draft_revision(query.id, query.revision)
                 return messages.draft_revision(found) if found else None
 
     found = await ledger.read(look)
@@ -81,15 +81,15 @@ class ProductService:
         if cmd.price_minor is not None and cmd.price_minor < 0:
             raise Refused("invalid_message", "price_minor must not be negative", 422)
 
-        async def work(w: Work) -> ProductV1 | Refused:
-            return await once(w, f"product:{cmd.request_id}", _asked(cmd), ProductV1, lambda: self._apply(w, cmd))
+        async def work(unit: Work) -> ProductV1 | Refused:
+            return await once(unit, f"product:{cmd.request_id}", _asked(cmd), ProductV1, lambda: self._apply(unit, cmd))
 
         return answered(await self.ledger.run(work))
 
     @staticmethod
-    async def _apply(w: Work, cmd: UpdateProductV1) -> ProductV1:
+    async def _apply(unit: Work, cmd: UpdateProductV1) -> ProductV1:
         changes = {k: v for k, v in (("price_minor", cmd.price_minor), ("status", cmd.status)) if v is not None}
-        product = await w.ledger.update_product(cmd.sku, changes)
+        product = await unit.ledger.update_product(cmd.sku, changes)
         if product is None:
             raise not_found("product", cmd.sku)
         return messages.product(product)

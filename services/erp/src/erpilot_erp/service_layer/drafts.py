@@ -42,14 +42,15 @@ class DraftService:
         args = normalised(cmd.tool, cmd.arguments)
         asked = {"tool": cmd.tool, "arguments": args, "session_id": cmd.session_id}
 
-        async def work(w: Work) -> ToolResultV1 | Refused:
-            return await once(w, f"draft:{cmd.operation_id}", asked, ToolResultV1, lambda: self._apply(w, cmd, args))
+        async def work(unit: Work) -> ToolResultV1 | Refused:
+            return await once(unit, f"draft:{cmd.operation_id}", asked, ToolResultV1,
+                              lambda: self._apply(unit, cmd, args))
 
         result = await self.ledger.run(work)
         failpoint("erp.draft.after_db_commit")
         return answered(result)
 
-    async def _apply(self, w: Work, cmd: ExecuteToolV1, args: dict[str, Any]) -> ToolResultV1:
+    async def _apply(self, unit: Work, cmd: ExecuteToolV1, args: dict[str, Any]) -> ToolResultV1:
         now = self.clock()
         # Drafts belong to the session and the person that made them: the requester, vouched for by the gateway's
         # assertion (checked here, not taken from the agent), becomes a new draft's owner, and only the owner edits.
@@ -58,45 +59,46 @@ class DraftService:
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
                               requested_by=cmd.requested_by, at=stored_at(now),
                               args=fingerprint(cmd.tool, get_tool(cmd.tool).schema_version, args))
-        await self._first_of_its_call(w, cmd)
+        await self._first_of_its_call(unit, cmd)
         try:
             if cmd.tool == "create_order_draft":
-                revision = await self._create(w, cmd.session_id, cmd.requested_by, to_domain.draft_creation(args), now)
+                revision = await self._create(unit, cmd.session_id, cmd.requested_by, to_domain.draft_creation(args),
+                                              now)
             else:
-                revision = await self._edit(w, cmd.tool, cmd.session_id, cmd.requested_by, args, now)
+                revision = await self._edit(unit, cmd.tool, cmd.session_id, cmd.requested_by, args, now)
         except BusinessError as exc:
             return rejected_tool(exc)
-        await w.ledger.insert_revision(revision, operation_id=cmd.operation_id)
+        await unit.ledger.insert_revision(revision, operation_id=cmd.operation_id)
         return ToolResultV1(outcome="succeeded", result=revision.to_result())
 
     @staticmethod
-    async def _first_of_its_call(w: Work, cmd: ExecuteToolV1) -> None:
+    async def _first_of_its_call(unit: Work, cmd: ExecuteToolV1) -> None:
         """At most one draft operation per call (as ``OperationService`` for writes): a direct call's assertion
         vouches for one call, so the agent may not make several drafts under it with new operation ids. The inbox
         holds the call's operation id under a key of its own (hashed: ids from the agent have no length bound), in
         this transaction; a retry repeats the operation id and ``once`` answers it before this."""
         key = "draft-call:" + hashlib.sha256(f"{cmd.session_id}\n{cmd.call_id}".encode()).hexdigest()
-        claimed, recorded = await w.claim(key)
+        claimed, recorded = await unit.claim(key)
         if claimed:
-            await w.record(key, {"operation_id": cmd.operation_id})
+            await unit.record(key, {"operation_id": cmd.operation_id})
         elif (recorded or {}).get("operation_id") != cmd.operation_id:
             raise InvalidMessage("call_already_prepared", f"call {cmd.call_id} of this session already ran as "
                                                           f"operation {(recorded or {}).get('operation_id')}")
 
-    async def _create(self, w: Work, session_id: str, owner: str, args: CreateDraft,
+    async def _create(self, unit: Work, session_id: str, owner: str, args: CreateDraft,
                       now: datetime) -> DraftRevision:
-        customer = await w.ledger.customer(args.customer_id)
-        products = await w.ledger.products_by_sku([sku for sku, _ in args.lines])
-        draft_id = await w.ledger.next_id("draft")
+        customer = await unit.ledger.customer(args.customer_id)
+        products = await unit.ledger.products_by_sku([sku for sku, _ in args.lines])
+        draft_id = await unit.ledger.next_id("draft")
         return create_draft(draft_id, session_id, customer, products, args, now, self.quote_ttl, owner=owner)
 
-    async def _edit(self, w: Work, tool: str, session_id: str, requested_by: str, args: dict[str, Any],
+    async def _edit(self, unit: Work, tool: str, session_id: str, requested_by: str, args: dict[str, Any],
                     now: datetime) -> DraftRevision:
-        latest = await w.ledger.latest_draft(args["draft_id"], lock=True)
+        latest = await unit.ledger.latest_draft(args["draft_id"], lock=True)
         skus = {line.sku for line in latest.lines} if latest else set()
         if "sku" in args:
             skus.add(args["sku"])
-        customer = await w.ledger.customer(latest.customer_id) if latest else None
-        products = await w.ledger.products_by_sku(skus)
+        customer = await unit.ledger.customer(latest.customer_id) if latest else None
+        products = await unit.ledger.products_by_sku(skus)
         return edit_draft(to_domain.draft_edit(tool, args), latest, session_id=session_id, requested_by=requested_by,
                           customer=customer, products=products, now=now, quote_ttl=self.quote_ttl)

@@ -77,33 +77,33 @@ class OperationService:
         if cmd.supersedes is not None:
             asked["supersedes"] = cmd.supersedes
 
-        async def work(w: Work) -> PreparedOperationV1 | Refused:
-            return await once(w, f"prepare:{cmd.operation_id}", asked, PreparedOperationV1,
-                              lambda: self._prepare(w, cmd))
+        async def work(unit: Work) -> PreparedOperationV1 | Refused:
+            return await once(unit, f"prepare:{cmd.operation_id}", asked, PreparedOperationV1,
+                              lambda: self._prepare(unit, cmd))
 
         with step("erp", "prepare", session_id=cmd.session_id, call_id=cmd.call_id, operation_id=cmd.operation_id):
             result = await self.ledger.run(work)
         failpoint("erp.prepare.after_db_commit")
         return answered(result)
 
-    async def _prepare(self, w: Work, cmd: PrepareOperationV1) -> PreparedOperationV1:
+    async def _prepare(self, unit: Work, cmd: PrepareOperationV1) -> PreparedOperationV1:
         now = self.clock()
-        requested_by, assertion, asserted_at = await self._requester(w, cmd, now)
+        requested_by, assertion, asserted_at = await self._requester(unit, cmd, now)
         if cmd.supersedes is None:
-            await self._first_of_its_call(w, cmd)
+            await self._first_of_its_call(unit, cmd)
         # the domain refuses a draft or an order that is not the vouched requester's as not_found (domain.owners)
-        state = await write_state(w.ledger, cmd.tool, cmd.arguments, cmd.session_id, requested_by=requested_by)
+        state = await write_state(unit.ledger, cmd.tool, cmd.arguments, cmd.session_id, requested_by=requested_by)
         try:
             prepared = domain.prepare(to_domain.write(cmd.tool, cmd.arguments), state, now,
                                       stock_check=cmd.stock_check or self.default_stock_check)
         except BusinessError as exc:
             raise business_refusal(exc) from None
-        record = await w.ledger.insert_operation(NewOperation(
+        record = await unit.ledger.insert_operation(NewOperation(
             operation_id=cmd.operation_id, tool=cmd.tool, tool_schema_version=cmd.tool_schema_version,
             session_id=cmd.session_id, call_id=cmd.call_id, requested_by=requested_by, assertion=assertion,
             asserted_at=asserted_at, supersedes=cmd.supersedes, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
             facts=prepared.facts, preview=prepared.preview, prepared_at=now))
-        await w.emit(subjects.APPROVAL_CMD_REQUEST, sign_request(approval_request(record, cmd.agent_reason),
+        await unit.emit(subjects.APPROVAL_CMD_REQUEST, sign_request(approval_request(record, cmd.agent_reason),
                                                               self.ledger_key),
                      msg_id=f"approval.request.{record.operation_id}")
         failpoint("erp.prepare.before_db_commit")  # operation and its outboxed request written, not committed
@@ -111,18 +111,18 @@ class OperationService:
                                                    "fingerprint": record.fingerprint, "preview": prepared.preview})
 
     @staticmethod
-    async def _first_of_its_call(w: Work, cmd: PrepareOperationV1) -> None:
+    async def _first_of_its_call(unit: Work, cmd: PrepareOperationV1) -> None:
         """At most one operation per call: a direct call's assertion vouches for one call, and without this the
         agent could prepare any number of writes under it (new operation ids, other arguments), each asked for in
         the person's name and each approved by a standing approval. A retry repeats the operation id (``once``
         answers it before this); an edit supersedes its version. The unique index ``uq_operations_call`` (0004)
         holds the rule against a concurrent prepare."""
-        earlier = await w.ledger.operation_for_call(cmd.session_id, cmd.call_id)
+        earlier = await unit.ledger.operation_for_call(cmd.session_id, cmd.call_id)
         if earlier is not None and earlier.operation_id != cmd.operation_id:
             raise InvalidMessage("call_already_prepared", f"call {cmd.call_id} of this session was already prepared "
                                                           f"as operation {earlier.operation_id}")
 
-    async def _requester(self, w: Work, cmd: PrepareOperationV1, now: datetime) -> tuple[str, str, datetime]:
+    async def _requester(self, unit: Work, cmd: PrepareOperationV1, now: datetime) -> tuple[str, str, datetime]:
         """Who asked, the assertion that says so and when it was accepted.
 
         A new operation: the command's ``requested_by``, vouched for by its assertion for this call when JetStream
@@ -142,7 +142,7 @@ class OperationService:
         if not verify_edit(cmd, self.verify_key):
             raise InvalidMessage("edit_signature_invalid", "the edit's signature does not verify (another key, or a "
                                                            "field changed since it was signed)")
-        old = await w.ledger.operation(cmd.supersedes)
+        old = await unit.ledger.operation(cmd.supersedes)
         if old is None or (old.session_id, old.call_id, old.tool) != (cmd.session_id, cmd.call_id, cmd.tool):
             raise InvalidMessage("supersedes_unknown", f"operation {cmd.supersedes} is not an earlier version of "
                                                        f"call {cmd.call_id} of this session with tool {cmd.tool}")
@@ -161,7 +161,7 @@ class OperationService:
                 if grant.operation_id != cmd.operation_id:
                     raise InvalidMessage("grant_for_another_operation",
                                          "the grant was issued for another operation; nothing was committed")
-                status, replayed = await self.ledger.run(lambda w: self._commit(w, cmd))
+                status, replayed = await self.ledger.run(lambda unit: self._commit(unit, cmd))
             except InvalidMessage as refusal:
                 commit_outcomes.add(1, {"status": "refused", "code": refusal.reason})
                 raise
@@ -170,10 +170,10 @@ class OperationService:
             commit_outcomes.add(1, {"status": status.status, "code": status.error.code if status.error else ""})
         return status
 
-    async def _commit(self, w: Work, cmd: CommitOperationV1) -> tuple[OperationStatusV1, bool]:
+    async def _commit(self, unit: Work, cmd: CommitOperationV1) -> tuple[OperationStatusV1, bool]:
         """The outcome, and whether it only repeats an outcome recorded earlier."""
         grant = cmd.grant
-        op = await w.ledger.operation(cmd.operation_id, lock=True)
+        op = await unit.ledger.operation(cmd.operation_id, lock=True)
         if op is None:
             raise InvalidMessage("never_prepared", f"operation {cmd.operation_id} was never prepared")
         if grant.fingerprint != op.fingerprint:
@@ -181,12 +181,12 @@ class OperationService:
                                  f"operation {cmd.operation_id} was prepared with another fingerprint")
         if op.status != "prepared":  # already finished: the recorded outcome, no second effect
             return operation_status(op), True
-        if not await w.ledger.consume_grant(grant.pending_id, op.operation_id):
+        if not await unit.ledger.consume_grant(grant.pending_id, op.operation_id):
             raise InvalidMessage("grant_already_used", f"grant {grant.pending_id} was already used")
-        state = await write_state(w.ledger, op.tool, op.arguments, op.session_id, requested_by=op.requested_by,
+        state = await write_state(unit.ledger, op.tool, op.arguments, op.session_id, requested_by=op.requested_by,
                                   facts=op.facts, lock=True)
         kind = domain.NEW_ID_KIND.get(op.tool)
-        new_id = await w.ledger.next_id(kind) if kind else None
+        new_id = await unit.ledger.next_id(kind) if kind else None
         try:
             plan = domain.commit(to_domain.write(op.tool, op.arguments), op.facts, state, self.clock(),
                                  stock_check=grant.stock_check or "exact", new_id=new_id)
@@ -194,9 +194,9 @@ class OperationService:
             log.info("operation %s rejected: %s", op.operation_id, exc)
             outcome = Outcome("rejected", grant.pending_id, grant.decided_by, error=business_error(exc))
         else:
-            await w.ledger.apply_plan(plan, operation_id=op.operation_id)
+            await unit.ledger.apply_plan(plan, operation_id=op.operation_id)
             outcome = Outcome("committed", grant.pending_id, grant.decided_by, result=plan.result)
-        status = operation_status(await w.ledger.finish_operation(op.operation_id, outcome))
-        await w.emit(subjects.ERP_EVT_OPERATION_FINISHED, status, msg_id=f"erp.operation_finished.{op.operation_id}")
+        status = operation_status(await unit.ledger.finish_operation(op.operation_id, outcome))
+        await unit.emit(subjects.ERP_EVT_OPERATION_FINISHED, status, msg_id=f"erp.operation_finished.{op.operation_id}")
         failpoint("erp.commit.before_db_commit")  # effect, result and consumed grant written, not committed
         return status, False

@@ -45,25 +45,25 @@ class ReadTools:
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
                               requested_by=cmd.requested_by, at=self.clock(),
                               args=fingerprint(cmd.tool, get_tool(cmd.tool).schema_version, args))
-        return await self.ledger.read(lambda w: _read(w, cmd.tool, args, cmd.session_id, cmd.requested_by))
+        return await self.ledger.read(lambda unit: _read(unit, cmd.tool, args, cmd.session_id, cmd.requested_by))
 
 
-async def _read(w: Work, tool: str, args: dict[str, Any], session_id: str, requested_by: str) -> ToolResultV1:
+async def _read(unit: Work, tool: str, args: dict[str, Any], session_id: str, requested_by: str) -> ToolResultV1:
     match tool:
         case "search_customers":
-            return _found(listing(await w.ledger.search_customers(args["query"])), "customers")
+            return _found(listing(await unit.ledger.search_customers(args["query"])), "customers")
         case "search_products":
-            return _found(listing(await w.ledger.search_products(args["query"])), "products")
+            return _found(listing(await unit.ledger.search_products(args["query"])), "products")
         case "get_product":
-            found = (await w.ledger.products_by_sku([args["sku"]])).get(args["sku"])
+            found = (await unit.ledger.products_by_sku([args["sku"]])).get(args["sku"])
             return _found(found.to_result() if found else None, f"product {args['sku']}")
         case "get_order":
-            order = await w.ledger.order(args["order_id"])
+            order = await unit.ledger.order(args["order_id"])
             if order is not None and not may_use_order(order, requested_by):
                 order = None  # another person's order reads as one that does not exist
             return _found(order.to_result() if order else None, f"order {args['order_id']}")
         case "get_draft":
-            stored = await w.ledger.draft_revision(args["draft_id"], args.get("revision"))
+            stored = await unit.ledger.draft_revision(args["draft_id"], args.get("revision"))
             draft = None
             # a draft is its session's and its owner's only
             if stored is not None and may_use_draft(stored.revision, session_id=session_id, requested_by=requested_by):
@@ -71,5 +71,5 @@ async def _read(w: Work, tool: str, args: dict[str, Any], session_id: str, reque
                                    args.get("offset"), args.get("limit"))
             return _found(draft, f"draft {args['draft_id']}")
         case "get_order_task":
-            return _found(get_order_task(await w.ledger.open_drafts(session_id), session_id, requested_by), "task")
+            return _found(get_order_task(await unit.ledger.open_drafts(session_id), session_id, requested_by), "task")
     raise ValueError(f"{tool} is not a read tool")

@@ -26,7 +26,7 @@ from erpilot_erp.domain.errors import BusinessError, ErrorCode
 from erpilot_erp.service_layer.ports import Work
 from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.refusals import InvalidMessage, Refused
-from erpilot_platform.tool_arguments import normalised_or_refusal
+from erpilot_platform.tool_arguments import normalised_arguments
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,10 +54,7 @@ def rejected_tool(exc: BusinessError) -> ToolResultV1:
 
 def normalised(tool: str, arguments: Any) -> dict[str, Any]:
     """The tool's normalised arguments; ``unknown_tool`` / ``invalid_arguments`` (422) refused."""
-    args = normalised_or_refusal(tool, arguments)
-    if isinstance(args, ReplyV1):
-        raise Refused.of(args)
-    return args
+    return normalised_arguments(tool, arguments)
 
 
 def legacy_request_print(request: dict[str, Any]) -> str:
@@ -74,16 +71,16 @@ def answered(result: M | Refused) -> M:
     return result
 
 
-async def once(work: Work, key: str, asked: dict[str, Any], model: type[M],
+async def once(unit: Work, key: str, asked: dict[str, Any], model: type[M],
                compute: Callable[[], Awaitable[M]]) -> M | Refused:
-    """Answer ``key`` once in ``work``: compute and store the answer the first time, give it again afterwards.
+    """Answer ``key`` once in ``unit``: compute and store the answer the first time, give it again afterwards.
 
     ``asked`` holds what the command asks for (I-JSON), to tell a redelivery from another use of the key;
     ``model`` is the answer's type. A business refusal is returned (stored), never raised, so the transaction
     that stores it commits; pass the result through ``answered``.
     """
     digest = request_digest(asked)
-    claimed, recorded = await work.claim(key)
+    claimed, recorded = await unit.claim(key)
     if not claimed and recorded is None:  # the claim and the answer are written in one transaction
         raise RuntimeError(f"inbox key {key} has no recorded answer")
     stored = None if claimed else recorded["request"]
@@ -100,5 +97,5 @@ async def once(work: Work, key: str, asked: dict[str, Any], model: type[M],
     except Refused as refusal:
         result = refusal
     reply = result.reply() if isinstance(result, Refused) else ReplyV1.success(result)
-    await work.record(key, {"request": digest, "reply": reply.model_dump(mode="json")})
+    await unit.record(key, {"request": digest, "reply": reply.model_dump(mode="json")})
     return result

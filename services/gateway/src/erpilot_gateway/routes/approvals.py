@@ -16,9 +16,12 @@ from pydantic import BaseModel, ValidationError
 
 from erpilot_contracts import json_input, requests
 from erpilot_contracts.approval.v1 import (
+    ApprovalPageV1,
+    ApprovalRecordV1,
     DecideManyV1,
     DecideV1,
     DecisionItemV1,
+    DecisionsV1,
     EditApprovalV1,
     GetApprovalV1,
     ListApprovalsV1,
@@ -74,7 +77,7 @@ def _documented(model: type[BaseModel]) -> dict:
 async def list_approvals(request: Request, user: CurrentUser, since: Since, status: Status | None = None,
                          session_id: str | None = None, tool: str | None = None, requested_by: str | None = None,
                          cursor: Annotated[str | None, Query(max_length=200)] = None,
-                         limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict:
+                         limit: Annotated[int, Query(ge=1, le=500)] = 100) -> ApprovalPageV1:
     """Approvals this person may decide (holds a required role for, or a delegator's role as their delegate:
     ``can_decide_for``), newest first; ``status`` defaults to ``pending``; ``tool``, ``requested_by``,
     ``session_id`` and ``since`` (created at or after, ISO 8601 with a zone) narrow it; ``next_cursor`` of the
@@ -82,39 +85,39 @@ async def list_approvals(request: Request, user: CurrentUser, since: Since, stat
     delegation in force the list is empty."""
     query = ListApprovalsV1(actor=user.actor(), status=status, session_id=session_id, tool=tool,
                             requested_by=requested_by, since=since, cursor=cursor, limit=limit)
-    return (await request.app.state.services.call(requests.APPROVAL_LIST, query)).model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_LIST, query)
 
 
 @router.post("/decisions", openapi_extra=_documented(BulkDecisionBody))
 async def decide_many(request: Request, user: CurrentUser,
-                      body: Annotated[BulkDecisionBody, Depends(bulk_decision_body)]) -> dict:
+                      body: Annotated[BulkDecisionBody, Depends(bulk_decision_body)]) -> DecisionsV1:
     """One action on several approvals in one transaction: all are decided or none; a refusal names the
     first failing item (``pending_id``, ``index``) with its own code."""
     cmd = DecideManyV1(action=body.action, comment=body.comment, actor=user.actor(),
                        items=[DecisionItemV1(pending_id=i.pending_id, fingerprint=i.fingerprint) for i in body.items])
-    return (await request.app.state.services.call(requests.APPROVAL_DECIDE_MANY, cmd)).model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_DECIDE_MANY, cmd)
 
 
 @router.get("/{pending_id}")
-async def get_approval(request: Request, pending_id: str, user: CurrentUser) -> dict:
+async def get_approval(request: Request, pending_id: str, user: CurrentUser) -> ApprovalRecordV1:
     """One approval with its decision, for those who may decide it, the requester, and admins."""
     query = GetApprovalV1(pending_id=pending_id, actor=user.actor())
-    return (await request.app.state.services.call(requests.APPROVAL_GET, query)).model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_GET, query)
 
 
 @router.post("/{pending_id}/decision", openapi_extra=_documented(DecisionBody))
 async def decide(request: Request, pending_id: str, user: CurrentUser,
-                 body: Annotated[DecisionBody, Depends(decision_body)]) -> dict:
+                 body: Annotated[DecisionBody, Depends(decision_body)]) -> ApprovalRecordV1:
     """Approve, reject or cancel exactly the operation whose fingerprint you were shown."""
     cmd = DecideV1(pending_id=pending_id, action=body.action, fingerprint=body.fingerprint,
                    comment=body.comment, actor=user.actor())
-    return (await request.app.state.services.call(requests.APPROVAL_DECIDE, cmd)).model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_DECIDE, cmd)
 
 
 @router.post("/{pending_id}/edit", status_code=201, openapi_extra=_documented(EditBody))
 async def edit(request: Request, pending_id: str, user: CurrentUser,
-               body: Annotated[EditBody, Depends(edit_body)]) -> dict:
+               body: Annotated[EditBody, Depends(edit_body)]) -> ApprovalRecordV1:
     """Replace the arguments: a new pending version with a new fingerprint supersedes this one."""
     cmd = EditApprovalV1(pending_id=pending_id, fingerprint=body.fingerprint, arguments=body.arguments,
                          actor=user.actor())
-    return (await request.app.state.services.call(requests.APPROVAL_EDIT, cmd)).model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_EDIT, cmd)

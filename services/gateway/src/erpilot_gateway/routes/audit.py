@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from erpilot_contracts import requests
-from erpilot_contracts.approval.v1 import AuditQueryV1
+from erpilot_contracts.approval.v1 import AuditPageV1, AuditQueryV1
 from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.problems import Problem
 from erpilot_gateway.query_times import Since
@@ -15,7 +15,8 @@ from erpilot_gateway.query_times import Since
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
 
-@router.get("", dependencies=[require_roles("admin")])
+# Documented as ``AuditPageV1`` and passed on unparsed (below): what a newer service adds reaches the client too.
+@router.get("", dependencies=[require_roles("admin")], response_model=None, responses={200: {"model": AuditPageV1}})
 async def audit(request: Request, user: CurrentUser, since: Since,
                 pending_id: Annotated[str | None, Query(max_length=100)] = None,
                 operation_id: Annotated[str | None, Query(max_length=100)] = None,

@@ -10,13 +10,14 @@ from fastapi import APIRouter, Request
 
 from erpilot_contracts import requests
 from erpilot_contracts.approval.chat import ChatActionV1
+from erpilot_gateway.answers import ChatActionAnswer
 from erpilot_gateway.problems import Problem
 
 router = APIRouter(prefix="/v1/channels", tags=["channels"])
 
 
 @router.post("/chat/actions")
-async def chat_action(request: Request) -> dict:
+async def chat_action(request: Request) -> ChatActionAnswer:
     """A chat card's Approve or Reject, signed by the chat platform; answers the card's new text."""
     try:
         body = (await request.body()).decode("ascii")  # a form body is urlencoded ASCII
@@ -25,4 +26,4 @@ async def chat_action(request: Request) -> dict:
     except ValueError:  # not ASCII, or longer than any callback: no request of the platform's
         raise Problem(400, "invalid_payload", "expected a signed form body of at most 64 KiB") from None
     record = await request.app.state.services.call(requests.APPROVAL_CHAT_ACTION, action)
-    return {"text": f"{record.tool}: {record.status}", "pending_id": record.pending_id, "status": record.status}
+    return ChatActionAnswer(text=f"{record.tool}: {record.status}", pending_id=record.pending_id, status=record.status)

@@ -13,7 +13,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 
 from erpilot_contracts import requests
-from erpilot_contracts.approval.v1 import GiveDelegationV1, ListDelegationsV1, RevokeDelegationV1
+from erpilot_contracts.approval.v1 import (
+    DelegationPageV1,
+    DelegationV1,
+    GiveDelegationV1,
+    ListDelegationsV1,
+    RevokeDelegationV1,
+)
 from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.bodies import DelegationBody
 from erpilot_gateway.problems import Problem
@@ -32,7 +38,8 @@ async def delegation_body(request: Request) -> DelegationBody:
 
 @router.post("", status_code=201, dependencies=[require_roles("approver", "manager")],
              openapi_extra=_documented(DelegationBody))
-async def give(request: Request, user: CurrentUser, body: Annotated[DelegationBody, Depends(delegation_body)]) -> dict:
+async def give(request: Request, user: CurrentUser, body: Annotated[DelegationBody, Depends(delegation_body)]
+               ) -> DelegationV1:
     """Let ``to`` decide with your deciding roles, for ``tools`` (absent: every write tool), until ``until``:
     201 ``{delegation_id, from, to, until, tools, roles, created_at, revoked_at}``. Refused 422: to yourself
     (``delegation_to_self``), ``until`` not in the future (``delegation_in_past``) or more than 90 days ahead
@@ -40,14 +47,13 @@ async def give(request: Request, user: CurrentUser, body: Annotated[DelegationBo
     theirs)."""
     cmd = GiveDelegationV1(delegation_id=f"dlg_{uuid.uuid4().hex}", to=body.to, until=body.until, tools=body.tools,
                            actor=user.actor())
-    return (await request.app.state.services.call(requests.APPROVAL_DELEGATE, cmd)).model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_DELEGATE, cmd)
 
 
 @router.get("")
-async def mine(request: Request, user: CurrentUser) -> dict:
+async def mine(request: Request, user: CurrentUser) -> DelegationPageV1:
     """Your delegations in force, given and received, newest first: ``{"items": [...]}``."""
-    page = await request.app.state.services.call(requests.APPROVAL_DELEGATIONS, ListDelegationsV1(actor=user.actor()))
-    return page.model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_DELEGATIONS, ListDelegationsV1(actor=user.actor()))
 
 
 @router.delete("/{delegation_id}", status_code=204)

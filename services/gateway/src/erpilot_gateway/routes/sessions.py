@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
+from sse_starlette.sse import EventSourceResponse
 
 from erpilot_contracts import requests
 from erpilot_contracts.agent.v1 import (
@@ -18,12 +19,23 @@ from erpilot_contracts.agent.v1 import (
     GetSessionV1,
     ListSessionsV1,
     PostMessageV1,
+    SessionPageV1,
+    SessionViewV1,
     ToolCallViewV1,
 )
 from erpilot_contracts.approval.standing import EndRunV1
 from erpilot_contracts.approval.v1 import GetApprovalV1
+from erpilot_contracts.sessions.v1 import SessionEventV1
 from erpilot_contracts.subjects import is_subject_token
 from erpilot_gateway import tool_calls
+from erpilot_gateway.answers import (
+    ApprovalOutcome,
+    RunCancelled,
+    RunStarted,
+    SessionCreated,
+    ToolCallAccepted,
+    ToolCallFinished,
+)
 from erpilot_gateway.auth import CurrentUser, User, decode_token, require_roles, token_from
 from erpilot_gateway.bodies import REASON_LIMIT, CreateSessionBody, PostMessageBody, ToolCallBody
 from erpilot_gateway.problems import Problem
@@ -42,36 +54,37 @@ def _services(request: Request):
 
 
 @router.post("", status_code=201, dependencies=[Requester])
-async def create_session(request: Request, user: CurrentUser, body: CreateSessionBody | None = None) -> dict:
+async def create_session(request: Request, user: CurrentUser, body: CreateSessionBody | None = None
+                         ) -> SessionCreated:
     """Start a session owned by the caller."""
     title = body.title if body else None
     services = _services(request)
     session_id = services.new_session_id(user.sub)  # its owner bound by the gateway's MAC, not the agent's word
     cmd = CreateSessionV1(session_id=session_id, owner=user.sub, title=title)  # vouches for nothing: no assertion
     created = await services.call(requests.AGENT_CREATE_SESSION, cmd)
-    return {"session_id": created.session_id}
+    return SessionCreated(session_id=created.session_id)
 
 
 @router.get("", dependencies=[Requester])
 async def list_sessions(request: Request, user: CurrentUser,
                         q: Annotated[str | None, Query(max_length=200, description="Substring of the title")] = None,
                         cursor: Annotated[str | None, Query(max_length=200)] = None,
-                        limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
+                        limit: Annotated[int, Query(ge=1, le=200)] = 50) -> SessionPageV1:
     """Your sessions, newest first: ``{"items": [...], "next_cursor"}``; pass ``next_cursor`` as ``cursor``
     for the next page. ``q`` keeps sessions whose title contains it (case-insensitive)."""
     query = ListSessionsV1(owner=user.sub, q=q or None, cursor=cursor, limit=limit)
-    return (await _services(request).call(requests.AGENT_SESSIONS, query)).model_dump(mode="json")
+    return await _services(request).call(requests.AGENT_SESSIONS, query)
 
 
 @router.get("/{session_id}")
-async def get_session(request: Request, session_id: str, user: CurrentUser) -> dict:
+async def get_session(request: Request, session_id: str, user: CurrentUser) -> SessionViewV1:
     """Messages, tool calls with status, pending approvals and run status of one of your sessions.
 
     A tool call's result over 16 384 bytes of compact JSON is, here, a marker
     ``{"omitted": true, "reason": "result_too_large", "size_bytes", "limit_bytes", "href"}``; ``href`` is
     the call's ``GET /v1/sessions/{sid}/tool-calls/{call_id}``, which has it in full."""
     query = GetSessionV1(session_id=session_id, owner=user.sub)
-    return (await _services(request).call(requests.AGENT_SESSION, query)).model_dump(mode="json")
+    return await _services(request).call(requests.AGENT_SESSION, query)
 
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
@@ -86,7 +99,7 @@ def _checked_key(idempotency_key: str | None) -> str | None:
 
 @router.post("/{session_id}/messages", status_code=202)
 async def post_message(request: Request, session_id: str, body: PostMessageBody, user: CurrentUser,
-                       idempotency_key: IdempotencyKey = None) -> dict:
+                       idempotency_key: IdempotencyKey = None) -> RunStarted:
     """Give the agent a message; it runs the model (answers 202 with the run id).
 
     409 ``run_in_progress`` only while a run of the session is actively working; a run waiting for
@@ -102,11 +115,11 @@ async def post_message(request: Request, session_id: str, body: PostMessageBody,
     cmd = PostMessageV1(session_id=session_id, owner=user.sub, text=body.text, message_id=message_id, run_id=run_id,
                         assertion=await services.vouch_run(user, session_id, run_id))
     started = await services.call(requests.AGENT_POST_MESSAGE, cmd)
-    return {"run_id": started.run_id}
+    return RunStarted(run_id=started.run_id)
 
 
 @router.post("/{session_id}/runs/{run_id}/cancel")
-async def cancel_run(request: Request, session_id: str, run_id: str, user: CurrentUser) -> dict:
+async def cancel_run(request: Request, session_id: str, run_id: str, user: CurrentUser) -> RunCancelled:
     """Cancel one of your runs that waits for a decision: it takes no further step, and its approvals
     still pending end ``withdrawn`` (nothing is committed). Idempotent: repeat it after an error.
 
@@ -125,10 +138,10 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
     # One path withdraws: the approval service acts on the agent's record of the cancel (evt.agent.run_cancelled,
     # with this assertion). The answer reads how each approval ended, as the owner sees it.
     approvals = await approval_outcomes(services, user, cancelled.pending_ids)
-    return {"run_id": run_id, "status": "cancelled", "approvals": approvals}
+    return RunCancelled(run_id=run_id, approvals=approvals)
 
 
-async def approval_outcomes(services: Services, user: User, pending_ids: list[str]) -> list[dict]:
+async def approval_outcomes(services: Services, user: User, pending_ids: list[str]) -> list[ApprovalOutcome]:
     """``{pending_id, status}`` of each approval, read as its owner (``query.approval.get``), waiting up to
     ``WITHDRAWAL_WAIT_SECONDS`` (reading again with a growing pause) until none is still ``pending``."""
     actor = user.actor()
@@ -142,13 +155,14 @@ async def approval_outcomes(services: Services, user: User, pending_ids: list[st
         statuses |= {record.pending_id: record.status for record in records}
         waiting = [record.pending_id for record in records if record.status == "pending"]
         if not waiting or time.monotonic() + pause > deadline:
-            return [{"pending_id": pending_id, "status": statuses[pending_id]}
+            return [ApprovalOutcome(pending_id=pending_id, status=statuses[pending_id])
                     for pending_id in dict.fromkeys(pending_ids)]
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.5)
 
 
-@router.post("/{session_id}/tool-calls")
+@router.post("/{session_id}/tool-calls", response_model=None,
+             responses={200: {"model": ToolCallFinished}, 202: {"model": ToolCallAccepted}})
 async def start_tool_call(request: Request, session_id: str, body: ToolCallBody, user: CurrentUser,
                           idempotency_key: IdempotencyKey = None) -> JSONResponse:
     """Run a tool through the same pipeline the model uses (reads and drafts at once, writes after approval).
@@ -171,14 +185,19 @@ async def start_tool_call(request: Request, session_id: str, body: ToolCallBody,
     return tool_call_response(view)
 
 
-@router.get("/{session_id}/tool-calls/{call_id}")
-async def get_tool_call(request: Request, session_id: str, call_id: str, user: CurrentUser) -> dict:
+@router.get("/{session_id}/tool-calls/{call_id}", response_model_exclude={"schema_version"})
+async def get_tool_call(request: Request, session_id: str, call_id: str, user: CurrentUser) -> ToolCallViewV1:
     """Status, outcome, result or error code of one tool call."""
     view = await tool_calls.get_tool_call(_services(request), session_id=session_id, owner=user.sub, call_id=call_id)
-    return view.model_dump(mode="json", exclude={"schema_version"})  # the message's version is not the API's
+    return view  # without its schema_version (the route's response_model_exclude): the message's, not the API's
 
 
-@router.get("/{session_id}/events")
+class EventStream(EventSourceResponse):
+    media_type = "text/event-stream"  # what the document names: the stream itself is sse.py's EventSourceResponse
+
+
+@router.get("/{session_id}/events", response_class=EventStream, responses={200: {
+    "model": SessionEventV1, "description": "text/event-stream: one event per session event (`id`: its seq)"}})
 async def session_events(request: Request, session_id: str):
     """Server-sent events of the session; ``Last-Event-ID`` resumes after that seq with no gap. The stream
     ends when the token expires: reconnect with a fresh one (and ``Last-Event-ID``)."""
@@ -205,6 +224,8 @@ def _user_for_stream(request: Request) -> User:
 
 
 def tool_call_response(view: ToolCallViewV1) -> JSONResponse:
-    """SPEC §5: finished → 200 with outcome and result; awaiting approval → 202 with the approval."""
+    """SPEC §5: finished → 200 with outcome and result; awaiting approval → 202 with the approval; each held to
+    the answer's model the route declares."""
     status, body = tool_calls.tool_call_answer(view)
-    return JSONResponse(body, status_code=status)
+    answer = (ToolCallFinished if status == 200 else ToolCallAccepted).model_validate(body)
+    return JSONResponse(answer.model_dump(mode="json", exclude_unset=True), status_code=status)

@@ -20,6 +20,8 @@ from erpilot_contracts.approval.standing import (
     GiveStandingApprovalV1,
     ListStandingApprovalsV1,
     RevokeStandingApprovalV1,
+    StandingApprovalPageV1,
+    StandingApprovalV1,
 )
 from erpilot_gateway.auth import CurrentUser, require_roles
 from erpilot_gateway.bodies import Body
@@ -58,7 +60,7 @@ async def standing_body(request: Request) -> StandingApprovalBody:
 @router.post("", status_code=201, dependencies=[require_roles("approver", "manager")],
              openapi_extra=_documented(StandingApprovalBody))
 async def give(request: Request, user: CurrentUser,
-               body: Annotated[StandingApprovalBody, Depends(standing_body)]) -> dict:
+               body: Annotated[StandingApprovalBody, Depends(standing_body)]) -> StandingApprovalV1:
     """Approve in advance: 201 ``{standing_id, given_by, session_id, tool, max_amount_minor, until, roles,
     created_at, revoked_at}``; each write it covers is approved at once, ``decided_by`` ``standing:<id>`` on your
     behalf. Refused 422: ``unknown_tool``, ``not_a_write_tool``, ``approval_not_required``, ``invalid_amount``
@@ -72,14 +74,14 @@ async def give(request: Request, user: CurrentUser,
                       f"session {body.session_id} was started before standing approvals; start a new session")
     cmd = GiveStandingApprovalV1(standing_id=f"sa_{uuid.uuid4().hex}", session_id=body.session_id, tool=body.tool,
                                  max_amount_minor=body.max_amount_minor, until=body.until, actor=user.actor())
-    return (await request.app.state.services.call(requests.APPROVAL_STAND, cmd)).model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_STAND, cmd)
 
 
 @router.get("")
-async def mine(request: Request, user: CurrentUser) -> dict:
+async def mine(request: Request, user: CurrentUser) -> StandingApprovalPageV1:
     """The standing approvals in force you gave (an admin: everyone's), newest first: ``{"items": [...]}``."""
     query = ListStandingApprovalsV1(actor=user.actor())
-    return (await request.app.state.services.call(requests.APPROVAL_STANDING, query)).model_dump(mode="json")
+    return await request.app.state.services.call(requests.APPROVAL_STANDING, query)
 
 
 @router.delete("/{standing_id}", status_code=204)
