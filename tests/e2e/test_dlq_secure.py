@@ -20,7 +20,7 @@ import pytest
 from erpilot.ops.dlq import record_subject
 from erpilot.stack.nats_security import ADMIN, password_variable
 from erpilot_contracts.subjects import (
-    AGENT_CMD_TOOL_CALL,
+    AGENT_CMD_POST_MESSAGE,
     APPROVAL_CMD_DECIDE,
     COMMANDS_STREAM,
     DEAD_LETTER_STREAM,
@@ -51,7 +51,7 @@ async def test_a_dead_letter_is_listed_and_replayed_once_with_least_privilege(se
                                max_reconnect_attempts=0)
     try:
         # the gateway sends a command the agent cannot parse: the agent dead-letters it
-        await gateway.jetstream().publish(AGENT_CMD_TOOL_CALL, json.dumps({"tool": marker}).encode(),
+        await gateway.jetstream().publish(AGENT_CMD_POST_MESSAGE, json.dumps({"tool": marker}).encode(),
                                           stream=COMMANDS_STREAM.name)
         js = admin.jetstream()
 
@@ -68,15 +68,15 @@ async def test_a_dead_letter_is_listed_and_replayed_once_with_least_privilege(se
         assert letter["reason"].startswith("invalid message")
 
         first = dlq(secure, "replay", str(letter["seq"]))
-        assert f"{letter['seq']}: replayed to {AGENT_CMD_TOOL_CALL}" in first.stdout
-        replayed = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+        assert f"{letter['seq']}: replayed to {AGENT_CMD_POST_MESSAGE}" in first.stdout
+        replayed = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_POST_MESSAGE)
         assert marker in replayed.data.decode() and replayed.headers["Erpilot-Replay-Of"] == letter["original"]
         record = await js.get_last_msg(DEAD_LETTER_STREAM.name, record_subject("agent", letter["original"]))
         assert json.loads(record.data)["dead_letter_seq"] == letter["seq"]
 
         again = dlq(secure, "replay", str(letter["seq"]))
         assert "already replayed, nothing published" in again.stdout
-        last = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+        last = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_POST_MESSAGE)
         assert last.seq == replayed.seq
     finally:
         await gateway.close()

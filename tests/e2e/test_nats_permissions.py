@@ -195,14 +195,15 @@ async def test_the_agent_cannot_answer_the_gateways_request_for_a_decision(secur
     pending = request_write(requester, session_id, "submit_order",
                             {"draft_id": revision["draft_id"], "revision": revision["revision"]})
     assert decide(approver, pending, "approve").status_code == 200
+    assert requester.post(f"/v1/sessions/{session_id}/messages", {"text": "hello"}).status_code == 202
     server, passwords = secure.server, secure.passwords
     admin = await connect(server, ADMIN, passwords[ADMIN], [])
     try:  # the inboxes the gateway really used, as the commands stream stored them
         decision = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.APPROVAL_CMD_DECIDE)
-        tool_call = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.AGENT_CMD_TOOL_CALL)
+        message = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.AGENT_CMD_POST_MESSAGE)
     finally:
         await admin.close()
-    decision_inbox, agents_inbox = decision.headers["reply_to"], tool_call.headers["reply_to"]
+    decision_inbox, agents_inbox = decision.headers["reply_to"], message.headers["reply_to"]
     assert decision_inbox.startswith("_INBOX.gateway.") and agents_inbox.startswith("_INBOX.gateway_from_agent.")
 
     errors: list[str] = []
@@ -262,7 +263,7 @@ async def test_the_agent_cannot_change_streams_or_use_other_services_consumers(s
                     f"$JS.API.CONSUMER.MSG.NEXT.{COMMANDS_STREAM.name}.{decide_consumer}",
                     # its own consumer's name with the decisions as filter
                     f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}."
-                    f"{durable_name('agent', subjects.AGENT_CMD_TOOL_CALL)}.{subjects.APPROVAL_CMD_DECIDE}"):
+                    f"{durable_name('agent', subjects.AGENT_CMD_POST_MESSAGE)}.{subjects.APPROVAL_CMD_DECIDE}"):
             with pytest.raises(nats.errors.TimeoutError):
                 await agent.request(api, b"{}", timeout=1.0)
             assert await refused(errors, "publish to", api), errors
@@ -319,7 +320,8 @@ REFUSED = {
         "publish to": ("erpilot.v1.cmd.erp.commit", "erpilot.v1.cmd.erp.prepare", "erpilot.v1.cmd.approval.request",
                        "erpilot.v1.evt.approval.resolved", "erpilot.v1.evt.erp.operation_finished", SESSION_EVENTS,
                        DELETE_STREAM),
-        "subscription to": ("_INBOX.agent.>", "_INBOX.>", "erpilot.v1.cmd.approval.decide"),
+        "subscription to": ("_INBOX.agent.>", "_INBOX.>", "erpilot.v1.cmd.approval.decide",
+                            "erpilot.v1.req.agent.tool_call"),
     },
     "agent": {
         "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.approval.edit",
@@ -329,14 +331,14 @@ REFUSED = {
         "subscription to": ("_INBOX.approval.>", "_INBOX.erp.>", "_INBOX.>", "erpilot.v1.query.approval.>"),
     },
     "approval": {
-        "publish to": ("erpilot.v1.cmd.approval.request", "erpilot.v1.cmd.erp.draft", "erpilot.v1.cmd.agent.tool_call",
+        "publish to": ("erpilot.v1.cmd.approval.request", "erpilot.v1.cmd.erp.draft", "erpilot.v1.req.agent.tool_call",
                        "erpilot.v1.evt.erp.operation_finished", SESSION_EVENTS, DELETE_STREAM),
         "subscription to": ("_INBOX.erp.>", "_INBOX.agent.>", "erpilot.v1.query.erp.>",
                             "erpilot.v1.sessions.*.events"),
     },
     "erp": {
         "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.erp.commit",
-                       "erpilot.v1.cmd.agent.tool_call", "erpilot.v1.evt.approval.resolved", SESSION_EVENTS,
+                       "erpilot.v1.req.agent.tool_call", "erpilot.v1.evt.approval.resolved", SESSION_EVENTS,
                        DELETE_STREAM),
         "subscription to": ("_INBOX.agent.>", "_INBOX.approval.>", "erpilot.v1.cmd.approval.>"),
     },

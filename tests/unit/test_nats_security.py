@@ -172,7 +172,8 @@ def _app_subscriptions(service: str, monkeypatch, tmp_path) -> set[tuple]:
 @pytest.mark.parametrize("service", ["erp", "approval", "agent"])
 def test_the_permissions_follow_what_each_service_really_subscribes_to(service, monkeypatch, tmp_path):
     expected = {(c.stream, c.subject, c.durable) for c in ns.consumers(service)}
-    expected |= {(None, subject, service) for subject in ns.TRAFFIC[service].answers_queries}
+    expected |= {(None, subject, service) for subject in (*ns.TRAFFIC[service].answers_queries,
+                                                          *ns.TRAFFIC[service].answers_requests)}
     assert _app_subscriptions(service, monkeypatch, tmp_path) == expected
 
 

@@ -83,6 +83,11 @@ class MemoryCallRepository:
         return [r for r in await self.in_session(session_id)
                 if r.run_id == run_id and r.call.state.value in ("preparing", "awaiting_approval")]
 
+    async def left_by_their_request(self) -> list[CallRecord]:
+        return sorted((copy.deepcopy(r) for r in self.state.calls.values()
+                       if r.source == "external" and r.call.state.value in ("running", "preparing")),
+                      key=lambda r: r.created_at)
+
 
 class MemorySessionRepository:
     def __init__(self, tx: MemoryTransaction[AgentState]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from erpilot_agent.adapters import tables
@@ -26,6 +27,7 @@ from erpilot_platform.runtime import ServiceApp, register_ping, run_service, ser
 from erpilot_platform.uow import UnitOfWork
 
 SERVICE = "agent"
+log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -57,6 +59,10 @@ def build(settings: AgentSettings, *, uow: AgentUnitOfWork | None = None, locks:
         await outbox.run(engine, broker)
 
     async def resumer() -> None:
+        try:  # on start: the calls a dead process stored and left (no stream redelivers their request)
+            await tool_calls.drive_left_calls()
+        except Exception:  # the database may be away: the sender's retry with the same key drives them too
+            log.warning("could not look for tool calls left by their request", exc_info=True)
         await run_resumer(run_service, stale_seconds=settings.resume_runs_after_seconds)
 
     return ServiceApp(SERVICE, broker, engine, background=[relay, resumer])

@@ -153,6 +153,30 @@ class ToolCallService:
             await self.pipeline.finished(recorded)
         return recorded
 
+    async def drive_left_calls(self) -> int:
+        """Drive on every external call its request's handler left (it died after storing the call, before the
+        call went as far as it goes without a person); how many were driven. The agent does this on start:
+        ``req.agent.tool_call`` is a core request, and no stream redelivers it (issue 31). Driving a call another
+        replica is driving too is harmless: each step is idempotent (the ERP keys on ``operation_id``)."""
+        async def look(w: Work) -> list[tuple[CallRecord, str]]:
+            left = await w.calls.left_by_their_request()
+            owners = {r.session_id: (await w.sessions.get(r.session_id)).owner for r in left}
+            return [(r, owners[r.session_id]) for r in left]
+
+        driven = 0
+        for record, owner in await self.uow.read(look):
+            token = bind(session_id=record.session_id, call_id=record.call_id)
+            try:
+                await self.pipeline.advance(record, owner=owner, assertion=record.assertion)
+                driven += 1
+            except Exception:  # the next start, or the sender's retry with the same key, drives it
+                log.warning("call %s left by its request could not be driven now", record.call_id, exc_info=True)
+            finally:
+                unbind(token)
+        if driven:
+            log.info("drove on %d tool call(s) left by their request", driven)
+        return driven
+
     async def view(self, key: str) -> ToolCallViewV1:
         async def look(w: Work) -> CallRecord | None:
             return await w.calls.get(key)
