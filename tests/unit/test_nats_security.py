@@ -40,7 +40,7 @@ def test_only_the_approval_service_publishes_approval_events(subject):
         assert any(ns.covers(deny, "erpilot.v1.evt.approval.>") for deny in USERS[user].publish_deny), user
 
 
-@pytest.mark.parametrize("subject", [subjects.APPROVAL_CMD_DECIDE, subjects.APPROVAL_CMD_DECIDE_MANY,
+@pytest.mark.parametrize("subject", [subjects.APPROVAL_REQ_DECIDE, subjects.APPROVAL_CMD_DECIDE_MANY,
                                      subjects.APPROVAL_CMD_EDIT])
 def test_only_the_gateway_sends_decisions(subject):
     assert [user for user, perms in USERS.items() if perms.may_publish(subject)] == ["gateway"]

@@ -76,12 +76,12 @@ class Traffic:
 TRAFFIC: dict[str, Traffic] = {
     "gateway": Traffic(
         sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_POST_MESSAGE,
-                        s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
+                        s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE_MANY,
                         s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE, s.APPROVAL_CMD_REVOKE_DELEGATION,
                         s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_DECIDE_BY_LINK,
                         s.APPROVAL_CMD_CHAT_ACTION,
                         s.ERP_CMD_UPDATE_PRODUCT),
-        sends_requests=(s.AGENT_REQ_TOOL_CALL,),
+        sends_requests=(s.AGENT_REQ_TOOL_CALL, s.APPROVAL_REQ_DECIDE),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                        s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
                        s.APPROVAL_QUERY_REFERRING, s.APPROVAL_QUERY_DELEGATIONS, s.APPROVAL_QUERY_STANDING,
@@ -109,7 +109,8 @@ TRAFFIC: dict[str, Traffic] = {
         outbox_commands=(s.ERP_CMD_COMMIT,),  # with the approving decision, in its transaction
         publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_REQUEST_REFUSED, s.APPROVAL_EVT_RESOLVED,
                           s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_ESCALATED, s.APPROVAL_EVT_VOTED),
-        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
+        answers_requests=(s.APPROVAL_REQ_DECIDE,),
+        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE_MANY,
                            s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE, s.APPROVAL_CMD_REVOKE_DELEGATION,
                            s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_DECIDE_BY_LINK,
                            s.APPROVAL_CMD_CHAT_ACTION),
@@ -134,7 +135,7 @@ TRAFFIC: dict[str, Traffic] = {
 # Only the gateway sends decisions in (a withdrawal follows the agent's evt.agent.run_cancelled, whose assertion
 # the approval service verifies; there is no withdraw command any more). Giving and revoking a delegation decide
 # who may decide: the same rule.
-DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE,
+DECISION_SUBJECTS = (s.APPROVAL_REQ_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE,
                      s.APPROVAL_CMD_REVOKE_DELEGATION, s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING,
                      s.APPROVAL_CMD_DECIDE_BY_LINK, s.APPROVAL_CMD_CHAT_ACTION)
 # The write path's steps that only one service may take: who asks for an approval (the ledger, from its record)

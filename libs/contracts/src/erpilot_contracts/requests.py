@@ -143,7 +143,7 @@ ERP_VIEW = query(subjects.ERP_QUERY_VIEW, ErpViewV1, ErpViewResultV1)
 
 # --- Approval ----------------------------------------------------------------------------------
 APPROVAL_REQUEST = command(subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1, ApprovalRecordV1)
-APPROVAL_DECIDE = command(subjects.APPROVAL_CMD_DECIDE, DecideV1, ApprovalRecordV1)
+APPROVAL_DECIDE = retried(subjects.APPROVAL_REQ_DECIDE, DecideV1, ApprovalRecordV1)
 APPROVAL_EDIT = command(subjects.APPROVAL_CMD_EDIT, EditApprovalV1, ApprovalRecordV1)
 APPROVAL_DECIDE_MANY = command(subjects.APPROVAL_CMD_DECIDE_MANY, DecideManyV1, DecisionsV1)
 APPROVAL_POLICY = query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, PolicyViewV1)

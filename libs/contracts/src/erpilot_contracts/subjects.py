@@ -43,8 +43,10 @@ ALL_STREAMS = (COMMANDS_STREAM, EVENTS_STREAM, DEAD_LETTER_STREAM)
 # their subjects would go on storing every core publish.
 RETIRED_STREAMS = ("ERPILOT_SESSIONS",)
 # Durable consumers an earlier version declared, (stream, durable name), deleted by `erpilot migrate`: the tool
-# call became a core request (``req.agent.tool_call``, issue 31), so nothing is published on the old subject.
-RETIRED_CONSUMERS = (("ERPILOT_COMMANDS", "agent__erpilot_v1_cmd_agent_tool_call"),)
+# call and the decision became core requests (``req.agent.tool_call``, ``req.approval.decide``, issue 31), so
+# nothing is published on their old subjects.
+RETIRED_CONSUMERS = (("ERPILOT_COMMANDS", "agent__erpilot_v1_cmd_agent_tool_call"),
+                     ("ERPILOT_COMMANDS", "approval__erpilot_v1_cmd_approval_decide"))
 
 # --- ERP ---------------------------------------------------------------------------------------
 ERP_CMD_DRAFT = f"{PREFIX}.cmd.erp.draft"            # ExecuteToolV1 for draft tools -> ReplyV1(ToolResultV1)
@@ -59,7 +61,7 @@ ERP_EVT_OPERATION_FINISHED = f"{PREFIX}.evt.erp.operation_finished"  # Operation
 
 # --- Approval ----------------------------------------------------------------------------------
 APPROVAL_CMD_REQUEST = f"{PREFIX}.cmd.approval.request"  # RequestApprovalV1 -> ReplyV1(ApprovalRecordV1)
-APPROVAL_CMD_DECIDE = f"{PREFIX}.cmd.approval.decide"    # DecideV1 -> ReplyV1(ApprovalRecordV1)
+APPROVAL_REQ_DECIDE = f"{PREFIX}.req.approval.decide"    # DecideV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_EDIT = f"{PREFIX}.cmd.approval.edit"        # EditApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_DECIDE_MANY = f"{PREFIX}.cmd.approval.decide_many"  # DecideManyV1 -> ReplyV1(DecisionsV1), all or none
 APPROVAL_CMD_DELEGATE = f"{PREFIX}.cmd.approval.delegate"  # GiveDelegationV1 -> ReplyV1(DelegationV1)

@@ -85,13 +85,13 @@ def register(bus: ServiceBus, ports: Ports, *, chat_secret: bytes | None = None,
 
     @bus.serve(endpoints.APPROVAL_DECIDE_BY_LINK,
                description="An approval email's link, confirmed: decide as the person this service signed it for, "
-                           "once, through the same decision as cmd.approval.decide.")
+                           "once, through the same decision as req.approval.decide.")
     async def decide_by_link(cmd: DecideByLinkV1) -> ApprovalRecordV1:
         return await email_links.decide_by_link(cmd, ports)
 
     @bus.serve(endpoints.APPROVAL_CHAT_ACTION,
                description="A chat card's button as the platform sent it: Slack's v0 signature and replay window "
-                           "checked here, the chat user mapped to a person, decided like cmd.approval.decide.")
+                           "checked here, the chat user mapped to a person, decided like req.approval.decide.")
     async def chat_action(cmd: ChatActionV1) -> ApprovalRecordV1:
         return await chat.chat_action(cmd, ports, chat_secret, wake)
 
