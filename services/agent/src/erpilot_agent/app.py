@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from erpilot_agent.adapters import tables
@@ -15,7 +14,7 @@ from erpilot_agent.entrypoints import nats as nats_entry
 from erpilot_agent.service_layer.ports import AgentUnitOfWork, CallDownstream, DriverLocks
 from erpilot_agent.service_layer.run_tools import PipelineTools
 from erpilot_agent.service_layer.runs import RunService, run_resumer
-from erpilot_agent.service_layer.tool_calls import ToolCallService
+from erpilot_agent.service_layer.tool_calls import ToolCallService, drive_left_calls_forever
 from erpilot_agent.settings import AgentSettings
 from erpilot_platform import advisory_locks
 from erpilot_platform.broker import create_broker
@@ -27,7 +26,6 @@ from erpilot_platform.runtime import ServiceApp, register_ping, run_service, ser
 from erpilot_platform.uow import UnitOfWork
 
 SERVICE = "agent"
-log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -59,13 +57,12 @@ def build(settings: AgentSettings, *, uow: AgentUnitOfWork | None = None, locks:
         await outbox.run(engine, broker)
 
     async def resumer() -> None:
-        try:  # on start: the calls a dead process stored and left (no stream redelivers their request)
-            await tool_calls.drive_left_calls()
-        except Exception:  # the database may be away: the sender's retry with the same key drives them too
-            log.warning("could not look for tool calls left by their request", exc_info=True)
         await run_resumer(run_service, stale_seconds=settings.resume_runs_after_seconds)
 
-    return ServiceApp(SERVICE, broker, engine, background=[relay, resumer])
+    async def left_calls() -> None:  # no stream redelivers a tool call's request (issue 31)
+        await drive_left_calls_forever(tool_calls)
+
+    return ServiceApp(SERVICE, broker, engine, background=[relay, resumer, left_calls])
 
 
 def main() -> None:

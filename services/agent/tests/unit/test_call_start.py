@@ -288,3 +288,17 @@ async def test_on_start_a_finished_or_read_call_is_left_alone(service, downstrea
 
     assert await service.drive_left_calls() == 0
     assert len(downstream.runs) == 2
+
+
+async def test_later_passes_drive_only_a_call_left_untouched_for_their_interval(service, uow, downstream):
+    downstream.prepare_answer = ServiceUnavailable("erpilot.v1.cmd.erp.prepare", "no answer in time")
+    with pytest.raises(ServiceUnavailable):  # the request's handler gave up on the ERP; its client never retries
+        await start(service, "adjust_stock", STOCK)
+    downstream.prepare_answer = None
+    downstream.prepares.clear()
+
+    assert await service.drive_left_calls(untouched_for_seconds=30) == 0  # perhaps still in a handler's hands
+    uow.advance(31)
+    assert await service.drive_left_calls(untouched_for_seconds=30) == 1
+    [prepared] = downstream.prepares
+    assert prepared.operation_id == uow.call(KEY).operation_id
