@@ -5,7 +5,7 @@ the approval schema, bulk-inserts ``--rows`` pending approvals straight into the
 default: the list must stay fast at that size), then runs one approval service process
 (``erpilot_approval.app:main``, exactly what ``erpilot serve approval`` runs) and measures over NATS:
 
-- decisions/s at concurrency 1 and 16: ``cmd.approval.decide`` (JetStream request -> row lock, database
+- decisions/s at concurrency 1 and 16: ``req.approval.decide`` (core request -> row lock, database
   clock, Ed25519 grant, decision log, outbox -> answer), each on its own pending approval;
 - ``query.approval.list`` latency p50/p99 (request sent -> answer received, 100 items per page) for an
   approver (matches most rows), a manager (matches every row), an admin (matches 0.1% of the rows) and
@@ -112,7 +112,7 @@ async def decisions_per_second(broker: NatsBroker, pending_ids: list[str], concu
         while queue:
             cmd = DecideV1(pending_id=queue.pop(), action="approve", fingerprint=FINGERPRINT, actor=who)
             sent = time.perf_counter()
-            reply = await request(broker, subjects.APPROVAL_CMD_DECIDE, cmd, durable=True, timeout=30)
+            reply = await request(broker, subjects.APPROVAL_REQ_DECIDE, cmd, durable=False, timeout=30)
             latencies.append(time.perf_counter() - sent)
             if not reply.ok or reply.data["status"] != "approved":
                 failures.append(str(reply.error))

@@ -243,7 +243,7 @@ class FakeServices:
                      if (self._holds_role(r, p.actor.roles) or self.delegator_for(r, p.actor))
                      and (p.status is None or r["status"] == p.status)]
             return {"items": sorted(items, key=lambda r: r["created_at"], reverse=True)}
-        if subject == subjects.APPROVAL_CMD_DECIDE:
+        if subject == subjects.APPROVAL_REQ_DECIDE:
             return self._decide(p)
         if subject == subjects.APPROVAL_CMD_DECIDE_MANY:
             return self._decide_many(p)

@@ -1,6 +1,8 @@
 """The agent crashes on the write path (docs/FAILPOINTS.md: ``agent.call.after_record``, the write recorded and
 its prepare not sent; ``agent.commit.after_send``, the commit's outcome received and not recorded) in the middle of
-a model run; after a restart the run finishes with exactly one ERP effect and nobody is asked again.
+a model run; after a restart the run finishes with exactly one ERP effect and nobody is asked again. A direct
+call (``req.agent.tool_call``, a core request no stream delivers again, issue 31) left at ``agent.call.after_record``
+is driven on by the restarted agent's start-up pass, with nobody sending it again.
 
 The stack runs alone (own NATS and database, rules model) so the armed agent is the only agent. These tests need
 the whole of issue 25's write path (the ERP asks for the approval, the approval service sends the commit).
@@ -85,6 +87,31 @@ def test_a_crash_on_the_write_path_ends_in_exactly_one_effect(crash_stack: Stack
     assert operation.json()["status"] == "committed"
     session = requester.get(f"/v1/sessions/{session_id}").json()
     assert session["run_status"] == "finished" and session["active_run_id"] is None
+
+
+def test_a_direct_write_left_by_a_crash_after_its_record_is_prepared_by_the_restarted_agent(crash_stack: Stack):
+    requester = Api(crash_stack.base_url, f"req-{time.monotonic_ns()}", "requester")
+    manager = Api(crash_stack.base_url, f"mgr-{time.monotonic_ns()}", "manager")
+    session_id = requester.new_session()
+    before = on_hand(requester, session_id)
+    restart_armed(crash_stack, "agent", "agent.call.after_record=crash")
+    call_id = f"direct-{time.monotonic_ns()}"
+
+    lost = requester.call(session_id, "adjust_stock", {"sku": SKU, "delta": -1, "reason": "recount"}, call_id=call_id)
+    assert lost.status_code == 503, lost.text  # the agent died with the call stored, its prepare not sent
+    crashed_and_restarted(crash_stack)  # nobody sends the call again: the restarted agent's start-up pass does it
+
+    events = requester.events(session_id, until=lambda evs: any(
+        e["type"] == "approval_pending" and e["data"]["call_id"] == call_id for e in evs), timeout=45)
+    [pending] = [e["data"] for e in events if e["type"] == "approval_pending" and e["data"]["call_id"] == call_id]
+    decision = manager.post(f"/v1/approvals/{pending['pending_id']}/decision",
+                            {"action": "approve", "fingerprint": pending["fingerprint"]})
+    assert decision.status_code == 200, decision.text
+    events = requester.events(session_id, until=lambda evs: any(
+        e["type"] == "tool_finished" and e["data"]["call_id"] == call_id for e in evs), timeout=45)
+    assert [e["type"] for e in events if e["data"].get("call_id") == call_id] == [
+        "tool_started", "approval_pending", "approval_resolved", "tool_executing", "tool_finished"]  # each once
+    assert on_hand(requester, session_id) == before - 1  # exactly one effect
 
 
 def test_a_crash_mid_run_is_resumed_after_restart(crash_stack: Stack):

@@ -85,7 +85,12 @@ def test_a_crash_around_the_decision_commits_once(crash_stack: Stack, failpoint:
     died_at_its_failpoint(crash_stack, "approval", timeout=30)
     restart_armed(crash_stack, "approval", None)
 
-    view = finished(requester, session_id, pending["call_id"], timeout=REDELIVERED)
+    if failpoint == "approval.decide.before_db_commit":
+        # Nothing was stored, and a decision is a core request (issue 31) that no stream delivers again: the
+        # person's retry decides, once.
+        retried = decide(approver, pending, "approve")
+        assert retried.status_code == 200 and retried.json()["status"] == "approved", retried.text
+    view = finished(requester, session_id, pending["call_id"], timeout=REDELIVERED)  # stored: the outbox sends it
     assert view["outcome"] == "succeeded", view
     again = decide(approver, pending, "approve")  # the person retries: the recorded decision
     assert again.status_code == 200 and again.json()["status"] == "approved"

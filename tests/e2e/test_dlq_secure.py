@@ -20,8 +20,8 @@ import pytest
 from erpilot.ops.dlq import record_subject
 from erpilot.stack.nats_security import ADMIN, password_variable
 from erpilot_contracts.subjects import (
-    AGENT_CMD_TOOL_CALL,
-    APPROVAL_CMD_DECIDE,
+    AGENT_CMD_POST_MESSAGE,
+    APPROVAL_CMD_DECIDE_MANY,
     COMMANDS_STREAM,
     DEAD_LETTER_STREAM,
     dead_letter_subject,
@@ -51,7 +51,7 @@ async def test_a_dead_letter_is_listed_and_replayed_once_with_least_privilege(se
                                max_reconnect_attempts=0)
     try:
         # the gateway sends a command the agent cannot parse: the agent dead-letters it
-        await gateway.jetstream().publish(AGENT_CMD_TOOL_CALL, json.dumps({"tool": marker}).encode(),
+        await gateway.jetstream().publish(AGENT_CMD_POST_MESSAGE, json.dumps({"tool": marker}).encode(),
                                           stream=COMMANDS_STREAM.name)
         js = admin.jetstream()
 
@@ -68,15 +68,15 @@ async def test_a_dead_letter_is_listed_and_replayed_once_with_least_privilege(se
         assert letter["reason"].startswith("invalid message")
 
         first = dlq(secure, "replay", str(letter["seq"]))
-        assert f"{letter['seq']}: replayed to {AGENT_CMD_TOOL_CALL}" in first.stdout
-        replayed = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+        assert f"{letter['seq']}: replayed to {AGENT_CMD_POST_MESSAGE}" in first.stdout
+        replayed = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_POST_MESSAGE)
         assert marker in replayed.data.decode() and replayed.headers["Erpilot-Replay-Of"] == letter["original"]
         record = await js.get_last_msg(DEAD_LETTER_STREAM.name, record_subject("agent", letter["original"]))
         assert json.loads(record.data)["dead_letter_seq"] == letter["seq"]
 
         again = dlq(secure, "replay", str(letter["seq"]))
         assert "already replayed, nothing published" in again.stdout
-        last = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+        last = await js.get_last_msg(COMMANDS_STREAM.name, AGENT_CMD_POST_MESSAGE)
         assert last.seq == replayed.seq
     finally:
         await gateway.close()
@@ -102,20 +102,20 @@ async def test_a_dead_letter_the_agent_forges_naming_a_decision_is_refused_and_n
     original = f"{COMMANDS_STREAM.name}:{uuid.uuid4().int % 10**9}"
     try:
         js = admin.jetstream()
-        decisions_before = await last_seq(js, COMMANDS_STREAM.name, APPROVAL_CMD_DECIDE)
+        decisions_before = await last_seq(js, COMMANDS_STREAM.name, APPROVAL_CMD_DECIDE_MANY)
         body = json.dumps({"pending_id": "pa_victim", "action": "approve", "fingerprint": "sha256:forged",
                            "actor": {"sub": "a-manager", "roles": ["manager"]}}).encode()
         stream, seq = original.split(":")
         forged = await agent.jetstream().publish(
-            dead_letter_subject("agent", APPROVAL_CMD_DECIDE), body, stream=DEAD_LETTER_STREAM.name,
-            headers={"Erpilot-Original-Subject": APPROVAL_CMD_DECIDE, "Erpilot-Original-Stream": stream,
+            dead_letter_subject("agent", APPROVAL_CMD_DECIDE_MANY), body, stream=DEAD_LETTER_STREAM.name,
+            headers={"Erpilot-Original-Subject": APPROVAL_CMD_DECIDE_MANY, "Erpilot-Original-Stream": stream,
                      "Erpilot-Original-Seq": seq, "Erpilot-Reason": "invalid message: routine",
                      "Erpilot-Attempts": "1"})
 
         refused = dlq(secure, "replay", str(forged.seq), ok=False)  # the operator's routine replay
         assert f"dead letter {forged.seq} refused, nothing published" in refused.stderr
-        assert f"names {APPROVAL_CMD_DECIDE}, which agent does not consume" in refused.stderr
-        assert await last_seq(js, COMMANDS_STREAM.name, APPROVAL_CMD_DECIDE) == decisions_before
+        assert f"names {APPROVAL_CMD_DECIDE_MANY}, which agent does not consume" in refused.stderr
+        assert await last_seq(js, COMMANDS_STREAM.name, APPROVAL_CMD_DECIDE_MANY) == decisions_before
         assert await last_seq(js, DEAD_LETTER_STREAM.name, record_subject("agent", original)) == 0  # no claim
     finally:
         await agent.close()

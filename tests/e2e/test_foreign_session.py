@@ -10,12 +10,15 @@ to read, edit and submit Alice's draft, and to read and cancel Alice's order. Th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
+import nats
 import pytest
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from erpilot_contracts import subjects
 from erpilot_contracts.erp.v1 import ExecuteToolV1, PrepareOperationV1
@@ -30,20 +33,27 @@ from tests.e2e.test_write_flow import draft, place_order
 pytestmark = pytest.mark.e2e
 
 
-async def nothing_signed_for(js, session_id: str, sub: str) -> bool:
-    """Whether the gateway sent the agent no command of ``sub`` in ``session_id`` (the commands stream)."""
-    sub_ = await js.subscribe(subjects.AGENT_CMD_TOOL_CALL, ordered_consumer=True,
-                              config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
+@asynccontextmanager
+async def tool_call_requests(nats_url: str) -> AsyncIterator[list[dict]]:
+    """Every ``req.agent.tool_call`` the gateway sends while open (a core request: no stream keeps them)."""
+    connection = await nats.connect(nats_url)
+    seen: list[dict] = []
+
+    async def keep(message) -> None:
+        seen.append(json.loads(message.data))
+
+    await connection.subscribe(subjects.AGENT_REQ_TOOL_CALL, cb=keep)
+    await connection.flush()
     try:
-        while True:
-            try:
-                body = json.loads((await sub_.next_msg(timeout=1)).data)
-            except TimeoutError:
-                return True
-            if body.get("session_id") == session_id and body.get("owner") == sub:
-                return False
+        yield seen
     finally:
-        await sub_.unsubscribe()
+        await connection.close()
+
+
+async def signed_for(seen: list[dict], session_id: str, sub: str) -> bool:
+    """Whether the gateway sent the agent a tool call of ``sub`` in ``session_id`` among ``seen``."""
+    await asyncio.sleep(0.5)  # the requests sent during a blocking HTTP call are read once the loop runs again
+    return any(body.get("session_id") == session_id and body.get("owner") == sub for body in seen)
 
 
 async def test_an_assertion_for_another_person_in_the_owners_session_reads_edits_and_submits_nothing(
@@ -56,8 +66,12 @@ async def test_an_assertion_for_another_person_in_the_owners_session_reads_edits
     draft_id = revision["draft_id"]
 
     # Mallory in Alice's session: the gateway checks the owner before it signs (#32) and signs nothing for her.
-    refused = mallory.call(session_id, "get_draft", {"draft_id": draft_id})
-    assert refused.status_code == 404, refused.text
+    async with tool_call_requests(stack.nats_url) as sent:
+        refused = mallory.call(session_id, "get_draft", {"draft_id": draft_id})
+        assert refused.status_code == 404, refused.text
+        assert not await signed_for(sent, session_id, mallory.sub)
+        assert alice.call(session_id, "get_draft", {"draft_id": draft_id}).status_code == 200  # the watch sees
+        assert await signed_for(sent, session_id, alice.sub)
 
     # Say an assertion for Mallory in Alice's session exists anyway (a gateway bug, a key leak): the ERP's owner
     # rule still holds. Signed here with the gateway's key for one run, whose calls are ``<run>:*``.
@@ -67,8 +81,6 @@ async def test_an_assertion_for_another_person_in_the_owners_session_reads_edits
     agent = create_broker(stack.nats_url, "agent")
     await agent.connect()
     try:
-        assert await nothing_signed_for(agent.config.connection_state.stream, session_id, mallory.sub)
-
         def tool(name: str, arguments: dict) -> ExecuteToolV1:
             return ExecuteToolV1(session_id=session_id, call_id=f"{run}:{uuid.uuid4().hex}",
                                  operation_id=f"op_{uuid.uuid4().hex}", tool=name,

@@ -72,7 +72,8 @@ def test_services_keep_working_when_nats_restarts(own_stack, own_nats):
 
 
 def test_commands_and_events_in_flight_during_a_nats_outage_are_handled_once_after_it(own_stack, own_nats):
-    """What JetStream holds when NATS goes down (a tool call, a decision's event) survives the restart."""
+    """What JetStream holds when NATS goes down (a decision's event) survives the restart; a tool call, a core
+    request that no stream holds (issue 31), is answered 503 and runs once when its client sends it again."""
     user = Api(own_stack.base_url, f"outage-{uuid.uuid4().hex[:6]}", "requester")
     approver = Api(own_stack.base_url, f"outage-appr-{uuid.uuid4().hex[:6]}", "approver")
     session_id = user.new_session()
@@ -81,21 +82,22 @@ def test_commands_and_events_in_flight_during_a_nats_outage_are_handled_once_aft
                             {"draft_id": revision["draft_id"], "revision": revision["revision"]})
     before = stock(user, "SKU-NOTEBOOK-A5")
 
-    own_stack.supervisor.stop("agent")  # nobody consumes: what follows stays in JetStream, unhandled
+    own_stack.supervisor.stop("agent")  # nobody consumes: the decision's event stays in JetStream, unhandled
     call_id = f"queued-{uuid.uuid4().hex}"
     queued = user.call(session_id, "get_product", {"sku": "SKU-PAPER-A4"}, call_id=call_id)
     assert queued.status_code == 503 and queued.json()["code"] == "service_unavailable"
     assert decide(approver, pending, "approve").status_code == 200  # its event waits for the agent
 
-    own_nats.stop()  # the outage, with a command and an event in flight
+    own_nats.stop()  # the outage, with an event in flight
     wait_for(lambda: not ready(own_stack), timeout=30)
     own_nats.start()
     own_stack.supervisor.restart("agent")
     wait_for(lambda: ready(own_stack), timeout=60)
 
-    view = wait_for(lambda: (r := user.get(f"/v1/sessions/{session_id}/tool-calls/{call_id}")).status_code
-                    == 200 and r.json()["status"] == "finished" and r.json(), timeout=60)
-    assert view["outcome"] == "succeeded" and view["result"]["sku"] == "SKU-PAPER-A4"
+    assert user.get(f"/v1/sessions/{session_id}/tool-calls/{call_id}").status_code == 404  # stored nowhere
+    again = user.call(session_id, "get_product", {"sku": "SKU-PAPER-A4"}, call_id=call_id)  # the client's retry
+    assert again.status_code == 200, again.text
+    assert again.json()["outcome"] == "succeeded" and again.json()["result"]["sku"] == "SKU-PAPER-A4"
     committed = finished(user, session_id, pending["call_id"], timeout=60)
     assert committed["outcome"] == "succeeded"
     assert stock(user, "SKU-NOTEBOOK-A5") == before - 2  # exactly once
@@ -103,9 +105,12 @@ def test_commands_and_events_in_flight_during_a_nats_outage_are_handled_once_aft
         e["data"]["call_id"] for e in evs if e["type"] == "tool_finished"})
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert [e["type"] for e in events if e["data"].get("call_id") == pending["call_id"]].count("tool_finished") == 1
+    assert [e["type"] for e in events if e["data"].get("call_id") == call_id] == ["tool_started", "tool_finished"]
 
 
-def test_a_command_sent_while_the_agent_is_down_is_handled_when_it_returns(own_stack):
+def test_a_tool_call_sent_while_the_agent_is_down_is_answered_503_and_runs_once_when_sent_again(own_stack):
+    """``req.agent.tool_call`` is a core request (issue 31): with no agent the gateway sends it again until its
+    timeout, then answers 503 and nothing is stored; the client's retry with the same call id runs it once."""
     user = Api(own_stack.base_url, "down-user", "requester")
     session_id = user.new_session()
     own_stack.supervisor.stop("agent")
@@ -115,27 +120,35 @@ def test_a_command_sent_while_the_agent_is_down_is_handled_when_it_returns(own_s
 
     own_stack.supervisor.restart("agent")
     wait_for(lambda: ready(own_stack), timeout=30)
-    view = wait_for(lambda: (r := user.get(f"/v1/sessions/{session_id}/tool-calls/while-agent-down")).status_code
-                    == 200 and r.json()["status"] == "finished" and r.json())
-    assert view["outcome"] == "succeeded" and view["result"]["sku"] == "SKU-PAPER-A4"
+    assert user.get(f"/v1/sessions/{session_id}/tool-calls/while-agent-down").status_code == 404
+    answers = [user.call(session_id, "get_product", {"sku": "SKU-PAPER-A4"}, call_id="while-agent-down")
+               for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200] and answers[0].json() == answers[1].json()
+    assert answers[0].json()["outcome"] == "succeeded" and answers[0].json()["result"]["sku"] == "SKU-PAPER-A4"
+    events = user.events(session_id, until=lambda evs: any(e["type"] == "tool_finished" for e in evs))
+    assert [e["type"] for e in events if e["data"].get("call_id") == "while-agent-down"] == [
+        "tool_started", "tool_finished"]
 
 
-async def test_a_poison_message_is_answered_dead_lettered_and_does_not_block(stack):
+async def test_a_poison_message_is_answered_and_does_not_block(stack):
     from faststream.nats import NatsBroker
 
     broker = NatsBroker(stack.nats_url)
     await broker.connect()
     try:
-        garbage = await broker.request(b"{not json", "erpilot.v1.cmd.agent.tool_call", stream="ERPILOT_COMMANDS",
+        garbage = await broker.request(b"{not json", "erpilot.v1.cmd.agent.post_message", stream="ERPILOT_COMMANDS",
                                        timeout=10)
-        wrong_shape = await broker.request({"tool": 42}, "erpilot.v1.cmd.agent.tool_call",
+        wrong_shape = await broker.request({"text": 42}, "erpilot.v1.cmd.agent.post_message",
                                            stream="ERPILOT_COMMANDS", timeout=10)
         js = broker.config.connection_state.stream
-        dead = await js.get_last_msg("ERPILOT_DEAD_LETTERS", "erpilot.v1.dlq.agent.cmd.agent.tool_call")
+        dead = await js.get_last_msg("ERPILOT_DEAD_LETTERS", "erpilot.v1.dlq.agent.cmd.agent.post_message")
+        # A retried command (a core request: nothing stored it, nothing waits behind it) is answered alone.
+        core_garbage = await broker.request(b"{not json", "erpilot.v1.req.agent.tool_call", timeout=10)
+        core_wrong_shape = await broker.request({"tool": 42}, "erpilot.v1.req.agent.tool_call", timeout=10)
     finally:
         await broker.stop()
 
-    for reply in (garbage, wrong_shape):
+    for reply in (garbage, wrong_shape, core_garbage, core_wrong_shape):
         body = json.loads(reply.body)
         assert body["ok"] is False and body["error"]["code"] == "invalid_message"
     assert dead.headers["Erpilot-Reason"].startswith("invalid message")

@@ -151,7 +151,7 @@ RAW_MESSAGES = [
     b'{"session_id": "ses_h", "owner": "o", "price_minor": 9223372036854775808, "limit": 1e400}',
 ]
 SHAPED = {
-    subjects.AGENT_CMD_TOOL_CALL: {"session_id": "ses_h", "owner": "o", "tool": "refund_payment",
+    subjects.AGENT_REQ_TOOL_CALL: {"session_id": "ses_h", "owner": "o", "tool": "refund_payment",
                                    "arguments": {"order_id": "O-1", "amount_minor": 2**60, "currency": "EUR",
                                                  "channel": "original"}},
     subjects.APPROVAL_CMD_EDIT: {"pending_id": "pa_h", "fingerprint": "sha256:x", "arguments": {"delta": 2**60},
@@ -159,10 +159,12 @@ SHAPED = {
     subjects.ERP_CMD_UPDATE_PRODUCT: {"sku": "SKU-PAPER-A4", "price_minor": 2**63, "updated_by": "x",
                                       "request_id": "r-h"},
 }
-COMMANDS = [subjects.AGENT_CMD_CREATE_SESSION, subjects.AGENT_CMD_TOOL_CALL, subjects.AGENT_CMD_POST_MESSAGE,
-            subjects.APPROVAL_CMD_REQUEST, subjects.APPROVAL_CMD_DECIDE, subjects.APPROVAL_CMD_EDIT,
+COMMANDS = [subjects.AGENT_CMD_CREATE_SESSION, subjects.AGENT_CMD_POST_MESSAGE,
+            subjects.APPROVAL_CMD_REQUEST, subjects.APPROVAL_CMD_EDIT,
             subjects.ERP_CMD_DRAFT, subjects.ERP_CMD_PREPARE, subjects.ERP_CMD_COMMIT, subjects.ERP_CMD_UPDATE_PRODUCT]
-QUERIES = [subjects.AGENT_QUERY_SESSION, subjects.AGENT_QUERY_TOOL_CALL, subjects.APPROVAL_QUERY_POLICY,
+# Core requests (retried commands and queries): answered invalid_message; nothing stored them, nothing to dead-letter.
+QUERIES = [subjects.AGENT_REQ_TOOL_CALL, subjects.APPROVAL_REQ_DECIDE, subjects.AGENT_QUERY_SESSION,
+           subjects.AGENT_QUERY_TOOL_CALL, subjects.APPROVAL_QUERY_POLICY,
            subjects.APPROVAL_QUERY_GET, subjects.APPROVAL_QUERY_LIST, subjects.ERP_QUERY_READ,
            subjects.ERP_QUERY_OPERATION, subjects.ERP_QUERY_VIEW]
 

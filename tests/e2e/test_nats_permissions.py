@@ -161,7 +161,7 @@ async def test_the_agent_cannot_send_a_decision_an_approval_request_a_commit_or_
     marker = f"forged-{uuid.uuid4().hex}".encode()
     try:
         js = agent.jetstream(timeout=1.5)
-        for subject, stream in ((subjects.APPROVAL_CMD_DECIDE, COMMANDS_STREAM.name),
+        for subject, stream in ((subjects.APPROVAL_REQ_DECIDE, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_CMD_EDIT, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_CMD_DECIDE_MANY, COMMANDS_STREAM.name),
                                 (subjects.APPROVAL_CMD_REQUEST, COMMANDS_STREAM.name),
@@ -194,15 +194,19 @@ async def test_the_agent_cannot_answer_the_gateways_request_for_a_decision(secur
     revision = draft(requester, session_id, [("SKU-PAPER-A3", 1)])
     pending = request_write(requester, session_id, "submit_order",
                             {"draft_id": revision["draft_id"], "revision": revision["revision"]})
-    assert decide(approver, pending, "approve").status_code == 200
+    # Decided in bulk: a single decision is a core request (issue 31), which no stream keeps to show its inbox.
+    bulk = approver.post("/v1/approvals/decisions", {"action": "approve", "items": [
+        {"pending_id": pending["pending_id"], "fingerprint": pending["fingerprint"]}]})
+    assert bulk.status_code == 200, bulk.text
+    assert requester.post(f"/v1/sessions/{session_id}/messages", {"text": "hello"}).status_code == 202
     server, passwords = secure.server, secure.passwords
     admin = await connect(server, ADMIN, passwords[ADMIN], [])
     try:  # the inboxes the gateway really used, as the commands stream stored them
-        decision = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.APPROVAL_CMD_DECIDE)
-        tool_call = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.AGENT_CMD_TOOL_CALL)
+        decision = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.APPROVAL_CMD_DECIDE_MANY)
+        message = await admin.jetstream().get_last_msg(COMMANDS_STREAM.name, subjects.AGENT_CMD_POST_MESSAGE)
     finally:
         await admin.close()
-    decision_inbox, agents_inbox = decision.headers["reply_to"], tool_call.headers["reply_to"]
+    decision_inbox, agents_inbox = decision.headers["reply_to"], message.headers["reply_to"]
     assert decision_inbox.startswith("_INBOX.gateway.") and agents_inbox.startswith("_INBOX.gateway_from_agent.")
 
     errors: list[str] = []
@@ -257,12 +261,12 @@ async def test_the_agent_cannot_change_streams_or_use_other_services_consumers(s
         after = (await admin.jetstream().stream_info(COMMANDS_STREAM.name)).config
         assert (after.max_age, after.subjects, after.sources) == (before.max_age, before.subjects, before.sources)
 
-        decide_consumer = durable_name("approval", subjects.APPROVAL_CMD_DECIDE)
+        decide_consumer = durable_name("approval", subjects.APPROVAL_CMD_DECIDE_MANY)
         for api in (f"$JS.API.CONSUMER.INFO.{COMMANDS_STREAM.name}.{decide_consumer}",
                     f"$JS.API.CONSUMER.MSG.NEXT.{COMMANDS_STREAM.name}.{decide_consumer}",
                     # its own consumer's name with the decisions as filter
                     f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM.name}."
-                    f"{durable_name('agent', subjects.AGENT_CMD_TOOL_CALL)}.{subjects.APPROVAL_CMD_DECIDE}"):
+                    f"{durable_name('agent', subjects.AGENT_CMD_POST_MESSAGE)}.{subjects.APPROVAL_REQ_DECIDE}"):
             with pytest.raises(nats.errors.TimeoutError):
                 await agent.request(api, b"{}", timeout=1.0)
             assert await refused(errors, "publish to", api), errors
@@ -319,24 +323,25 @@ REFUSED = {
         "publish to": ("erpilot.v1.cmd.erp.commit", "erpilot.v1.cmd.erp.prepare", "erpilot.v1.cmd.approval.request",
                        "erpilot.v1.evt.approval.resolved", "erpilot.v1.evt.erp.operation_finished", SESSION_EVENTS,
                        DELETE_STREAM),
-        "subscription to": ("_INBOX.agent.>", "_INBOX.>", "erpilot.v1.cmd.approval.decide"),
+        "subscription to": ("_INBOX.agent.>", "_INBOX.>", "erpilot.v1.req.approval.decide",
+                            "erpilot.v1.req.agent.tool_call"),
     },
     "agent": {
-        "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.approval.edit",
+        "publish to": ("erpilot.v1.req.approval.decide", "erpilot.v1.cmd.approval.edit",
                        "erpilot.v1.cmd.approval.request", "erpilot.v1.cmd.erp.commit",
                        "erpilot.v1.evt.approval.resolved", "erpilot.v1.evt.approval.requested",
                        "erpilot.v1.evt.erp.operation_finished", "erpilot.v1.cmd.erp.update_product", DELETE_STREAM),
         "subscription to": ("_INBOX.approval.>", "_INBOX.erp.>", "_INBOX.>", "erpilot.v1.query.approval.>"),
     },
     "approval": {
-        "publish to": ("erpilot.v1.cmd.approval.request", "erpilot.v1.cmd.erp.draft", "erpilot.v1.cmd.agent.tool_call",
+        "publish to": ("erpilot.v1.cmd.approval.request", "erpilot.v1.cmd.erp.draft", "erpilot.v1.req.agent.tool_call",
                        "erpilot.v1.evt.erp.operation_finished", SESSION_EVENTS, DELETE_STREAM),
         "subscription to": ("_INBOX.erp.>", "_INBOX.agent.>", "erpilot.v1.query.erp.>",
                             "erpilot.v1.sessions.*.events"),
     },
     "erp": {
-        "publish to": ("erpilot.v1.cmd.approval.decide", "erpilot.v1.cmd.erp.commit",
-                       "erpilot.v1.cmd.agent.tool_call", "erpilot.v1.evt.approval.resolved", SESSION_EVENTS,
+        "publish to": ("erpilot.v1.req.approval.decide", "erpilot.v1.cmd.erp.commit",
+                       "erpilot.v1.req.agent.tool_call", "erpilot.v1.evt.approval.resolved", SESSION_EVENTS,
                        DELETE_STREAM),
         "subscription to": ("_INBOX.agent.>", "_INBOX.approval.>", "erpilot.v1.cmd.approval.>"),
     },

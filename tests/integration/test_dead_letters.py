@@ -26,8 +26,8 @@ from faststream.nats import NatsBroker
 from erpilot.ops.dlq import record_subject
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.subjects import (
-    AGENT_CMD_TOOL_CALL,
-    APPROVAL_CMD_DECIDE,
+    AGENT_CMD_POST_MESSAGE,
+    APPROVAL_CMD_DECIDE_MANY,
     APPROVAL_EVT_EXPIRING,
     APPROVAL_EVT_RESOLVED,
     COMMANDS_STREAM,
@@ -203,28 +203,28 @@ async def test_a_forged_dead_letter_naming_a_subject_its_service_does_not_consum
         own_nats_url, own_broker):
     js = own_broker.config.connection_state.stream
     decision = json.dumps({"pending_id": "pa_1", "action": "approve", "fingerprint": "sha256:x"}).encode()
-    forged = await forge(js, "agent", APPROVAL_CMD_DECIDE, decision, f"{COMMANDS_STREAM.name}:1")
-    honest = await forge(js, "agent", AGENT_CMD_TOOL_CALL, b"{}", f"{COMMANDS_STREAM.name}:2")
+    forged = await forge(js, "agent", APPROVAL_CMD_DECIDE_MANY, decision, f"{COMMANDS_STREAM.name}:1")
+    honest = await forge(js, "agent", AGENT_CMD_POST_MESSAGE, b"{}", f"{COMMANDS_STREAM.name}:2")
 
     refused = dlq(own_nats_url, "replay", str(honest), str(forged))  # one refused: none published
     assert refused.returncode == 1
     assert f"dead letter {forged} refused, nothing published" in refused.stderr
-    assert f"names {APPROVAL_CMD_DECIDE}, which agent does not consume" in refused.stderr
-    assert await nothing_on(js, COMMANDS_STREAM.name, APPROVAL_CMD_DECIDE)
-    assert await nothing_on(js, COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+    assert f"names {APPROVAL_CMD_DECIDE_MANY}, which agent does not consume" in refused.stderr
+    assert await nothing_on(js, COMMANDS_STREAM.name, APPROVAL_CMD_DECIDE_MANY)
+    assert await nothing_on(js, COMMANDS_STREAM.name, AGENT_CMD_POST_MESSAGE)
     for original in (f"{COMMANDS_STREAM.name}:1", f"{COMMANDS_STREAM.name}:2"):  # no claim was recorded either
         assert await nothing_on(js, DEAD_LETTER_STREAM.name, record_subject("agent", original))
     assert "not replayed" in dlq(own_nats_url, "list", "--service", "agent").stdout
 
-    namespace = await js.publish(f"erpilot.v1.dlq.testsvc.{AGENT_CMD_TOOL_CALL.removeprefix('erpilot.v1.')}", b"{}",
+    namespace = await js.publish(f"erpilot.v1.dlq.testsvc.{AGENT_CMD_POST_MESSAGE.removeprefix('erpilot.v1.')}", b"{}",
                                  stream=DEAD_LETTER_STREAM.name,
-                                 headers={"Erpilot-Original-Subject": AGENT_CMD_TOOL_CALL})
+                                 headers={"Erpilot-Original-Subject": AGENT_CMD_POST_MESSAGE})
     unknown = dlq(own_nats_url, "replay", str(namespace.seq))
     assert unknown.returncode == 1 and "which is no Erpilot service" in unknown.stderr
-    assert await nothing_on(js, COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+    assert await nothing_on(js, COMMANDS_STREAM.name, AGENT_CMD_POST_MESSAGE)
 
     assert dlq(own_nats_url, "replay", str(honest)).returncode == 0  # alone, the agent's own subject goes
-    assert not await nothing_on(js, COMMANDS_STREAM.name, AGENT_CMD_TOOL_CALL)
+    assert not await nothing_on(js, COMMANDS_STREAM.name, AGENT_CMD_POST_MESSAGE)
 
 
 class ExpiringV1(Message):

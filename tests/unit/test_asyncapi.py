@@ -29,7 +29,7 @@ def test_committed_document_matches_the_code(generated):
 
 
 def test_each_endpoint_shows_its_contract_model(generated):
-    decide = generated["channels"][f"approval:{subjects.APPROVAL_CMD_DECIDE}"]
+    decide = generated["channels"][f"approval:{subjects.APPROVAL_REQ_DECIDE}"]
     message_ref = next(iter(decide["messages"].values()))["$ref"].rsplit("/", 1)[-1]
     payload_ref = generated["components"]["messages"][message_ref]["payload"]["$ref"]
     assert payload_ref == "#/components/schemas/DecideV1"

@@ -40,7 +40,7 @@ def test_only_the_approval_service_publishes_approval_events(subject):
         assert any(ns.covers(deny, "erpilot.v1.evt.approval.>") for deny in USERS[user].publish_deny), user
 
 
-@pytest.mark.parametrize("subject", [subjects.APPROVAL_CMD_DECIDE, subjects.APPROVAL_CMD_DECIDE_MANY,
+@pytest.mark.parametrize("subject", [subjects.APPROVAL_REQ_DECIDE, subjects.APPROVAL_CMD_DECIDE_MANY,
                                      subjects.APPROVAL_CMD_EDIT])
 def test_only_the_gateway_sends_decisions(subject):
     assert [user for user, perms in USERS.items() if perms.may_publish(subject)] == ["gateway"]
@@ -175,7 +175,8 @@ def _app_subscriptions(service: str, monkeypatch, tmp_path) -> set[tuple]:
 @pytest.mark.parametrize("service", ["erp", "approval", "agent"])
 def test_the_permissions_follow_what_each_service_really_subscribes_to(service, monkeypatch, tmp_path):
     expected = {(c.stream, c.subject, c.durable) for c in ns.consumers(service)}
-    expected |= {(None, subject, service) for subject in ns.TRAFFIC[service].answers_queries}
+    expected |= {(None, subject, service) for subject in (*ns.TRAFFIC[service].answers_queries,
+                                                          *ns.TRAFFIC[service].answers_requests)}
     assert _app_subscriptions(service, monkeypatch, tmp_path) == expected
 
 

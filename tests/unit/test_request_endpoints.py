@@ -29,7 +29,7 @@ def _handled() -> dict[str, type]:
     for app in asyncapi.services():
         for subscriber in app.broker.subscribers:
             subject = subscriber._resolved_subject_string
-            if (".cmd." not in subject and ".query." not in subject) or subject == ping_subject(app.name):
+            if not any(kind in subject for kind in (".cmd.", ".req.", ".query.")) or subject == ping_subject(app.name):
                 continue  # events have no reply; readiness pings are answered on a subject per service
             # The ServiceBus documents the model on its entry's ``body`` (erpilot_platform.endpoints._documented).
             entry = subscriber.calls[0].handler._original_call
@@ -55,6 +55,13 @@ def test_each_declaration_names_the_model_its_handler_parses():
 
 def test_a_declarations_durability_is_its_subjects_kind():
     assert all((".cmd." in e.subject) == e.durable for e in requests.ALL)
+    assert all((".req." in e.subject) == e.retried for e in requests.ALL)
+
+
+def test_a_retried_command_is_declared_on_a_req_subject_only():
+    with pytest.raises(ValueError, match="not a retried command subject"):
+        requests.retried("erpilot.v1.cmd.agent.tool_call", requests.AGENT_TOOL_CALL.request,
+                         requests.AGENT_TOOL_CALL.reply)
 
 
 def test_every_endpoint_answers_a_reply_model_of_its_own():

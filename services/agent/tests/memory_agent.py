@@ -13,7 +13,7 @@ import copy
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -82,6 +82,12 @@ class MemoryCallRepository:
     async def undecided_in_run(self, session_id: str, run_id: str) -> list[CallRecord]:
         return [r for r in await self.in_session(session_id)
                 if r.run_id == run_id and r.call.state.value in ("preparing", "awaiting_approval")]
+
+    async def left_by_their_request(self, *, untouched_for_seconds: float = 0.0) -> list[CallRecord]:
+        latest = self.tx.clock() - timedelta(seconds=untouched_for_seconds)
+        return sorted((copy.deepcopy(r) for r in self.state.calls.values()
+                       if r.source == "external" and r.call.state.value in ("running", "preparing")
+                       and r.updated_at <= latest), key=lambda r: r.created_at)
 
 
 class MemorySessionRepository:

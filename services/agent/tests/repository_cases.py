@@ -218,6 +218,25 @@ async def test_a_sessions_calls_are_found_by_id_in_order_and_by_what_waits_in_a_
     assert await look(repos, lambda unit: unit.calls.of_session(session_id, [])) == []
 
 
+async def test_the_external_calls_left_not_driven_are_found_once_untouched_long_enough(repos: Backend):
+    session_id = await new_session(repos)
+    run = await add_run(repos, session_id, "waiting")
+    drafting = ToolCall("c-2", "create_order_draft", {"customer_id": "C-1", "lines": []})
+    drafting.start(needs_approval=False)  # a draft still running at the ERP
+    await add_call(repos, session_id, write_call("c-1", "preparing"))
+    repos.tick()
+    await add_call(repos, session_id, drafting)
+    await add_call(repos, session_id, write_call("c-3", "awaiting_approval"))
+    await add_call(repos, session_id, write_call("c-4", "finished"))
+    await add_call(repos, session_id, write_call("c-5", "preparing"), run_id=run.run_id)  # the run resumer's
+
+    def mine(records) -> list[str]:
+        return [r.call_id for r in records if r.session_id == session_id]
+
+    assert mine(await look(repos, lambda w: w.calls.left_by_their_request())) == ["c-1", "c-2"]
+    assert mine(await look(repos, lambda w: w.calls.left_by_their_request(untouched_for_seconds=3600))) == []
+
+
 # --- runs and history ----------------------------------------------------------------------------------
 async def test_a_run_is_stored_with_its_sessions_owner_and_its_message(repos: Backend):
     session_id = await new_session(repos, "bob")

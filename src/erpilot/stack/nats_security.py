@@ -17,7 +17,8 @@ How JetStream maps onto subject permissions:
   ``$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.<stream>.<durable>`` to re-arm its pull when a new leader
   forgot it (``erpilot_platform.broker.watch_consumer_leaders``).
 - A JetStream request carries its reply inbox in a ``reply_to`` header, so the services that answer
-  commands publish to the callers' inboxes; core queries are answered through ``allow_responses``.
+  commands publish to the callers' inboxes; core queries and retried commands (``req.*``: core requests the
+  receiver stores before answering, issue 31) are answered through ``allow_responses``.
 - The write path's next step leaves an outbox as a command (``outbox_commands``: the ERP's
   ``cmd.approval.request``, the approval service's ``cmd.erp.commit``): a publish on the subject, no answer
   awaited. Each is denied to every other service (``WRITE_PATH_STEPS``), the agent above all.
@@ -58,10 +59,12 @@ class Traffic:
     sends_commands: tuple[str, ...] = ()    # JetStream requests into ERPILOT_COMMANDS (answered in its inbox)
     outbox_commands: tuple[str, ...] = ()   # the write path's next step, relayed from its outbox (no answer awaited)
     sends_queries: tuple[str, ...] = ()     # core request/reply
+    sends_requests: tuple[str, ...] = ()    # retried commands: core requests the receiver stores (``req.*``)
     publishes_events: tuple[str, ...] = ()  # outbox relay into ERPILOT_EVENTS, session events on core NATS
     consumes_commands: tuple[str, ...] = ()  # durable consumers on ERPILOT_COMMANDS
     consumes_events: tuple[str, ...] = ()    # durable consumers on ERPILOT_EVENTS
     answers_queries: tuple[str, ...] = ()    # core subscriptions with a queue group
+    answers_requests: tuple[str, ...] = ()   # retried commands: core subscriptions with a queue group
     watches_session_events: bool = False     # core subscriptions to the session subjects (a 202, the SSE stream)
     runs_service_app: bool = True            # ServiceApp.start: verify streams, dead letters
 
@@ -72,13 +75,14 @@ class Traffic:
 # and only a decision starts a commit.
 TRAFFIC: dict[str, Traffic] = {
     "gateway": Traffic(
-        sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
-                        s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
+        sends_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_POST_MESSAGE,
+                        s.AGENT_CMD_CANCEL_RUN, s.APPROVAL_CMD_DECIDE_MANY,
                         s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE, s.APPROVAL_CMD_REVOKE_DELEGATION,
                         s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_END_RUN,
                         s.APPROVAL_CMD_DECIDE_BY_LINK,
                         s.APPROVAL_CMD_CHAT_ACTION,
                         s.ERP_CMD_UPDATE_PRODUCT),
+        sends_requests=(s.AGENT_REQ_TOOL_CALL, s.APPROVAL_REQ_DECIDE),
         sends_queries=(s.AGENT_QUERY_SESSIONS, s.AGENT_QUERY_SESSION, s.AGENT_QUERY_TOOL_CALL,
                        s.APPROVAL_QUERY_POLICY, s.APPROVAL_QUERY_GET, s.APPROVAL_QUERY_LIST, s.APPROVAL_QUERY_AUDIT,
                        s.APPROVAL_QUERY_REFERRING, s.APPROVAL_QUERY_DELEGATIONS, s.APPROVAL_QUERY_STANDING,
@@ -91,8 +95,8 @@ TRAFFIC: dict[str, Traffic] = {
         sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE),
         sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ),
         publishes_events=(s.SESSION_EVENTS_ALL, s.AGENT_EVT_RUN_CANCELLED),
-        consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_TOOL_CALL, s.AGENT_CMD_POST_MESSAGE,
-                           s.AGENT_CMD_CANCEL_RUN),
+        consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_POST_MESSAGE, s.AGENT_CMD_CANCEL_RUN),
+        answers_requests=(s.AGENT_REQ_TOOL_CALL,),
         # The call's approval (requested, refused by the policy, voted, expiring, escalated, resolved) and its
         # commit's outcome.
         consumes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_REQUEST_REFUSED, s.APPROVAL_EVT_RESOLVED,
@@ -106,7 +110,8 @@ TRAFFIC: dict[str, Traffic] = {
         outbox_commands=(s.ERP_CMD_COMMIT,),  # with the approving decision, in its transaction
         publishes_events=(s.APPROVAL_EVT_REQUESTED, s.APPROVAL_EVT_REQUEST_REFUSED, s.APPROVAL_EVT_RESOLVED,
                           s.APPROVAL_EVT_EXPIRING, s.APPROVAL_EVT_ESCALATED, s.APPROVAL_EVT_VOTED),
-        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY,
+        answers_requests=(s.APPROVAL_REQ_DECIDE,),
+        consumes_commands=(s.APPROVAL_CMD_REQUEST, s.APPROVAL_CMD_DECIDE_MANY,
                            s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE, s.APPROVAL_CMD_REVOKE_DELEGATION,
                            s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING, s.APPROVAL_CMD_END_RUN,
                            s.APPROVAL_CMD_DECIDE_BY_LINK,
@@ -132,7 +137,7 @@ TRAFFIC: dict[str, Traffic] = {
 # Only the gateway sends decisions in (a withdrawal follows the agent's evt.agent.run_cancelled, whose assertion
 # the approval service verifies; there is no withdraw command any more). Giving and revoking a delegation decide
 # who may decide: the same rule.
-DECISION_SUBJECTS = (s.APPROVAL_CMD_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE,
+DECISION_SUBJECTS = (s.APPROVAL_REQ_DECIDE, s.APPROVAL_CMD_DECIDE_MANY, s.APPROVAL_CMD_EDIT, s.APPROVAL_CMD_DELEGATE,
                      s.APPROVAL_CMD_REVOKE_DELEGATION, s.APPROVAL_CMD_STAND, s.APPROVAL_CMD_REVOKE_STANDING,
                      s.APPROVAL_CMD_END_RUN, s.APPROVAL_CMD_DECIDE_BY_LINK, s.APPROVAL_CMD_CHAT_ACTION)
 # The write path's steps that only one service may take: who asks for an approval (the ledger, from its record)
@@ -255,9 +260,9 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None,
     inboxes = inboxes or service_inboxes()
     apart = apart_inboxes() if apart is None else apart
     traffic = TRAFFIC[service]
-    publish: list[str] = [*traffic.sends_commands, *traffic.outbox_commands, *traffic.sends_queries,
-                          *traffic.publishes_events]
-    subscribe: list[str] = [*traffic.answers_queries, f"{inboxes[service]}.>"]
+    publish: list[str] = [*traffic.sends_commands, *traffic.outbox_commands, *traffic.sends_requests,
+                          *traffic.sends_queries, *traffic.publishes_events]
+    subscribe: list[str] = [*traffic.answers_queries, *traffic.answers_requests, f"{inboxes[service]}.>"]
     subscribe += [f"{prefix}.>" for (caller, _), prefix in apart.items() if caller == service]
     if traffic.watches_session_events:
         subscribe.append(s.SESSION_EVENTS_ALL)
@@ -282,7 +287,7 @@ def service_permissions(service: str, inboxes: Mapping[str, str] | None = None,
     deny += [subject for subject, owner in WRITE_PATH_STEPS.items() if owner != service]
     deny += DESTRUCTIVE_JS_API
     return Permissions(tuple(dict.fromkeys(publish)), tuple(deny), tuple(dict.fromkeys(subscribe)),
-                       allow_responses=bool(traffic.answers_queries))
+                       allow_responses=bool(traffic.answers_queries or traffic.answers_requests))
 
 
 # What operations ask the services (``erpilot audit``): the admin user alone may.

@@ -1,9 +1,11 @@
 """Every request/reply subject declared once: what is sent, what comes back, and how it travels.
 
 An ``Endpoint`` names a subject of ``erpilot_contracts.subjects`` with its request model, the model of
-its ok reply's ``data`` and whether it is a durable command (through the JetStream command stream,
-``cmd.*``) or a core NATS query (``query.*``). Callers send with ``erpilot_platform.broker.call(broker,
-endpoint, request)``, so no call site names a reply model or a durability of its own.
+its ok reply's ``data`` and how it travels: a durable command (through the JetStream command stream,
+``cmd.*``), a retried command (``req.*``: a core NATS request the receiver stores before it answers, which
+the sender sends again with the same key while no answer comes, SPEC §11) or a core NATS query (``query.*``).
+Callers send with ``erpilot_platform.broker.call(broker, endpoint, request)``, so no call site names a reply
+model or a durability of its own.
 
 Every reply is a model of its own (``typed_reply``): an endpoint whose answer would be a bare JSON object is
 refused when it is declared, so every caller reads its replies typed.
@@ -107,18 +109,27 @@ class Endpoint(Generic[Req, Rep]):
     subject: str
     request: type[Req]
     reply: type[Rep]
-    durable: bool  # True: a command through the JetStream command stream; False: a core NATS query
+    durable: bool  # True: a command through the JetStream command stream; False: a core NATS request
+    retried: bool = False  # a core request that changes state: stored by its receiver, retried by its sender
 
     def __post_init__(self) -> None:
-        kind = ".cmd." if self.durable else ".query."
-        if kind not in self.subject:  # the subject's naming says how it travels: the two must agree
-            raise ValueError(f"{self.subject} is not a {'command' if self.durable else 'query'} subject")
+        kind, name = ((".cmd.", "command") if self.durable else (".req.", "retried command") if self.retried
+                      else (".query.", "query"))
+        if kind not in self.subject or (self.durable and self.retried):
+            # the subject's naming says how it travels: the two must agree
+            raise ValueError(f"{self.subject} is not a {name} subject")
         if not typed_reply(self.reply):
             raise TypeError(f"{self.subject}: the reply {self.reply!r} is not a model of its own")
 
 
 def command(subject: str, request: type[Req], reply: type[Rep]) -> Endpoint[Req, Rep]:
     return Endpoint(subject, request, reply, durable=True)
+
+
+def retried(subject: str, request: type[Req], reply: type[Rep]) -> Endpoint[Req, Rep]:
+    """A command sent as a core request: its receiver stores it (keyed by the request's own id) before it
+    answers, and its sender retries it with the same key until an answer comes (``broker.send``)."""
+    return Endpoint(subject, request, reply, durable=False, retried=True)
 
 
 def query(subject: str, request: type[Req], reply: type[Rep]) -> Endpoint[Req, Rep]:
@@ -136,7 +147,7 @@ ERP_VIEW = query(subjects.ERP_QUERY_VIEW, ErpViewV1, ErpViewResultV1)
 
 # --- Approval ----------------------------------------------------------------------------------
 APPROVAL_REQUEST = command(subjects.APPROVAL_CMD_REQUEST, RequestApprovalV1, ApprovalRecordV1)
-APPROVAL_DECIDE = command(subjects.APPROVAL_CMD_DECIDE, DecideV1, ApprovalRecordV1)
+APPROVAL_DECIDE = retried(subjects.APPROVAL_REQ_DECIDE, DecideV1, ApprovalRecordV1)
 APPROVAL_EDIT = command(subjects.APPROVAL_CMD_EDIT, EditApprovalV1, ApprovalRecordV1)
 APPROVAL_DECIDE_MANY = command(subjects.APPROVAL_CMD_DECIDE_MANY, DecideManyV1, DecisionsV1)
 APPROVAL_POLICY = query(subjects.APPROVAL_QUERY_POLICY, PolicyQueryV1, PolicyViewV1)
@@ -159,7 +170,7 @@ APPROVAL_STANDING = query(subjects.APPROVAL_QUERY_STANDING, ListStandingApproval
 
 # --- Agent -------------------------------------------------------------------------------------
 AGENT_CREATE_SESSION = command(subjects.AGENT_CMD_CREATE_SESSION, CreateSessionV1, SessionRefV1)
-AGENT_TOOL_CALL = command(subjects.AGENT_CMD_TOOL_CALL, StartToolCallV1, ToolCallViewV1)
+AGENT_TOOL_CALL = retried(subjects.AGENT_REQ_TOOL_CALL, StartToolCallV1, ToolCallViewV1)
 AGENT_POST_MESSAGE = command(subjects.AGENT_CMD_POST_MESSAGE, PostMessageV1, RunRefV1)
 AGENT_CANCEL_RUN = command(subjects.AGENT_CMD_CANCEL_RUN, CancelRunV1, CancelledRunV1)
 AGENT_SESSIONS = query(subjects.AGENT_QUERY_SESSIONS, ListSessionsV1, SessionPageV1)

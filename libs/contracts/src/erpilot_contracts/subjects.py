@@ -1,7 +1,9 @@
 """Every NATS subject and JetStream stream Erpilot uses, in one place.
 
 Naming: ``erpilot.v1.cmd.<service>.<verb>`` are commands (imperative, durable, one consumer group per
-service), ``erpilot.v1.evt.<service>.<past_tense>`` are events from a transactional outbox,
+service), ``erpilot.v1.req.<service>.<verb>`` are commands as core NATS requests (a queue group per service):
+the receiver stores each before it answers and the sender retries a request left unanswered with the same key
+(SPEC §11; no stream stores them), ``erpilot.v1.evt.<service>.<past_tense>`` are events from a transactional outbox,
 ``erpilot.v1.query.<service>.<noun>`` are side-effect-free request/reply over core NATS, and
 ``erpilot.v1.sessions.<session_id>.events`` is the per-session UI stream of SPEC §4 (core NATS, live only: the
 agent's database stores the events, ``query.agent.events`` replays them).
@@ -40,6 +42,11 @@ ALL_STREAMS = (COMMANDS_STREAM, EVENTS_STREAM, DEAD_LETTER_STREAM)
 # they are stored once, in the agent's database, and published live on core NATS (SPEC §11); a stream left on
 # their subjects would go on storing every core publish.
 RETIRED_STREAMS = ("ERPILOT_SESSIONS",)
+# Durable consumers an earlier version declared, (stream, durable name), deleted by `erpilot migrate`: the tool
+# call and the decision became core requests (``req.agent.tool_call``, ``req.approval.decide``, issue 31), so
+# nothing is published on their old subjects.
+RETIRED_CONSUMERS = (("ERPILOT_COMMANDS", "agent__erpilot_v1_cmd_agent_tool_call"),
+                     ("ERPILOT_COMMANDS", "approval__erpilot_v1_cmd_approval_decide"))
 
 # --- ERP ---------------------------------------------------------------------------------------
 ERP_CMD_DRAFT = f"{PREFIX}.cmd.erp.draft"            # ExecuteToolV1 for draft tools -> ReplyV1(ToolResultV1)
@@ -54,7 +61,7 @@ ERP_EVT_OPERATION_FINISHED = f"{PREFIX}.evt.erp.operation_finished"  # Operation
 
 # --- Approval ----------------------------------------------------------------------------------
 APPROVAL_CMD_REQUEST = f"{PREFIX}.cmd.approval.request"  # RequestApprovalV1 -> ReplyV1(ApprovalRecordV1)
-APPROVAL_CMD_DECIDE = f"{PREFIX}.cmd.approval.decide"    # DecideV1 -> ReplyV1(ApprovalRecordV1)
+APPROVAL_REQ_DECIDE = f"{PREFIX}.req.approval.decide"    # DecideV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_EDIT = f"{PREFIX}.cmd.approval.edit"        # EditApprovalV1 -> ReplyV1(ApprovalRecordV1)
 APPROVAL_CMD_DECIDE_MANY = f"{PREFIX}.cmd.approval.decide_many"  # DecideManyV1 -> ReplyV1(DecisionsV1), all or none
 APPROVAL_CMD_DELEGATE = f"{PREFIX}.cmd.approval.delegate"  # GiveDelegationV1 -> ReplyV1(DelegationV1)
@@ -90,7 +97,7 @@ APPROVAL_EVT_REQUEST_REFUSED = f"{PREFIX}.evt.approval.request_refused"  # Appro
 
 # --- Agent -------------------------------------------------------------------------------------
 AGENT_CMD_CREATE_SESSION = f"{PREFIX}.cmd.agent.create_session"  # CreateSessionV1 -> ReplyV1(SessionRefV1)
-AGENT_CMD_TOOL_CALL = f"{PREFIX}.cmd.agent.tool_call"            # StartToolCallV1 -> ReplyV1(ToolCallViewV1)
+AGENT_REQ_TOOL_CALL = f"{PREFIX}.req.agent.tool_call"            # StartToolCallV1 -> ReplyV1(ToolCallViewV1)
 AGENT_CMD_POST_MESSAGE = f"{PREFIX}.cmd.agent.post_message"      # PostMessageV1 -> ReplyV1(RunRefV1)
 AGENT_CMD_CANCEL_RUN = f"{PREFIX}.cmd.agent.cancel_run"          # CancelRunV1 -> ReplyV1(CancelledRunV1)
 AGENT_EVT_RUN_CANCELLED = f"{PREFIX}.evt.agent.run_cancelled"      # RunCancelledV1 (outbox) -> approval withdraws

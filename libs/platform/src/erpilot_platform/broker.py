@@ -7,9 +7,11 @@ The endpoints a service offers (commands, events, queries) and their shared erro
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
+import time
 from typing import Any
 
 import nats.aio.client
@@ -98,7 +100,7 @@ def new_inbox_prefix(service: str, answerer: str | None = None) -> str:
 def answering_service(subject: str) -> str | None:
     """The service that answers a command or query subject (``erpilot.v1.cmd.<service>.…``), else None."""
     parts = subject.split(".")
-    if subject.startswith(f"{PREFIX}.") and len(parts) > 4 and parts[2] in ("cmd", "query"):
+    if subject.startswith(f"{PREFIX}.") and len(parts) > 4 and parts[2] in ("cmd", "req", "query"):
         return parts[3]
     return None
 
@@ -273,8 +275,40 @@ async def call(broker: NatsBroker, endpoint: Endpoint[Req, Rep], payload: Req, *
 
 async def send(broker: NatsBroker, endpoint: Endpoint[Req, Any], payload: Req, *, timeout: float = 10.0
                ) -> ReplyV1:
-    """``endpoint``'s request as declared (durable or not), answered by its ``ReplyV1`` as is; a payload
-    of another model than the declared one is a TypeError, and nothing is sent."""
+    """``endpoint``'s request as declared (durable, retried or a query), answered by its ``ReplyV1`` as is; a
+    payload of another model than the declared one is a TypeError, and nothing is sent."""
     if not isinstance(payload, endpoint.request):
         raise TypeError(f"{endpoint.subject} takes {endpoint.request.__name__}, not {type(payload).__name__}")
+    if endpoint.retried:
+        return await _retried(broker, endpoint.subject, payload, timeout=timeout)
     return await request(broker, endpoint.subject, payload, durable=endpoint.durable, timeout=timeout)
+
+
+# A retried command (``requests.retried``) is sent up to this many times within its timeout: each attempt waits
+# its share of it, and a lost request, a receiver that died before answering or one that answered 503 (a
+# transient failure on its side) is asked again with the same message, its same key.
+RETRIED_ATTEMPTS = 3
+RETRY_PAUSE_SECONDS = 0.25  # between attempts that failed at once (no responders: the receiver restarts)
+
+
+async def _retried(broker: NatsBroker, subject: str, payload: Message, *, timeout: float) -> ReplyV1:
+    """Send ``payload`` as a core request until an answer that is not a transient failure comes, or ``timeout``
+    is spent (then the last ``ServiceUnavailable`` or 503 stands). The receiver stores the command before it
+    answers and keys it by the request's own id, so every attempt is the same command: one effect."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            reply = await request(broker, subject, payload, durable=False,
+                                  timeout=max(min(left, timeout / RETRIED_ATTEMPTS), 0.01))
+            if reply.ok or reply.error.status != 503:
+                return reply
+            failure: ReplyV1 | ServiceUnavailable = reply
+        except ServiceUnavailable as exc:
+            failure = exc
+        if deadline - time.monotonic() <= RETRY_PAUSE_SECONDS:
+            if isinstance(failure, ServiceUnavailable):
+                raise failure
+            return failure
+        log.info("no answer to %s yet (%s); sending it again", subject, failure)
+        await asyncio.sleep(RETRY_PAUSE_SECONDS)

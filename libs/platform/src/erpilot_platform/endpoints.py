@@ -12,6 +12,9 @@ Error policy (see PITFALLS.md: faststream's default would TERM a message on any 
 - any other exception is retried a few times, then dead-lettered and acknowledged;
 - retries are bounded (``erpilot_platform.retries.RetryPolicy``: attempts and age): a message given up
   is dead-lettered, answered ``service_unavailable`` and acknowledged. ``erpilot dlq`` replays it.
+A retried command (``requests.retried``, a core request no stream stores) has no redelivery to lean on: its
+transient failure is answered 503 and its sender sends it again (``broker.send``); a message that does not parse
+is answered ``invalid_message``, as a query's is.
 
 Every handler runs in a span ``"<service> handle <Model>"`` with the ids its message concerns (session,
 call, pending approval, operation) as attributes, and with those ids bound to every log line it writes.
@@ -217,6 +220,8 @@ class ServiceBus:
         query, on its subject, parsing its request model (so what callers send is what the handler reads)."""
         if endpoint.durable:
             return self.command(endpoint.subject, endpoint.request, description=description)
+        if endpoint.retried:
+            return self.retried(endpoint.subject, endpoint.request, description=description)
         return self.query(endpoint.subject, endpoint.request, description=description)
 
     def command(self, subject: str, model: type[M], *, max_workers: int = 8, description: str = ""):
@@ -253,9 +258,23 @@ class ServiceBus:
 
     def query(self, subject: str, model: type[M], *, description: str = ""):
         """A core request/reply endpoint with a queue group: no side effects, answered by one replica."""
+        return self._core(subject, model, description, retried=False)
+
+    def retried(self, subject: str, model: type[M], *, max_workers: int = 8, description: str = ""):
+        """A command as a core request with a queue group (``requests.retried``): no stream stores it, so the
+        handler stores it (keyed by the request's own id) before it answers, and its sender sends it again while
+        no answer comes. A transient failure is answered 503 ``service_unavailable`` (the sender retries). A message
+        that does not parse is answered ``invalid_message`` and not dead-lettered: nothing stored it, nothing
+        waits behind it, and its sender has the answer."""
+        return self._core(subject, model, description, retried=True, max_workers=max_workers)
+
+    def _core(self, subject: str, model: type[M], description: str, *, retried: bool, max_workers: int = 1):
+        verb = "handle" if retried else "query"
+        workers = {"max_workers": max_workers} if max_workers > 1 else {}
+
         def register(handler: Callable[[M], Awaitable[ReplyV1]]):
             @self.broker.subscriber(
-                subject, queue=self.service, decoder=_whole_message,
+                subject, queue=self.service, decoder=_whole_message, **workers,
                 title=f"{self.service}:{subject}", description=description or handler.__doc__ or "",
             )
             @partial(_documented, model=model, name=handler.__name__)
@@ -268,7 +287,7 @@ class ServiceBus:
                 ids = message_ids(parsed)
                 token = bind(**ids)
                 try:
-                    with tracer.start_as_current_span(f"{self.service} query {model.__name__}",
+                    with tracer.start_as_current_span(f"{self.service} {verb} {model.__name__}",
                                                       attributes={"erpilot.service": self.service,
                                                                   **id_attributes(**ids)}):
                         return _as_reply(await handler(parsed))
@@ -276,9 +295,14 @@ class ServiceBus:
                     return refusal.reply().model_dump(mode="json")
                 except ServiceUnavailable as exc:
                     return ReplyV1.failure("service_unavailable", str(exc), 503).model_dump(mode="json")
-                except Exception:
-                    log.exception("query failed on %s", subject)
-                    return ReplyV1.failure("internal_error", "the query failed", 500).model_dump(mode="json")
+                except Exception as exc:
+                    if retried and (isinstance(exc, TransientError) or is_transient(exc)):
+                        log.warning("transient failure on %s: %s", subject, exc)
+                        return ReplyV1.failure("service_unavailable", f"not processed now: {exc}", 503
+                                               ).model_dump(mode="json")
+                    log.exception("%s failed on %s", verb, subject)
+                    return ReplyV1.failure("internal_error", f"the {'command' if retried else 'query'} failed",
+                                           500).model_dump(mode="json")
                 finally:
                     unbind(token)
 

@@ -3,7 +3,8 @@
 Like the database, JetStream has a versioned migration. ``erpilot migrate`` (as the NATS admin) creates or
 updates every stream of ``erpilot_contracts.subjects.ALL_STREAMS`` (``ERPILOT_NATS_REPLICAS`` replicas,
 file storage), deletes those of ``RETIRED_STREAMS`` (ERPILOT_SESSIONS: session events are the agent's store's
-and core NATS's now; its stored copies are read by nobody) and creates or updates every durable consumer,
+and core NATS's now; its stored copies are read by nobody) and the durable consumers of ``RETIRED_CONSUMERS``
+(a command that became a core request), and creates or updates every durable consumer,
 with the settings of ``consumer_config`` — the one table of consumer settings, which ``ServiceBus`` also
 subscribes with. Services never create a stream or a consumer: ``verify`` at start-up checks that what they
 need exists with the expected settings (and no retired stream is left) and stops them with a message naming
@@ -25,7 +26,7 @@ import nats.js.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from erpilot_contracts.subjects import ALL_STREAMS, RETIRED_STREAMS, StreamSpec
+from erpilot_contracts.subjects import ALL_STREAMS, RETIRED_CONSUMERS, RETIRED_STREAMS, StreamSpec
 from erpilot_platform.retries import RetryPolicy
 
 # Bump when a stream or consumer setting below changes: services refuse objects of another version.
@@ -143,6 +144,12 @@ async def migrate(js, durables: Iterable[Durable], *, replicas: int = 1,
         try:
             await js.delete_stream(name)
             done.append(f"deleted retired stream {name}")
+        except NotFoundError:
+            pass
+    for stream, durable_name in RETIRED_CONSUMERS:
+        try:
+            await js.delete_consumer(stream, durable_name)
+            done.append(f"deleted retired consumer {stream}/{durable_name}")
         except NotFoundError:
             pass
     for durable in durables:

@@ -41,10 +41,10 @@ def test_only_the_gateway_has_a_connection_apart():
 
 
 def test_the_answering_service_is_the_subjects_fourth_token():
-    assert answering_service(subjects.AGENT_CMD_TOOL_CALL) == "agent"
+    assert answering_service(subjects.AGENT_REQ_TOOL_CALL) == "agent"
     assert answering_service(subjects.AGENT_QUERY_SESSION) == "agent"
     assert answering_service(subjects.ping_subject("agent")) == "agent"
-    assert answering_service(subjects.APPROVAL_CMD_DECIDE) == "approval"
+    assert answering_service(subjects.APPROVAL_REQ_DECIDE) == "approval"
     assert answering_service(subjects.session_events_subject("ses_1")) is None
     assert answering_service("elsewhere.v1.cmd.agent.x") is None
 
@@ -58,10 +58,10 @@ async def test_requests_to_the_agent_go_out_on_the_connection_apart_and_the_othe
 
     monkeypatch.setattr(NatsBroker, "request", main_request)
 
-    for subject in (subjects.AGENT_CMD_TOOL_CALL, subjects.AGENT_QUERY_SESSION, subjects.ping_subject("agent"),
-                    subjects.APPROVAL_CMD_DECIDE, subjects.APPROVAL_QUERY_GET, subjects.ERP_QUERY_VIEW):
+    for subject in (subjects.AGENT_REQ_TOOL_CALL, subjects.AGENT_QUERY_SESSION, subjects.ping_subject("agent"),
+                    subjects.APPROVAL_REQ_DECIDE, subjects.APPROVAL_QUERY_GET, subjects.ERP_QUERY_VIEW):
         await gateway.request({}, subject, stream=None, timeout=1.0)
 
-    assert sent == [("apart", subjects.AGENT_CMD_TOOL_CALL), ("apart", subjects.AGENT_QUERY_SESSION),
-                    ("apart", subjects.ping_subject("agent")), ("main", subjects.APPROVAL_CMD_DECIDE),
+    assert sent == [("apart", subjects.AGENT_REQ_TOOL_CALL), ("apart", subjects.AGENT_QUERY_SESSION),
+                    ("apart", subjects.ping_subject("agent")), ("main", subjects.APPROVAL_REQ_DECIDE),
                     ("main", subjects.APPROVAL_QUERY_GET), ("main", subjects.ERP_QUERY_VIEW)]

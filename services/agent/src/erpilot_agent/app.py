@@ -14,7 +14,7 @@ from erpilot_agent.entrypoints import nats as nats_entry
 from erpilot_agent.service_layer.ports import AgentUnitOfWork, CallDownstream, DriverLocks
 from erpilot_agent.service_layer.run_tools import PipelineTools
 from erpilot_agent.service_layer.runs import RunService, run_resumer
-from erpilot_agent.service_layer.tool_calls import ToolCallService
+from erpilot_agent.service_layer.tool_calls import ToolCallService, drive_left_calls_forever
 from erpilot_agent.settings import AgentSettings
 from erpilot_platform import advisory_locks
 from erpilot_platform.broker import create_broker
@@ -59,7 +59,10 @@ def build(settings: AgentSettings, *, uow: AgentUnitOfWork | None = None, locks:
     async def resumer() -> None:
         await run_resumer(run_service, stale_seconds=settings.resume_runs_after_seconds)
 
-    return ServiceApp(SERVICE, broker, engine, background=[relay, resumer])
+    async def left_calls() -> None:  # no stream redelivers a tool call's request (issue 31)
+        await drive_left_calls_forever(tool_calls)
+
+    return ServiceApp(SERVICE, broker, engine, background=[relay, resumer, left_calls])
 
 
 def main() -> None:

@@ -49,8 +49,7 @@ async def test_a_read_tool_call_runs_through_the_built_endpoint(uow, downstream)
                           call_id="call-read", assertion="as-1")
 
     async with TestNatsBroker(app.broker) as broker:
-        response = await broker.request(cmd.model_dump(mode="json"), subjects.AGENT_CMD_TOOL_CALL,
-                                        stream=COMMANDS_STREAM.name, timeout=5)
+        response = await broker.request(cmd.model_dump(mode="json"), subjects.AGENT_REQ_TOOL_CALL, timeout=5)
 
     reply = ReplyV1.model_validate_json(response.body)
     assert ToolCallViewV1.model_validate(reply.data).call_id == "call-read"  # the declared reply model
@@ -68,8 +67,7 @@ async def test_a_tool_call_on_someone_elses_session_is_refused(uow, downstream):
                           call_id="call-read")
 
     async with TestNatsBroker(app.broker) as broker:
-        response = await broker.request(cmd.model_dump(mode="json"), subjects.AGENT_CMD_TOOL_CALL,
-                                        stream=COMMANDS_STREAM.name, timeout=5)
+        response = await broker.request(cmd.model_dump(mode="json"), subjects.AGENT_REQ_TOOL_CALL, timeout=5)
 
     reply = ReplyV1.model_validate_json(response.body)
     assert not reply.ok and (reply.error.code, reply.error.status) == ("not_found", 404) and downstream.runs == []

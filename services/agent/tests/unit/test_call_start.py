@@ -259,3 +259,46 @@ async def test_a_crash_after_recording_a_write_leaves_it_preparing_and_the_redel
     assert len(reached) == 1  # recorded already: the failpoint is not on the redelivery's path
     assert [p.operation_id for p in downstream.prepares] == [uow.call(KEY).operation_id]
     assert uow.event_types("ses_1") == ["tool_started"]
+
+
+async def test_on_start_an_external_write_left_preparing_by_its_request_is_prepared_once_more(service, uow,
+                                                                                              downstream):
+    # The request's handler stored the write and died before its prepare went out (here: the ERP was away, and
+    # ``req.agent.tool_call`` is a core request that no stream delivers again).
+    downstream.prepare_answer = ServiceUnavailable("erpilot.v1.cmd.erp.prepare", "no answer in time")
+    with pytest.raises(ServiceUnavailable):
+        await start(service, "adjust_stock", STOCK)
+    with pytest.raises(ServiceUnavailable):
+        await start(service, "adjust_stock", STOCK, call_id="c-model", source="model", run_id="run_1")
+    downstream.prepare_answer = None
+    downstream.prepares.clear()
+
+    assert await service.drive_left_calls() == 1
+
+    [prepared] = downstream.prepares  # the external call only: a model's call is its run resumer's
+    assert (prepared.call_id, prepared.requested_by, prepared.assertion) == ("c-1", "alice", "as-1")
+    assert prepared.operation_id == uow.call(KEY).operation_id  # the call's own: the ERP answers a repeat once
+    assert await service.drive_left_calls() == 1  # still preparing until its approval is recorded: harmless
+    assert uow.event_types("ses_1").count("tool_started") == 2  # one per call, none added by driving
+
+
+async def test_on_start_a_finished_or_read_call_is_left_alone(service, downstream):
+    await start(service, "get_product", PEN)
+    await start(service, "create_order_draft", DRAFT, call_id="c-draft")
+
+    assert await service.drive_left_calls() == 0
+    assert len(downstream.runs) == 2
+
+
+async def test_later_passes_drive_only_a_call_left_untouched_for_their_interval(service, uow, downstream):
+    downstream.prepare_answer = ServiceUnavailable("erpilot.v1.cmd.erp.prepare", "no answer in time")
+    with pytest.raises(ServiceUnavailable):  # the request's handler gave up on the ERP; its client never retries
+        await start(service, "adjust_stock", STOCK)
+    downstream.prepare_answer = None
+    downstream.prepares.clear()
+
+    assert await service.drive_left_calls(untouched_for_seconds=30) == 0  # perhaps still in a handler's hands
+    uow.advance(31)
+    assert await service.drive_left_calls(untouched_for_seconds=30) == 1
+    [prepared] = downstream.prepares
+    assert prepared.operation_id == uow.call(KEY).operation_id

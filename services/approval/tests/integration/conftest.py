@@ -27,6 +27,7 @@ from nats.js.api import DeliverPolicy
 
 from erpilot_approval.app import build
 from erpilot_approval.settings import ApprovalSettings
+from erpilot_contracts import requests as endpoints
 from erpilot_contracts import subjects
 from erpilot_contracts.agent.v1 import RunCancelledV1
 from erpilot_contracts.approval.v1 import Actor, DecideV1, EditApprovalV1, GetApprovalV1, RequestApprovalV1
@@ -35,7 +36,7 @@ from erpilot_contracts.erp.v1 import PreparedOperationV1, PrepareOperationV1, Pr
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.subjects import COMMANDS_STREAM
 from erpilot_platform.assertions import sign_assertion
-from erpilot_platform.broker import create_broker, request
+from erpilot_platform.broker import create_broker, request, send
 from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.grants import encode_public_key, encode_signing_key
 from erpilot_platform.ledger_signatures import sign_request
@@ -241,7 +242,8 @@ class Approvals:
                      comment: str | None = None) -> ReplyV1:
         cmd = DecideV1(pending_id=record["pending_id"], action=action, actor=who, comment=comment,
                        fingerprint=record["fingerprint"] if fingerprint is None else fingerprint)
-        return await self.send(subjects.APPROVAL_CMD_DECIDE, cmd)
+        # As the gateway sends it: a core request, sent again while unanswered (issue 31).
+        return await send(self.broker, endpoints.APPROVAL_DECIDE, cmd, timeout=20)
 
     async def edit(self, record: dict, arguments: dict, who: Actor, *, fingerprint: str | None = None) -> ReplyV1:
         cmd = EditApprovalV1(pending_id=record["pending_id"], arguments=arguments, actor=who,

@@ -175,7 +175,7 @@ async def test_one_person_pressing_approve_eight_times_at_once_decides_once(appr
 
 async def test_a_poison_message_is_answered_and_blocks_nothing(approvals, broker) -> None:
     for body in (b"{not json", b'{"pending_id": "x", "action": "approve"}', b'{"action": true}'):
-        response = await broker.request(body, subjects.APPROVAL_CMD_DECIDE, stream="ERPILOT_COMMANDS", timeout=10)
+        response = await broker.request(body, subjects.APPROVAL_REQ_DECIDE, timeout=10)  # a core request
         reply = ReplyV1.model_validate_json(response.body)
         assert (reply.ok, reply.error.code, reply.error.status) == (False, "invalid_message", 422)
     record = await approvals.create("submit_order")

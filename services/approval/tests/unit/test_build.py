@@ -49,9 +49,9 @@ async def test_a_request_and_its_decision_run_through_the_built_endpoints():
     async with TestNatsBroker(app.broker) as broker:
         requested = await ask(broker, subjects.APPROVAL_CMD_REQUEST, cmd, durable=True)
         pending_id = requested.data["pending_id"]
-        decided = await ask(broker, subjects.APPROVAL_CMD_DECIDE, DecideV1(
+        decided = await ask(broker, subjects.APPROVAL_REQ_DECIDE, DecideV1(
             pending_id=pending_id, action="approve", actor=Actor(sub="bob", roles=["approver"]),
-            fingerprint=cmd.fingerprint), durable=True)
+            fingerprint=cmd.fingerprint), durable=False)
         read = await ask(broker, subjects.APPROVAL_QUERY_GET, GetApprovalV1(
             pending_id=pending_id, actor=Actor(sub="alice", roles=["requester"])), durable=False)
 
@@ -111,8 +111,8 @@ async def test_the_built_service_weighs_a_delegation_against_erpilot_role_source
             actor=Actor(sub="bob", roles=["manager"])), durable=True)
         roles.write_text('[people.bob]\nroles = ["requester"]\n')  # bob left management after giving it
         os.utime(roles, ns=(1, 1))
-        decided = await ask(broker, subjects.APPROVAL_CMD_DECIDE, DecideV1(
-            pending_id=pending_id, action="approve", actor=ana, fingerprint=cmd.fingerprint), durable=True)
+        decided = await ask(broker, subjects.APPROVAL_REQ_DECIDE, DecideV1(
+            pending_id=pending_id, action="approve", actor=ana, fingerprint=cmd.fingerprint), durable=False)
 
     assert given.ok
     assert (decided.error.code, decided.error.status) == ("forbidden", 403)

@@ -1,7 +1,7 @@
 """The tool-call pipeline as the gateway drives it, shared by the HTTP API and the MCP endpoint.
 
 Everything that matters (validation, policy, approval, fingerprint binding, the ledger's checks) happens
-in the agent, the ERP and the approval service behind ``cmd.agent.tool_call``; this module is the one place the
+in the agent, the ERP and the approval service behind ``req.agent.tool_call``; this module is the one place the
 gateway asks for it and the one place that shapes the answer (SPEC §5 ``POST /v1/sessions/{sid}/tool-calls``).
 
 A write is prepared by the ERP, whose outbox then asks the approval service; the agent's answer to the command

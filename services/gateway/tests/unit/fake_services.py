@@ -47,7 +47,7 @@ class RecordingServices:
         self.log: list[str] = []
 
     async def data(self, endpoint: Endpoint, payload: Any) -> dict:
-        (self.sent if endpoint.durable else self.queries).append((endpoint.subject, payload))
+        (self.sent if endpoint.durable or endpoint.retried else self.queries).append((endpoint.subject, payload))
         self.log.append(f"send {endpoint.subject}")
         return self.answer(endpoint.subject, payload)
 

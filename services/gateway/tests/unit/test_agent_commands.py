@@ -77,7 +77,7 @@ class Stack:
         if subject == subjects.APPROVAL_CMD_END_RUN:
             return {"session_id": payload.session_id, "run_id": payload.run_id, "standing_approved": 0,
                     "ended_at": "2026-10-01T12:00:00Z", "ended_by": payload.owner}
-        if subject == subjects.AGENT_CMD_TOOL_CALL:
+        if subject == subjects.AGENT_REQ_TOOL_CALL:
             return view(payload, self.call_status)
         if subject == subjects.AGENT_QUERY_TOOL_CALL:
             return {"call_id": payload.call_id, "session_id": payload.session_id, "tool": WRITE["tool"],
@@ -218,12 +218,12 @@ def test_a_write_answered_running_is_answered_from_its_approval_pending(stack):
     ]
     response, [(subject, _)] = stack.post("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-1"})
 
-    assert subject == subjects.AGENT_CMD_TOOL_CALL
+    assert subject == subjects.AGENT_REQ_TOOL_CALL
     assert response.status_code == 202, response.text
     assert response.json() == {"call_id": "c-1", "status": "awaiting_approval", **PENDING,
                                "expires_at": "2026-10-01T12:15:00Z"}
     assert stack.services.log == [f"send {subjects.AGENT_QUERY_SESSION}",  # the owner check, before signing
-                                  "watch ses_1", f"send {subjects.AGENT_CMD_TOOL_CALL}", "unwatch ses_1"]
+                                  "watch ses_1", f"send {subjects.AGENT_REQ_TOOL_CALL}", "unwatch ses_1"]
     assert owner_checked(stack.services.queries) == []  # answered from the event alone
 
 

@@ -48,7 +48,7 @@ def test_a_tool_call_without_an_id_gets_one_before_it_is_published():
     first, [(subject, cmd)] = post("/v1/sessions/ses_1/tool-calls", CALL)
     second, [(_, other)] = post("/v1/sessions/ses_1/tool-calls", CALL)
 
-    assert first.status_code == 200 and subject == subjects.AGENT_CMD_TOOL_CALL
+    assert first.status_code == 200 and subject == subjects.AGENT_REQ_TOOL_CALL
     assert cmd.call_id.startswith("call_") and first.json()["call_id"] == cmd.call_id
     assert other.call_id != cmd.call_id  # without a key, every request is a call of its own
 

@@ -125,7 +125,7 @@ def test_only_an_exact_body_with_the_right_fingerprint_decides(body: Any) -> Non
         assert sent == []  # refused at the door: the approval service never heard of it
         return
     (subject, cmd), = sent
-    assert subject == subjects.APPROVAL_CMD_DECIDE
+    assert subject == subjects.APPROVAL_REQ_DECIDE
     assert (cmd.action, cmd.fingerprint, cmd.comment) == (body["action"], body["fingerprint"], body.get("comment"))
     assert (cmd.pending_id, cmd.actor.sub, cmd.actor.roles) == ("pa_1", "bob", ["approver"])
     if body["fingerprint"] == FINGERPRINT:

@@ -76,7 +76,7 @@ ANSWERS: dict[str, Any] = {
     subjects.APPROVAL_QUERY_LIST: ApprovalPageV1(items=[_record("pa_1"), _record("pa_0", edited_by="carol")],
                                                  next_cursor=None),
     subjects.APPROVAL_QUERY_GET: _record("pa_1"),
-    subjects.APPROVAL_CMD_DECIDE: _record("pa_1", status="approved", decided_by="dave", decided_at=AT),
+    subjects.APPROVAL_REQ_DECIDE: _record("pa_1", status="approved", decided_by="dave", decided_at=AT),
     subjects.APPROVAL_CMD_DECIDE_MANY: DecisionsV1(action="reject", items=[_record("pa_1", status="rejected")]),
     subjects.APPROVAL_CMD_EDIT: _record("pa_3", supersedes="pa_1", edited_by="dave"),
 }
@@ -108,7 +108,7 @@ def _headers() -> dict[str, str]:
     ("GET", "/v1/approvals", None, subjects.APPROVAL_QUERY_LIST),
     ("GET", "/v1/approvals/pa_1", None, subjects.APPROVAL_QUERY_GET),
     ("POST", "/v1/approvals/pa_1/decision", {"action": "approve", "fingerprint": FINGERPRINT},
-     subjects.APPROVAL_CMD_DECIDE),
+     subjects.APPROVAL_REQ_DECIDE),
     ("POST", "/v1/approvals/decisions", {"action": "reject", "items": [{"pending_id": "pa_1",
                                                                          "fingerprint": FINGERPRINT}]},
      subjects.APPROVAL_CMD_DECIDE_MANY),

@@ -55,7 +55,7 @@ class StartToolCallV1(Message):
 
 
 class ToolCallViewV1(Message):
-    """One tool call as its owner sees it (the answer to ``cmd.agent.tool_call`` and ``query.agent.tool_call``).
+    """One tool call as its owner sees it (the answer to ``req.agent.tool_call`` and ``query.agent.tool_call``).
     ``status`` ``running`` also covers a write being prepared, ``executing`` one whose approval was granted."""
 
     call_id: str

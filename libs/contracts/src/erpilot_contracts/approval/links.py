@@ -24,7 +24,7 @@ class EmailLinkV1(Message):
 
 class DecideByLinkV1(Message):
     """The confirmation of an opened link (``cmd.approval.decide_by_link``): decide as the person the token names,
-    with the token's action and fingerprint, through the same decision as ``cmd.approval.decide``."""
+    with the token's action and fingerprint, through the same decision as ``req.approval.decide``."""
 
     pending_id: str
     token: str = Field(max_length=2000)

@@ -9,10 +9,10 @@ the commit.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import exists, func, select, update
 
 from erpilot_agent.adapters import calls, statements
 from erpilot_agent.adapters.tables import session_events, sessions, tool_calls
@@ -21,6 +21,7 @@ from erpilot_agent.service_layer.ports import CallRecord, SessionRecord, StoredE
 from erpilot_platform.uow import Transaction
 
 UNDECIDED = ("preparing", "awaiting_approval")
+NOT_DRIVEN_YET = ("running", "preparing")  # a read or draft not run, a write not prepared
 # session id -> its last_seq, read under the session's row lock taken by this transaction
 LockedSeqs = dict[str, int]
 
@@ -97,6 +98,13 @@ class SqlCallRepository:
         rows = (await self.conn.execute(select(tool_calls).where(
             tool_calls.c.session_id == session_id, tool_calls.c.run_id == run_id,
             tool_calls.c.status.in_(UNDECIDED)).order_by(tool_calls.c.created_at))).all()
+        return [_record(row) for row in rows]
+
+    async def left_by_their_request(self, *, untouched_for_seconds: float = 0.0) -> list[CallRecord]:
+        rows = (await self.conn.execute(select(tool_calls).where(
+            tool_calls.c.source == "external", tool_calls.c.status.in_(NOT_DRIVEN_YET),
+            tool_calls.c.updated_at <= func.now() - timedelta(seconds=untouched_for_seconds),
+        ).order_by(tool_calls.c.created_at))).all()
         return [_record(row) for row in rows]
 
 

@@ -95,6 +95,13 @@ class CallRepository(Protocol):
         """The run's writes with no decision yet (being prepared, or awaiting approval), oldest first."""
         ...
 
+    async def left_by_their_request(self, *, untouched_for_seconds: float = 0.0) -> list[CallRecord]:
+        """External calls recorded and not yet driven as far as they go without a person (a read or draft still
+        ``running``, a write still ``preparing``), unchanged for at least ``untouched_for_seconds``, oldest first:
+        the handler of their ``req.agent.tool_call`` may have died (or given up) after it stored them, and no
+        stream will deliver that request again."""
+        ...
+
 
 class SessionRepository(Protocol):
     async def get(self, session_id: str, *, lock: bool = False) -> SessionRecord | None:

@@ -42,10 +42,11 @@ from erpilot_platform.broker import TransientError
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.idempotency import Decision, decide, request_digest
 from erpilot_platform.logs import bind, unbind
+from erpilot_platform.loops import every
 from erpilot_platform.refusals import Refused
 from erpilot_platform.tool_arguments import normalised_arguments
 
-__all__ = ["ToolCallService", "request_hash"]
+__all__ = ["ToolCallService", "drive_left_calls_forever", "request_hash"]
 log = logging.getLogger(__name__)
 
 
@@ -150,6 +151,31 @@ class ToolCallService:
             await self.pipeline.finished(recorded)
         return recorded
 
+    async def drive_left_calls(self, *, untouched_for_seconds: float = 0.0) -> int:
+        """Drive on every external call its request's handler left (it died, or gave up on the ERP, after storing
+        the call, before the call went as far as it goes without a person) and nothing changed for
+        ``untouched_for_seconds``; how many were driven. ``req.agent.tool_call`` is a core request that no stream
+        redelivers (issue 31), so the agent does this itself (``drive_left_calls_forever``). Driving a call that a
+        request's handler is driving too is harmless: each step is idempotent (the ERP keys on ``operation_id``)."""
+        async def look(w: Work) -> list[tuple[CallRecord, str]]:
+            left = await w.calls.left_by_their_request(untouched_for_seconds=untouched_for_seconds)
+            owners = {r.session_id: (await w.sessions.get(r.session_id)).owner for r in left}
+            return [(r, owners[r.session_id]) for r in left]
+
+        driven = 0
+        for record, owner in await self.uow.read(look):
+            token = bind(session_id=record.session_id, call_id=record.call_id)
+            try:
+                await self.pipeline.advance(record, owner=owner, assertion=record.assertion)
+                driven += 1
+            except Exception:  # the next start, or the sender's retry with the same key, drives it
+                log.warning("call %s left by its request could not be driven now", record.call_id, exc_info=True)
+            finally:
+                unbind(token)
+        if driven:
+            log.info("drove on %d tool call(s) left by their request", driven)
+        return driven
+
     async def view(self, key: str) -> ToolCallViewV1:
         async def look(unit: Work) -> CallRecord | None:
             return await unit.calls.get(key)
@@ -234,6 +260,21 @@ class ToolCallService:
             return call.finish("failed", error=call_error(evt.error))
 
         await self.pipeline.transition(call_key(evt.session_id, evt.call_id), refuse)
+
+
+# After the pass at start (every call left), a pass every LEFT_CALLS_SECONDS over the calls untouched that long: a
+# request whose handler gave up on the ERP (503) and whose client never sent it again still goes on.
+LEFT_CALLS_SECONDS = 30.0
+
+
+async def drive_left_calls_forever(service: ToolCallService, *, interval: float = LEFT_CALLS_SECONDS) -> None:
+    """Background loop of the agent: the calls a dead process left, at once; then those left untouched."""
+    try:
+        await service.drive_left_calls()
+    except Exception:  # the database may be away: the next pass (or the sender's retry) drives them
+        log.warning("could not look for tool calls left by their request", exc_info=True)
+    await every(interval, lambda: service.drive_left_calls(untouched_for_seconds=interval),
+                name="left tool calls pass")
 
 
 def _outcome(evt: OperationStatusV1) -> str:

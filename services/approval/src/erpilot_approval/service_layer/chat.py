@@ -29,7 +29,7 @@ def _refused(error: ChatError) -> Refused:
 
 async def chat_action(cmd: ChatActionV1, ports: Ports) -> ApprovalRecordV1:
     """A chat card's button as the platform sent it: Slack's v0 signature and replay window checked here, the chat user
-    mapped to a person, decided like cmd.approval.decide.
+    mapped to a person, decided like req.approval.decide.
 
     Decide as the person whose chat user pressed the button; a forged, stale or repeated press decides nothing."""
     secret = ports.chat_secret

@@ -1,4 +1,4 @@
-"""``cmd.approval.decide``: exactly one decision wins, decided under the row lock by the database clock."""
+"""``req.approval.decide``: exactly one decision wins, decided under the row lock by the database clock."""
 
 from __future__ import annotations
 

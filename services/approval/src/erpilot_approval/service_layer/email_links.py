@@ -61,7 +61,7 @@ async def email_link(query: EmailLinkV1, ports: Ports) -> EmailLinkViewV1:
 
 async def decide_by_link(cmd: DecideByLinkV1, ports: Ports) -> ApprovalRecordV1:
     """An approval email's link, confirmed: decide as the person this service signed it for, once, through the same
-    decision as cmd.approval.decide.
+    decision as req.approval.decide.
 
     Decide as the link's person with their current roles; the link's state is checked under the row lock."""
     link = _link(ports, cmd.pending_id, cmd.token)
