@@ -71,7 +71,7 @@ class Stack:
         if subject == subjects.AGENT_CMD_CREATE_SESSION:
             return {"session_id": payload.session_id}
         if subject == subjects.AGENT_CMD_POST_MESSAGE:
-            return {"run_id": "run_1"}
+            return {"run_id": "run_11111111111111111111111111111111"}
         if subject == subjects.AGENT_CMD_CANCEL_RUN:
             return {"run_id": payload.run_id, "status": "cancelled", "pending_ids": list(self.approvals)}
         if subject == subjects.APPROVAL_CMD_END_RUN:
@@ -115,18 +115,18 @@ def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or
     _, [(_, call)] = stack.post(f"/v1/sessions/{session_id}/tool-calls",
                                 {"tool": "get_product", "arguments": {"sku": "SKU-PEN-BLUE"}})
     _, [(_, message)] = stack.post(f"/v1/sessions/{session_id}/messages", {"text": "hi"}, key="m-1")
-    _, [(_, ended), (_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/run_1/cancel", {})
+    _, [(_, ended), (_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/run_11111111111111111111111111111111/cancel", {})
 
     assert create.assertion is None  # creating a session vouches for nothing
     bound = ((call, {"call_id": call.call_id, "tool": call.tool}),
              (message, {"call_id": f"{message.run_id}:call_0", "tool": "adjust_stock"}),
-             (cancel, {"run_id": "run_1"}), (ended, {"run_id": "run_1"}))
+             (cancel, {"run_id": "run_11111111111111111111111111111111"}), (ended, {"run_id": "run_11111111111111111111111111111111"}))
     for cmd, covered in bound:
         requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice", **covered)
         assert requester.roles == ("requester", "approver") and cmd.owner == "alice"
     lifetimes = [(r.expires_at - r.issued_at) for r in (
         verify_assertion(call.assertion, VERIFY_KEY, session_id=session_id, call_id=call.call_id, tool=call.tool),
-        verify_assertion(cancel.assertion, VERIFY_KEY, session_id=session_id, run_id="run_1"),
+        verify_assertion(cancel.assertion, VERIFY_KEY, session_id=session_id, run_id="run_11111111111111111111111111111111"),
         verify_assertion(message.assertion, VERIFY_KEY, session_id=session_id, call_id=f"{message.run_id}:1",
                          tool="adjust_stock"))]
     assert lifetimes == [TOOL_CALL_TTL, TOOL_CALL_TTL, DEFAULT_TTL]  # a direct call's and a cancel's: seconds
@@ -136,7 +136,7 @@ def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or
                        (call, {"run_id": call.call_id}), (cancel, {"run_id": "run_2"}),
                        (message, {"run_id": message.run_id}),  # a run's assertion withdraws nothing
                        # a cancel's prepares nothing (security review: the URL's run id is the caller's word)
-                       (cancel, {"call_id": "run_1:1", "tool": "adjust_stock"})):
+                       (cancel, {"call_id": "run_11111111111111111111111111111111:1", "tool": "adjust_stock"})):
         with pytest.raises(AssertionRefused) as refused:
             verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, **other)
         assert refused.value.reason == "assertion_call_mismatch"
@@ -155,7 +155,7 @@ def test_a_message_starts_the_run_the_gateway_named_and_a_retry_names_the_same_o
 @pytest.mark.parametrize(("path", "body"), [
     ("/v1/sessions/ses_1/tool-calls", {**WRITE, "call_id": "c-9"}),
     ("/v1/sessions/ses_1/messages", {"text": "hi"}),
-    ("/v1/sessions/ses_1/runs/run_1/cancel", {}),
+    ("/v1/sessions/ses_1/runs/run_11111111111111111111111111111111/cancel", {}),
 ])
 def test_nothing_is_signed_or_sent_for_a_session_that_is_not_the_callers(stack, path, body):
     """Issue #32: the gateway checks the session is the caller's before it signs; a session's owner is looked up
@@ -175,7 +175,7 @@ def test_nothing_is_signed_or_sent_for_a_session_that_is_not_the_callers(stack, 
 @pytest.mark.parametrize(("path", "body"), [
     ("tool-calls", {**WRITE, "call_id": "c-9"}),
     ("messages", {"text": "hi"}),
-    ("runs/run_1/cancel", {}),
+    ("runs/run_11111111111111111111111111111111/cancel", {}),
 ])
 def test_a_session_the_gateway_bound_to_its_owner_is_checked_by_its_mac_not_by_the_agents_word(stack, path, body):
     """Security review of #32: the agent (its answer, or a row it updated) names mallory the owner of alice's
@@ -260,26 +260,36 @@ def test_an_answer_that_already_says_it_all_is_given_at_once(stack, status):
 
 def test_a_cancel_sends_no_withdrawal_and_answers_each_approval_once_none_is_pending(stack, monkeypatch):
     stack.approvals = {"pa_1": ["pending", "pending", "withdrawn"], "pa_2": ["approved"]}
-    response, sent = stack.post("/v1/sessions/ses_1/runs/run_1/cancel", {})
+    response, sent = stack.post("/v1/sessions/ses_1/runs/run_11111111111111111111111111111111/cancel", {})
 
     # The approval service hears that the run ended from the gateway before the agent is asked (the agent could
     # withhold its own record of the cancel); the withdrawal itself has one path: the agent's event.
     assert [subject for subject, _ in sent] == [subjects.APPROVAL_CMD_END_RUN, subjects.AGENT_CMD_CANCEL_RUN]
     (_, ended), (_, cancel) = sent
     assert (ended.session_id, ended.run_id, ended.owner, ended.assertion) == (
-        "ses_1", "run_1", "alice", cancel.assertion)
-    assert response.json() == {"run_id": "run_1", "status": "cancelled", "approvals": [
+        "ses_1", "run_11111111111111111111111111111111", "alice", cancel.assertion)
+    assert response.json() == {"run_id": "run_11111111111111111111111111111111", "status": "cancelled", "approvals": [
         {"pending_id": "pa_1", "status": "withdrawn"}, {"pending_id": "pa_2", "status": "approved"}]}
     reads = [query.pending_id for subject, query in stack.services.queries if subject == subjects.APPROVAL_QUERY_GET]
     assert reads == ["pa_1", "pa_2", "pa_1", "pa_1"]  # only the pending one is read again
     assert all(query.actor.sub == "alice" for _, query in owner_checked(stack.services.queries))  # as the owner
 
 
+@pytest.mark.parametrize("run_id", ["0", "run_1", "run_" + "G" * 32, "run_" + "a" * 33])
+def test_a_cancel_of_what_is_no_run_id_is_404_and_records_nothing(stack, run_id):
+    """CI's OpenAPI fuzzing: a cancel of run "0" was 404 from the agent, but the approval service had already
+    recorded the run as ended (a standing_runs row and an audit row): a refusal must change nothing."""
+    response, sent = stack.post(f"/v1/sessions/ses_1/runs/{run_id}/cancel", {})
+
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert sent == []
+
+
 def test_a_cancel_answers_after_its_bound_even_if_an_approval_stays_pending(stack, monkeypatch):
     monkeypatch.setattr(sessions, "WITHDRAWAL_WAIT_SECONDS", 0.3)
     stack.approvals = {"pa_1": ["pending"]}
     started = time.monotonic()
-    response, _ = stack.post("/v1/sessions/ses_1/runs/run_1/cancel", {})
+    response, _ = stack.post("/v1/sessions/ses_1/runs/run_11111111111111111111111111111111/cancel", {})
 
     assert time.monotonic() - started < 2.0
     assert response.json()["approvals"] == [{"pending_id": "pa_1", "status": "pending"}]

@@ -118,6 +118,9 @@ async def post_message(request: Request, session_id: str, body: PostMessageBody,
     return RunStarted(run_id=started.run_id)
 
 
+# Every run id: the gateway's (``RequesterAssertions.run_id``) and the agent's older ones, run_ + 32 hex digits.
+RUN_ID = re.compile(r"run_[0-9a-f]{32}")
+
 @router.post("/{session_id}/runs/{run_id}/cancel")
 async def cancel_run(request: Request, session_id: str, run_id: str, user: CurrentUser) -> RunCancelled:
     """Cancel one of your runs that waits for a decision: it takes no further step, and its approvals
@@ -127,6 +130,8 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
     run's approvals as it ended (``approved`` when a decision came first; that call goes on).
     409 ``run_in_progress`` while the run is working, ``run_not_waiting`` once it is over. Either way, from
     the cancel on no standing approval approves a write of that run: it waits for a person."""
+    if not RUN_ID.fullmatch(run_id):  # no run has this id: refused before anything is recorded anywhere
+        raise Problem(404, "not_found", f"run {run_id} not found")
     services = _services(request)
     vouched = await services.vouch_run(user, session_id, run_id, cancel=True)
     # The approval service hears of the cancel from here first, not only through the agent, which holds the run's
