@@ -92,6 +92,26 @@ async def driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
     return adapted.driver_connection
 
 
+class Fields:
+    """An asyncpg record read by attribute (``row.name``), as a SQLAlchemy row is: the adapters' mappings to the
+    domain take either."""
+
+    __slots__ = ("_record",)
+
+    def __init__(self, record: asyncpg.Record):
+        self._record = record
+
+    def __getattr__(self, name: str):
+        try:
+            return self._record[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def fields(record: asyncpg.Record | None) -> Fields | None:
+    return None if record is None else Fields(record)
+
+
 def _asyncpg_error(exc: BaseException) -> BaseException | None:
     """The asyncpg exception ``exc`` is or wraps (SQLAlchemy's ``orig`` and its adapter's ``__cause__``)."""
     for candidate in (exc, getattr(exc, "orig", None), exc.__cause__, getattr(getattr(exc, "orig", None),

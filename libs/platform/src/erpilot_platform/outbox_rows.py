@@ -87,14 +87,16 @@ def insert_rows(table: Table, rows: list[dict[str, Any]]) -> Insert:
         select(*(literal(row[name], table.c[name].type) for name in names)) for row in rows)))
 
 
-def insert_sql(table: Table) -> str:
-    """The INSERT of ``Outbox.add_all`` straight on asyncpg (``db.driver_connection``): the rows as four arrays
-    (msg_id, subject, headers and payload as JSON text), inserted in array order (``WITH ORDINALITY``), so the
-    serial ids follow them (the relay publishes in id order). One statement text for any number of rows: asyncpg
-    prepares it once per connection."""
+def insert_sql(table: Table, first: int = 1) -> str:
+    """The INSERT of ``Outbox.add_all`` straight on asyncpg (``db.driver_connection``): the rows as four arrays,
+    parameters ``$first`` to ``$first+3`` (msg_id, subject, headers and payload as JSON text), inserted in array
+    order (``WITH ORDINALITY``), so the serial ids follow them (the relay publishes in id order). One statement
+    text for any number of rows: asyncpg prepares it once per connection. ``first`` lets a service attach it to a
+    statement of its own as a CTE (one round trip for a change and its events)."""
+    a, b, c, d = (f"${n}" for n in range(first, first + 4))
     return (f"INSERT INTO {table.fullname} (msg_id, subject, headers, payload) "
             "SELECT msg_id, subject, headers, payload "
-            "FROM unnest($1::text[], $2::text[], $3::json[], $4::json[]) "
+            f"FROM unnest({a}::text[], {b}::text[], {c}::json[], {d}::json[]) "
             "WITH ORDINALITY AS row(msg_id, subject, headers, payload, n) ORDER BY n")
 
 
