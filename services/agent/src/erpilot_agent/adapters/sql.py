@@ -1,32 +1,17 @@
 """The SQL of the tool call cycle's hot statements, run straight on asyncpg (``erpilot_platform.db.
 driver_connection``, issue 31 item 4): asyncpg prepares each text once per connection, so every text here is
-a constant or built once per shape (``functools.cache``). Columns and names come from ``tables``; JSON values go
-as text (``json_value``) and come back parsed. ``statements`` runs them; SQLAlchemy keeps the cold ones."""
+a constant or built once per shape (``functools.cache``). Columns and names come from ``tables``; JSON values
+go as text (``erpilot_platform.raw_sql.values``) and come back parsed. ``statements`` runs them; SQLAlchemy
+keeps the cold ones."""
 
 from __future__ import annotations
 
 import functools
-import json
-from typing import Any
-
-from sqlalchemy import JSON, Table
 
 from erpilot_agent.adapters.tables import outbox, session_events, sessions, tool_calls
 from erpilot_platform.outbox_rows import insert_sql as outbox_insert_sql
-
-
-def _columns(table: Table, alias: str | None = None) -> str:
-    return ", ".join(f"{alias}.{c.name}" if alias else c.name for c in table.c)
-
-
-_JSON = {table.name: frozenset(c.name for c in table.c if isinstance(c.type, JSON)) for table in (tool_calls, sessions)}
-
-
-def json_value(table: Table, name: str, value: Any) -> Any:
-    """A column's value as asyncpg takes it: JSON as text (None too: SQLAlchemy's JSON type stores JSON null
-    for None, and so does this), the rest as it is."""
-    return json.dumps(value) if name in _JSON[table.name] else value
-
+from erpilot_platform.raw_sql import column_names
+from erpilot_platform.raw_sql import columns as _columns
 
 GET_TOOL_CALL = f"SELECT {_columns(tool_calls)} FROM {tool_calls.fullname} WHERE call_key = $1"
 # The call and its session's last_seq, both rows locked (the call against other transitions, the session for the
@@ -44,7 +29,7 @@ def insert_tool_call(columns: tuple[str, ...]) -> str:
     """Insert a call with ``columns`` (``$1``… in this order); its row with its session's last_seq, the session
     row locked; nothing if a concurrent delivery inserted it first."""
     values = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
-    return (f"WITH inserted AS (INSERT INTO {tool_calls.fullname} ({', '.join(columns)}) VALUES ({values}) "
+    return (f"WITH inserted AS (INSERT INTO {tool_calls.fullname} ({column_names(columns)}) VALUES ({values}) "
             f"ON CONFLICT DO NOTHING RETURNING {_columns(tool_calls)}) "
             f"SELECT inserted.*, s.last_seq FROM inserted JOIN {sessions.fullname} s "
             "ON s.session_id = inserted.session_id FOR UPDATE OF s")
@@ -77,7 +62,7 @@ def append_events(*, set_last_seq: bool) -> str:
 def update_tool_call(columns: tuple[str, ...], *, events: bool) -> str:
     """Change a call (``$1`` its key, then ``columns`` in this order); with ``events``, the session events of
     ``_event_ctes`` (and the session's new last_seq) in the same statement. Its row as changed."""
-    sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(columns, start=2))
+    sets = ", ".join(f'"{name}" = ${i}' for i, name in enumerate(columns, start=2))
     update = f"UPDATE {tool_calls.fullname} SET {sets} WHERE call_key = $1 RETURNING {_columns(tool_calls)}"
     if not events:
         return update

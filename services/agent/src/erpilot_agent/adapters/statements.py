@@ -17,6 +17,7 @@ from erpilot_agent.adapters import sql
 from erpilot_agent.adapters.tables import session_events, sessions, tool_calls
 from erpilot_contracts.sessions.v1 import SessionEventV1
 from erpilot_contracts.subjects import session_events_subject
+from erpilot_platform import raw_sql
 from erpilot_platform.db import driver_connection, fields
 from erpilot_platform.outbox import Outbox
 from erpilot_platform.outbox_rows import insert_args
@@ -98,7 +99,7 @@ async def insert_tool_call(conn: AsyncConnection, **values: Any) -> Any:
     columns = tuple(sorted(values))  # one statement text per set of columns
     raw = await driver_connection(conn)
     return fields(await raw.fetchrow(sql.insert_tool_call(columns),
-                                     *(sql.json_value(tool_calls, name, values[name]) for name in columns)))
+                                     *raw_sql.values(tool_calls, columns, values)))
 
 
 async def update_tool_call(conn: AsyncConnection, call_key: str, *, outbox: Outbox | None = None,
@@ -108,7 +109,7 @@ async def update_tool_call(conn: AsyncConnection, call_key: str, *, outbox: Outb
     appended to ``session`` (its id and ``last_seq`` under its row lock) in the same statement."""
     values = {**values, "updated_at": now()}
     columns = tuple(sorted(values))  # one statement text per set of columns
-    args = [call_key, *(sql.json_value(tool_calls, name, values[name]) for name in columns)]
+    args = [call_key, *raw_sql.values(tool_calls, columns, values)]
     if events:
         session_id, last_seq = session
         args += _event_args(outbox, session_id, list(events), last_seq, set_last_seq=True)[0]
