@@ -125,6 +125,12 @@ def _sqlstate(exc: BaseException) -> str | None:
     return getattr(_asyncpg_error(exc), "sqlstate", None)
 
 
+def is_unique_violation(exc: BaseException) -> bool:
+    """A unique constraint refused the write: SQLAlchemy's ``IntegrityError`` or, from a statement of
+    ``driver_connection``, asyncpg's own ``UniqueViolationError``."""
+    return _sqlstate(exc) == "23505"
+
+
 # A backend ended by the server (a restart, a failover, pg_terminate_backend) answers its next statement with one
 # of these before its socket closes.
 _SHUTDOWN_SQLSTATES = {"57P01", "57P02", "57P03"}

@@ -8,7 +8,13 @@ import asyncpg
 import pytest
 from sqlalchemy import func, select
 
-from erpilot_platform.db import driver_connection, is_disconnect, is_transient, run_in_transaction
+from erpilot_platform.db import (
+    driver_connection,
+    is_disconnect,
+    is_transient,
+    is_unique_violation,
+    run_in_transaction,
+)
 from erpilot_platform.uow import UnitOfWork
 
 pytestmark = pytest.mark.integration
@@ -105,8 +111,21 @@ async def test_a_raw_unique_violation_is_asyncpgs_own_and_not_transient(outbox_r
 
     with pytest.raises(asyncpg.UniqueViolationError) as caught:
         await _uow(engine).run(twice)
-    assert not is_transient(caught.value)
+    assert not is_transient(caught.value) and is_unique_violation(caught.value)
     assert await _count(engine, table) == 0
+
+
+async def test_a_unique_violation_through_sqlalchemy_is_one_too(outbox_rows_table):
+    engine, table = outbox_rows_table
+    row = {"msg_id": "dup", "subject": "s", "payload": {}, "headers": {}}
+
+    async def twice(tx) -> None:
+        await tx.conn.execute(table.insert().values(row))
+        await tx.conn.execute(table.insert().values(row))
+
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - SQLAlchemy's IntegrityError
+        await _uow(engine).run(twice)
+    assert is_unique_violation(caught.value) and not is_transient(caught.value)
 
 
 async def test_a_raw_serialization_failure_is_retried_on_a_fresh_transaction(outbox_rows_table):
