@@ -182,9 +182,7 @@ async def operation(conn: AsyncConnection, operation_id: str, *, lock: bool = Fa
 
 
 async def operation_for_call(conn: AsyncConnection, session_id: str, call_id: str) -> Any | None:
-    stmt = select(operations).where(operations.c.session_id == session_id, operations.c.call_id == call_id,
-                                    operations.c.supersedes.is_(None))
-    return (await conn.execute(stmt)).first()
+    return fields(await (await driver_connection(conn)).fetchrow(sql.OPERATION_FOR_CALL, session_id, call_id))
 
 
 async def insert_operation(conn: AsyncConnection, values: Mapping[str, Any]) -> Any:

@@ -57,6 +57,9 @@ INSERT_ORDER = (f"INSERT INTO {orders.fullname} ({column_names(ORDER_COLUMNS)}) 
 OPERATIONS = operations.fullname
 OPERATION = f"SELECT {columns(operations)} FROM {OPERATIONS} WHERE operation_id = $1"
 LOCK_OPERATION = OPERATION + " FOR UPDATE"
+# The first version of a call's operation (an edit's versions supersede it).
+OPERATION_FOR_CALL = (f"SELECT {columns(operations)} FROM {OPERATIONS} "
+                      "WHERE session_id = $1 AND call_id = $2 AND supersedes IS NULL")
 
 
 @functools.cache
