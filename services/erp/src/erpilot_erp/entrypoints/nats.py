@@ -3,10 +3,11 @@ contract into a use-case call; it returns its typed reply or raises ``Refused`` 
 and, for the latter, dead-lettered by the ServiceBus). The first paragraph of a handler's docstring describes
 its endpoint (AsyncAPI).
 
-Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (operation_id),
-``cmd.erp.prepare`` (operation_id; its outbox sends ``cmd.approval.request``), ``cmd.erp.commit`` (operation_id,
-under the grant; sent by the approval service's outbox), ``cmd.erp.update_product`` (request_id). Queries (core
-NATS, no effects): ``query.erp.read``, ``query.erp.operation``, ``query.erp.view``.
+Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.prepare`` (operation_id; its outbox sends
+``cmd.approval.request``), ``cmd.erp.commit`` (operation_id, under the grant; sent by the approval service's
+outbox), ``cmd.erp.update_product`` (request_id). A retried command (core NATS, stored before its answer, sent again
+by the agent with the same key, issue 31): ``req.erp.draft`` (operation_id). Queries (core NATS, no effects):
+``query.erp.read``, ``query.erp.operation``, ``query.erp.view``.
 """
 
 from __future__ import annotations
