@@ -21,6 +21,7 @@ from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.ledger_signatures import sign_request
 from erpilot_platform.refusals import Refused
+from erpilot_platform.testing.previews import preview_json
 
 from ..fakes import LEDGER_KEY, NOW, ApprovalState, FakeErp, MemoryApprovals
 
@@ -39,7 +40,7 @@ def build_request(
 ) -> ApprovalRequest:
     """A well-formed request for ``tool`` whose fingerprint matches its arguments."""
     arguments = changes.pop("arguments", TOOL_ARGUMENTS[tool])
-    preview = {"operation": tool, "object": "x", "target": "y", "amount_minor": amount_minor}
+    preview = preview_json(operation=tool, object="x", target="y", amount_minor=amount_minor)
     fields: dict[str, Any] = {
         "call_id": "call-1",
         "session_id": "sess-1",

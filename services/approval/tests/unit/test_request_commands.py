@@ -37,7 +37,7 @@ async def test_a_vouched_request_stores_a_pending_approval_with_its_event_and_au
     assert record.status == "pending" and record.requested_by == "alice"
     stored = desk.approval(record.pending_id)
     assert (stored.operation_id, stored.required_roles) == (cmd.operation_id, ["approver", "manager"])
-    assert stored.preview == cmd.preview  # the ledger's own preview
+    assert stored.preview == cmd.preview.model_dump(mode="json")  # the ledger's own preview
     assert stored.created_at == NOW and stored.expires_at == NOW + timedelta(minutes=15)  # the unit's clock
     assert [event["record"]["pending_id"] for event in desk.events(subjects.APPROVAL_EVT_REQUESTED)] == [
         record.pending_id]
@@ -132,7 +132,8 @@ def ledgers_request(desk: Desk) -> RequestApprovalV1:
 def invented(cmd: RequestApprovalV1) -> RequestApprovalV1:
     """The compromised agent's copy of ``cmd``: Alice's real assertion, the real operation id and fingerprint, and
     an invented preview (amount 1, which also lowers the role it needs)."""
-    return cmd.model_copy(update={"preview": {**cmd.preview, "amount_minor": INVENTED_AMOUNT, "target": "trusted"}})
+    return cmd.model_copy(update={"preview": cmd.preview.model_copy(update={"amount_minor": INVENTED_AMOUNT,
+                                                                            "target": "trusted"})})
 
 
 @pytest.mark.parametrize(("forge", "reason"), [
@@ -163,8 +164,8 @@ async def test_a_forged_request_sent_before_the_ledgers_cannot_make_the_ledgers_
 
     record = await request_approval(ledgers, desk.ports)
     stored = desk.approval(record.pending_id)
-    assert stored.preview["amount_minor"] == record.preview["amount_minor"] == LEDGERS_AMOUNT
-    assert stored.preview == ledgers.preview and stored.required_roles == ["manager"]
+    assert stored.preview["amount_minor"] == record.preview.amount_minor == LEDGERS_AMOUNT
+    assert stored.preview == ledgers.preview.model_dump(mode="json") and stored.required_roles == ["manager"]
     assert [event["record"]["preview"]["amount_minor"]
             for event in desk.events(subjects.APPROVAL_EVT_REQUESTED)] == [LEDGERS_AMOUNT]
 

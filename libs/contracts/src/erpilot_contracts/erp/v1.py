@@ -9,6 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, RootModel
 
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.base import ErrorV1, Message
+
+# The preview lives in erp.preview (the approval contracts carry it too); named here as before.
+from erpilot_contracts.erp.preview import PreviewEffectV1 as PreviewEffectV1
+from erpilot_contracts.erp.preview import PreviewV1 as PreviewV1
 from erpilot_contracts.json_input import CanonicalArguments
 
 
@@ -31,28 +35,6 @@ class ToolResultV1(Message):
     outcome: Literal["succeeded", "business_rejected"]
     result: dict[str, Any] | None = None
     error: ErrorV1 | None = None
-
-
-class PreviewEffectV1(Message):
-    label: str
-    before: Any = None
-    after: Any = None
-    unit: str | None = Field(
-        None, description="`pcs` for quantities; an ISO-4217 code when before/after are minor units of money; "
-                          "None for a state (e.g. an order status).")
-
-
-class PreviewV1(Message):
-    """What a person sees before approving: operation, object, amount, target, effects before -> after."""
-
-    operation: str = Field(description="Human title of the operation, e.g. 'Submit order'.")
-    object: str = Field(description="What is acted on, e.g. 'Draft D-1002 revision 3'.")
-    target: str = Field(description="Who or what is affected, e.g. the customer's full name.")
-    amount_minor: int | None = None
-    currency: str | None = None
-    effects: list[PreviewEffectV1] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-    details: dict[str, Any] = Field(default_factory=dict, description="Tool-specific data, e.g. draft lines.")
 
 
 class PrepareOperationV1(Message):

@@ -188,7 +188,9 @@ class ToolCallService:
         self.downstream.policy_version_seen(record.policy_version)  # a new policy: ask for it again
         pending = PendingApproval(
             pending_id=record.pending_id, fingerprint=record.fingerprint, expires_at=record.expires_at,
-            preview=record.preview, approval_url=f"{self.pipeline.public_url}/resume/{record.pending_id}",
+            # The domain keeps the preview's JSON; the call's views read it back into PreviewV1.
+            preview=record.preview.model_dump(mode="json"),
+            approval_url=f"{self.pipeline.public_url}/resume/{record.pending_id}",
             edited_by=record.edited_by)
 
         def apply(current: CallRecord) -> list:

@@ -23,8 +23,6 @@ from erpilot_contracts.erp.v1 import (
 from erpilot_erp.domain.model import Customer, Order, Product
 from erpilot_erp.service_layer.ports import OperationRecord, StoredRevision
 
-_NESTED_VERSIONS = {"schema_version": True, "effects": {"__all__": {"schema_version"}}}
-
 
 def operation_status(record: OperationRecord) -> OperationStatusV1:
     """The status of a stored operation, as ``query.erp.operation``, commits and the event tell it."""
@@ -35,9 +33,9 @@ def operation_status(record: OperationRecord) -> OperationStatusV1:
         error=ErrorV1.model_validate(record.error) if record.error else None, committed_at=record.committed_at)
 
 
-def preview_json(preview: dict[str, Any]) -> dict[str, Any]:
-    """A stored preview as it travels to the approval and to people: without a schema_version anywhere."""
-    return PreviewV1.model_validate(preview).model_dump(mode="json", exclude=_NESTED_VERSIONS)
+def preview(stored: dict[str, Any]) -> PreviewV1:
+    """A stored preview (the domain's JSON, ``plans.preview``) as it travels to the approval and to people."""
+    return PreviewV1.model_validate(stored)
 
 
 def approval_request(record: OperationRecord, agent_reason: str | None = None) -> RequestApprovalV1:
@@ -46,7 +44,7 @@ def approval_request(record: OperationRecord, agent_reason: str | None = None) -
     return RequestApprovalV1(
         operation_id=record.operation_id, session_id=record.session_id, call_id=record.call_id, tool=record.tool,
         tool_schema_version=record.tool_schema_version, arguments=record.arguments, fingerprint=record.fingerprint,
-        preview=preview_json(record.preview), requested_by=record.requested_by, assertion=record.assertion,
+        preview=preview(record.preview), requested_by=record.requested_by, assertion=record.assertion,
         asserted_at=record.asserted_at, prepared_at=record.prepared_at, supersedes=record.supersedes,
         agent_reason=agent_reason)
 
