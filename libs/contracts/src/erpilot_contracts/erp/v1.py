@@ -153,6 +153,17 @@ class OrderLineV1(ResultShape):
     line_total_minor: int
 
 
+class CreditNoteV1(ResultShape):
+    """A credit note issued against an order (``issue_credit_note``'s result)."""
+
+    credit_note_id: str
+    order_id: str
+    amount_minor: int
+    currency: str
+    reason: str
+    remaining_minor: int = Field(description="What of the order stayed creditable right after it.")
+
+
 class OrderV1(ResultShape):
     order_id: str
     status: Literal["placed", "cancelled"]
@@ -166,6 +177,9 @@ class OrderV1(ResultShape):
     draft_id: str | None
     revision: int | None
     created_at: IsoDateTime
+    credit_notes: list[CreditNoteV1] = Field(
+        default_factory=list, description="The credit notes issued against the order, oldest first (`get_order` and "
+                                          "the order view; a write's result for the order leaves them out).")
     session_id: str | None = Field(
         None, description="The session whose draft made the order; null for an order no session made (the back "
                           "office's history). For the gateway, which decides who may see the order (SPEC §10); it "

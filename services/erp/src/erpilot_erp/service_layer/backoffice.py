@@ -50,7 +50,7 @@ async def view(ledger: Ledger, query: ErpViewV1) -> ErpViewResultV1:
                 return messages.product(found) if found else None
             case "order":
                 found = await unit.ledger.order(query.id)
-                return messages.order(found) if found else None
+                return messages.order(found, await unit.ledger.credit_notes(query.id)) if found else None
             case _:
                 found = await unit.ledger.draft_revision(query.id, query.revision)
                 return messages.draft_revision(found) if found else None

@@ -7,6 +7,7 @@ stored, never from the message that asked it to prepare.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from erpilot_contracts.approval.v1 import RequestApprovalV1
@@ -20,7 +21,7 @@ from erpilot_contracts.erp.v1 import (
     ProductListV1,
     ProductV1,
 )
-from erpilot_erp.domain.model import Customer, Order, Product
+from erpilot_erp.domain.model import CreditNote, Customer, Order, Product
 from erpilot_erp.service_layer.ports import OperationRecord, StoredRevision
 
 
@@ -61,9 +62,16 @@ def customers(values: list[Customer]) -> CustomerListV1:
     return CustomerListV1.model_validate({"items": [value.to_result() for value in values]})
 
 
-def order(value: Order) -> OrderV1:
-    """The order view, with the session it came from and its owner (the gateway decides who may see it)."""
-    return OrderV1.model_validate({**value.to_result(), "session_id": value.session_id, "owner": value.owner})
+def order(value: Order, credit_notes: Sequence[CreditNote] = ()) -> OrderV1:
+    """The order view, with its credit notes, the session it came from and its owner (the gateway decides who may
+    see it)."""
+    return OrderV1.model_validate({**order_result(value, credit_notes), "session_id": value.session_id,
+                                   "owner": value.owner})
+
+
+def order_result(value: Order, credit_notes: Sequence[CreditNote]) -> dict[str, Any]:
+    """``get_order``'s result: the order and the credit notes issued against it, oldest first."""
+    return {**value.to_result(), "credit_notes": [note.to_result() for note in credit_notes]}
 
 
 def draft_revision(stored: StoredRevision) -> DraftRevisionV1:
