@@ -285,3 +285,16 @@ async def test_a_crash_after_the_request_commits_keeps_it_and_the_redelivery_ans
     again = await request_approval(cmd, desk.ports)
     assert again.pending_id == stored.pending_id and len(desk.state.approvals) == 1
     assert len(desk.events(subjects.APPROVAL_EVT_REQUESTED)) == 1 and len(desk.state.audit) == 1
+
+
+async def test_a_field_a_newer_ledger_added_to_the_preview_is_verified_stored_and_passed_on(desk):
+    newer = {"operation": "Submit order", "object": "Draft D-1 revision 2", "target": "Nordwind",
+             "amount_minor": 12_345, "currency": "EUR", "tax_minor": 1_975}  # tax_minor: unknown to PreviewV1
+    cmd = desk.request_cmd(preview=newer)
+    received = RequestApprovalV1.model_validate_json(cmd.model_dump_json())  # as the entry table parses it
+
+    record = await request_approval(received, desk.ports)
+    assert record.status == "pending" and record.preview.model_extra == {"tax_minor": 1_975}
+    assert desk.approval(record.pending_id).preview["tax_minor"] == 1_975  # stored as the ledger wrote it
+    [event] = desk.events(subjects.APPROVAL_EVT_REQUESTED)
+    assert event["record"]["preview"]["tax_minor"] == 1_975  # and passed on to the agent and people
