@@ -6,7 +6,7 @@ receiver parses the message into the same model and computes the same bytes. Two
 the sender wrote: a top-level datetime is signed as its UTC ISO-8601 instant (one instant, one string, whatever
 offset it travelled with; a naive one is refused), and an unset optional field (None) is left out, so a field
 added to a message later does not change the signature of a message that does not use it. Nested values (tool
-arguments, a preview) are signed as their JSON; a preview parsed off the wire as the JSON received (``Received``),
+arguments, a preview) are signed as their JSON; a preview parsed off the wire as the JSON received (``as_received``),
 so a field a newer ledger added to it, or one this receiver's contract added and the ledger did not write, does
 not break the signature.
 """
@@ -16,21 +16,11 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
 
 import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import BaseModel
-
-
-@runtime_checkable
-class Received(Protocol):
-    """A nested value signed as the JSON it was received as (``erpilot_contracts.erp.preview.PreviewV1``): what a
-    newer sender wrote into it that this receiver's model does not know, or did not write and this model would
-    default, stays as signed."""
-
-    def as_received(self) -> Any: ...
 
 
 def signed_payload(message: BaseModel, *, signature_field: str) -> bytes:
@@ -46,8 +36,12 @@ def signed_payload(message: BaseModel, *, signature_field: str) -> bytes:
             if value.tzinfo is None:
                 raise ValueError(f"{type(message).__name__}.{name} must be timezone-aware")
             fields[name] = value.astimezone(UTC).isoformat()
-        elif isinstance(value, Received):
-            fields[name] = value.as_received()
+        elif callable(as_received := getattr(value, "as_received", None)):
+            # A nested value signed as the JSON it was received as (``PreviewV1.as_received``): what a newer
+            # sender wrote into it that this receiver's model does not know, or did not write and this model would
+            # default, stays as signed. Found by its method: an isinstance on a runtime-checkable Protocol cost
+            # more than the rest of the check.
+            fields[name] = as_received()
     return rfc8785.dumps(fields)
 
 
