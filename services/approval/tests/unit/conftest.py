@@ -115,7 +115,7 @@ class Desk:
         self.uow = MemoryApprovals(now=NOW, key=SIGNING_KEY)
         self.erp = FakeErp()
         self.deadlines = 0
-        self.ports = Ports(uow=self.uow, erp=self.erp, policy=policy, signing_key=SIGNING_KEY,
+        self.ports = Ports(unit=self.uow, erp=self.erp, policy=policy, signing_key=SIGNING_KEY,
                            assertion_key=ASSERTION_KEY.public_key(), ledger_key=LEDGER_KEY.public_key(),
                            new_deadline=self._new_deadline)
         self.erp.deliver = lambda cmd: request_approval(cmd, self.ports)

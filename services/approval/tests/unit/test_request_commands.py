@@ -147,7 +147,7 @@ async def test_a_request_the_ledger_did_not_sign_is_an_invalid_message_and_nothi
         desk, forge, reason):
     forged = forge(ledgers_request(desk))
 
-    refused = await refusal_of(request_approval(forged, replace(desk.ports, uow=Untouchable())))
+    refused = await refusal_of(request_approval(forged, replace(desk.ports, unit=Untouchable())))
     assert isinstance(refused, InvalidMessage) and refused.details == {"reason": reason}
     refused = await refusal_of(request_approval(forged, desk.ports))
     assert refused.details == {"reason": reason}

@@ -35,7 +35,7 @@ class ReadTools:
     """``query.erp.read``: one read tool for one session's requester."""
 
     def __init__(self, ledger: Ledger, requesters: Requesters, *, clock: Clock = utc_now):
-        self.ledger = ledger
+        self.unit = ledger
         self.requesters = requesters
         self.clock = clock
 
@@ -46,7 +46,7 @@ class ReadTools:
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
                               requested_by=cmd.requested_by, at=self.clock(),
                               args=fingerprint(cmd.tool, get_tool(cmd.tool).schema_version, args))
-        return await self.ledger.read(lambda unit: _read(unit, cmd.tool, args, cmd.session_id, cmd.requested_by))
+        return await self.unit.read(lambda unit: _read(unit, cmd.tool, args, cmd.session_id, cmd.requested_by))
 
 
 async def _read(unit: Work, tool: str, args: dict[str, Any], session_id: str, requested_by: str) -> ToolResultV1:
