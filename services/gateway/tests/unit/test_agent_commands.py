@@ -30,6 +30,7 @@ from erpilot_gateway.problems import Problem
 from erpilot_gateway.routes import sessions
 from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL, AssertionRefused, verify_assertion
 from erpilot_platform.grants import load_verify_key
+from erpilot_platform.testing.previews import preview_json
 
 from .fake_services import ASSERTION_KEYS, RecordingServices, gateway_client, sending
 
@@ -39,7 +40,8 @@ SECRET = "gateway-test-secret-" + "z" * 32
 VERIFY_KEY = load_verify_key(ASSERTION_KEYS["ERPILOT_ASSERTION_VERIFY_KEY"])
 WRITE = {"tool": "adjust_stock", "arguments": {"sku": "SKU-PEN-BLUE", "delta": 1, "reason": "found"}}
 PENDING = {"pending_id": "pa_1", "fingerprint": "sha256:" + "ab" * 32, "expires_at": "2026-10-01T12:15:00+00:00",
-           "approval_url": "http://127.0.0.1:8000/resume/pa_1", "preview": {"operation": "Adjust stock"}}
+           "approval_url": "http://127.0.0.1:8000/resume/pa_1",
+           "preview": preview_json("Adjust stock", "SKU-1", "SKU-1")}
 
 
 def token(sub: str = "alice", roles: tuple[str, ...] = ("requester", "approver")) -> str:
@@ -89,7 +91,7 @@ class Stack:
             seen = self.approvals[payload.pending_id]
             status = seen.pop(0) if len(seen) > 1 else seen[0]
             return {"pending_id": payload.pending_id, "call_id": "c", "session_id": "ses_1", "tool": "adjust_stock",
-                    "arguments": {}, "fingerprint": "f", "operation_id": "o", "risk": "r", "preview": {},
+                    "arguments": {}, "fingerprint": "f", "operation_id": "o", "risk": "r", "preview": preview_json(),
                     "required_roles": [], "requested_by": payload.actor.sub, "created_at": "2026-10-01T12:00:00Z",
                     "expires_at": "2026-10-01T12:15:00Z", "status": status, "policy_version": "p"}
         raise AssertionError(f"unexpected {subject}")

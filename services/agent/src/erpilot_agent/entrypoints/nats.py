@@ -46,14 +46,14 @@ from erpilot_platform.endpoints import ServiceBus
 class AgentDeps:
     """What the agent's handlers work with: its unit of work, its tool calls and its runs of the model."""
 
-    uow: AgentUnitOfWork
+    unit: AgentUnitOfWork
     tool_calls: ToolCallService
     runs: RunService
 
 
 async def create_session(cmd: CreateSessionV1, deps: AgentDeps) -> SessionRefV1:
     """Create a session for its owner."""
-    return await sessions.create_session(deps.uow, cmd)
+    return await sessions.create_session(deps.unit, cmd)
 
 
 async def start_tool_call(cmd: StartToolCallV1, deps: AgentDeps) -> ToolCallViewV1:
@@ -85,7 +85,7 @@ async def approval_request_refused(evt: ApprovalRequestRefusedV1, deps: AgentDep
 
 async def approval_resolved(evt: ApprovalResolvedV1, deps: AgentDeps) -> None:
     """An approval was decided or expired."""
-    await votes.before_resolution(deps.uow, evt)  # every vote shows before the resolution (idempotent)
+    await votes.before_resolution(deps.unit, evt)  # every vote shows before the resolution (idempotent)
     await deps.tool_calls.on_approval_resolved(evt)
 
 
@@ -96,37 +96,37 @@ async def operation_finished(evt: OperationStatusV1, deps: AgentDeps) -> None:
 
 async def approval_expiring(evt: ApprovalExpiringV1, deps: AgentDeps) -> None:
     """A pending approval nears its deadline: approval_expiring on the session stream."""
-    await expiry_warnings.on_approval_expiring(deps.uow, evt)
+    await expiry_warnings.on_approval_expiring(deps.unit, evt)
 
 
 async def approval_escalated(evt: ApprovalEscalatedV1, deps: AgentDeps) -> None:
     """A pending approval escalated (more roles may decide it): approval_escalated on the session stream."""
-    await escalations.on_approval_escalated(deps.uow, evt)
+    await escalations.on_approval_escalated(deps.unit, evt)
 
 
 async def approval_voted(evt: ApprovalVotedV1, deps: AgentDeps) -> None:
     """A person voted on a quorum approval: approval_vote on the session stream."""
-    await votes.on_approval_voted(deps.uow, evt)
+    await votes.on_approval_voted(deps.unit, evt)
 
 
 async def get_session(query: GetSessionV1, deps: AgentDeps) -> SessionViewV1:
     """The owner's view of a session."""
-    return await sessions.session_view(deps.uow, query)
+    return await sessions.session_view(deps.unit, query)
 
 
 async def list_sessions(query: ListSessionsV1, deps: AgentDeps) -> SessionPageV1:
     """The owner's sessions, newest first."""
-    return await sessions.list_sessions(deps.uow, query)
+    return await sessions.list_sessions(deps.unit, query)
 
 
 async def get_session_events(query: GetSessionEventsV1, deps: AgentDeps) -> SessionEventPageV1:
     """The owner's stored events of a session after a seq (SSE replay)."""
-    return await sessions.session_events(deps.uow, query)
+    return await sessions.session_events(deps.unit, query)
 
 
 async def get_tool_call(query: GetToolCallV1, deps: AgentDeps) -> ToolCallViewV1:
     """One tool call of a session."""
-    return await sessions.tool_call_view(deps.uow, query)
+    return await sessions.tool_call_view(deps.unit, query)
 
 
 HANDLERS = {

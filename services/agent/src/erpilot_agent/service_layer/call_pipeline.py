@@ -46,7 +46,7 @@ def call_error(error: ErrorV1) -> dict[str, Any]:
 class CallPipeline:
     def __init__(self, uow: AgentUnitOfWork, downstream: CallDownstream, *, public_url: str,
                  on_finished: OnFinished | None = None):
-        self.uow = uow
+        self.unit = uow
         self.downstream = downstream
         self.public_url = public_url.rstrip("/")
         self.on_finished = on_finished
@@ -117,7 +117,7 @@ class CallPipeline:
                 return record, False
             return await unit.calls.save(key, record.call, events=events, operation_id=operation_id), True
 
-        record, changed = await self.uow.run(work)
+        record, changed = await self.unit.run(work)
         if record is None:
             log.warning("event for unknown call %s ignored", key)
         elif changed and record.call.state is CallState.FINISHED:

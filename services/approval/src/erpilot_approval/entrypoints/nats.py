@@ -1,6 +1,6 @@
 """NATS endpoints of the approval service: each endpoint's handler, ``async def handle(msg, ports) -> reply``.
 
-Commands and queries alike run on ``Ports`` (the queries read what ``ports.uow`` has committed). Each handler
+Commands and queries alike run on ``Ports`` (the queries read what ``ports.unit`` has committed). Each handler
 returns its endpoint's reply model or raises ``Refused``; the ServiceBus builds the ``ReplyV1``; an event's
 handler returns nothing. The first paragraph of a handler's docstring describes its endpoint (AsyncAPI).
 """

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
+from erpilot_erp.domain.errors import BusinessError, ErrorCode, ToolErrorCode, not_found
 from erpilot_erp.domain.model import CreditNote, Order
 from erpilot_erp.domain.owners import owned_order
 from erpilot_erp.domain.plans import (
@@ -29,6 +29,11 @@ from erpilot_erp.domain.plans import (
     preview,
 )
 from erpilot_erp.domain.pricing import format_money
+
+CREDIT_EXCEEDS_REMAINING = ToolErrorCode(
+    "credit_exceeds_remaining",
+    "The credit note is larger than what is still creditable (the order's total less refunds and earlier credit "
+    "notes).")
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,8 @@ def commit_issue_credit_note(args: IssueCreditNote, facts: Mapping[str, Any], st
 
 
 TOOL = WriteTool(name=IssueCreditNote.tool, args=IssueCreditNote, rows=(Rows.ORDER, Rows.ORDER_CREDIT_NOTES),
-                 prepare=prepare_issue_credit_note, commit=commit_issue_credit_note, new_id_kind="credit_note")
+                 prepare=prepare_issue_credit_note, commit=commit_issue_credit_note, new_id_kind="credit_note",
+                 error_codes=(CREDIT_EXCEEDS_REMAINING,))
 
 
 def _creditable(args: IssueCreditNote, order: Order | None, credit_notes: tuple[CreditNote, ...]) -> int:
@@ -101,7 +107,7 @@ def _creditable(args: IssueCreditNote, order: Order | None, credit_notes: tuple[
     remaining = order.creditable_minor(credit_notes)
     if args.amount_minor > remaining:
         raise BusinessError(
-            ErrorCode.CREDIT_EXCEEDS_REMAINING,
+            CREDIT_EXCEEDS_REMAINING,
             f"only {format_money(remaining, order.currency)} of order {order.order_id} is creditable (its total "
             f"less refunds and credit notes); {format_money(args.amount_minor, args.currency)} requested",
             remaining_minor=remaining,

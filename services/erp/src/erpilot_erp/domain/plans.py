@@ -9,6 +9,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
 
+from erpilot_erp.domain.errors import ToolErrorCode
 from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product, Refund
 
 StockCheck = Literal["exact", "sufficient"]
@@ -141,7 +142,8 @@ A = TypeVar("A")
 
 @dataclass(frozen=True)
 class WriteTool(Generic[A]):
-    """One write tool, everything the dispatchers need: registered once in ``domain.operations.WRITE_TOOLS``.
+    """One write tool, everything the dispatchers need: a domain module's ``TOOL``, which
+    ``domain.operations.WRITE_TOOLS`` finds by itself.
 
     - ``args``: the domain's frozen request; built from the tool's normalised arguments (field by field, the
       contracts validated them) by ``parse``.
@@ -149,6 +151,7 @@ class WriteTool(Generic[A]):
     - ``prepare(args, state, now, stock_check)``: check what can never succeed; the facts and preview.
     - ``commit(args, facts, state, now, stock_check, new_id)``: re-check the facts against the locked rows and
       plan the effects; ``new_id`` is a fresh id of ``new_id_kind`` when the commit creates a record.
+    - ``error_codes``: the business codes this tool alone raises, declared in its module (``ToolErrorCode``).
     """
 
     name: str
@@ -157,6 +160,7 @@ class WriteTool(Generic[A]):
     prepare: Callable[[A, WriteState, datetime, StockCheck], Prepared]
     commit: Callable[[A, Mapping[str, Any], WriteState, datetime, StockCheck, str | None], CommitPlan]
     new_id_kind: str | None = None
+    error_codes: tuple[ToolErrorCode, ...] = ()
 
     def parse(self, arguments: Mapping[str, Any]) -> A:
         """The domain's request from the tool's normalised (already validated) arguments."""

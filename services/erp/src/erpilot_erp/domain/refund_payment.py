@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
-from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
+from erpilot_erp.domain.errors import BusinessError, ErrorCode, ToolErrorCode, not_found
 from erpilot_erp.domain.model import CreditNote, Order, Refund
 from erpilot_erp.domain.owners import owned_order
 from erpilot_erp.domain.plans import (
@@ -27,6 +27,9 @@ from erpilot_erp.domain.plans import (
     preview,
 )
 from erpilot_erp.domain.pricing import format_money
+
+REFUND_EXCEEDS_REMAINING = ToolErrorCode(
+    "refund_exceeds_remaining", "The refund is larger than what is still refundable (paid minus already refunded).")
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ TOOL = WriteTool(
     prepare=lambda args, state, now, stock_check: prepare_refund_payment(args, state, now),
     commit=lambda args, facts, state, now, stock_check, new_id: commit_refund_payment(
         args, facts, state, now, refund_id=str(new_id)),
+    error_codes=(REFUND_EXCEEDS_REMAINING,),
 )
 
 
@@ -130,7 +134,7 @@ def _refundable(args: RefundPayment, order: Order | None, credit_notes: tuple[Cr
     refundable = order.refundable_minor(credit_notes)
     if args.amount_minor > refundable:
         raise BusinessError(
-            ErrorCode.REFUND_EXCEEDS_REMAINING,
+            REFUND_EXCEEDS_REMAINING,
             f"only {format_money(refundable, order.currency)} of order {order.order_id} is refundable (the payment "
             f"less refunds, at most its total less refunds and credit notes); "
             f"{format_money(args.amount_minor, args.currency)} requested",

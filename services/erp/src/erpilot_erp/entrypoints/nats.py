@@ -41,7 +41,7 @@ from erpilot_platform.endpoints import ServiceBus
 class ErpDeps:
     """What the ERP's handlers work with: the ledger (its unit of work) and its use cases."""
 
-    ledger: Ledger
+    unit: Ledger
     reads: ReadTools
     drafts: DraftService
     operations: OperationService
@@ -75,12 +75,12 @@ async def update_product(cmd: UpdateProductV1, deps: ErpDeps) -> ProductV1:
 
 async def operation(query: GetOperationV1, deps: ErpDeps) -> OperationStatusV1:
     """Status of one operation."""
-    return await backoffice.get_operation(deps.ledger, query)
+    return await backoffice.get_operation(deps.unit, query)
 
 
 async def view(query: ErpViewV1, deps: ErpDeps) -> ErpViewResultV1:
     """Back-office read views."""
-    return await backoffice.view(deps.ledger, query)
+    return await backoffice.view(deps.unit, query)
 
 
 HANDLERS = {

@@ -50,7 +50,7 @@ async def view(ledger: Ledger, query: ErpViewV1) -> ErpViewResultV1:
                 return messages.product(found) if found else None
             case "order":
                 found = await unit.ledger.order(query.id)
-                return messages.order(found) if found else None
+                return messages.order(found, await unit.ledger.credit_notes(query.id)) if found else None
             case _:
                 found = await unit.ledger.draft_revision(query.id, query.revision)
                 return messages.draft_revision(found) if found else None
@@ -73,7 +73,7 @@ class ProductService:
     """``cmd.erp.update_product``: a back-office change that makes waiting quotes of the product stale."""
 
     def __init__(self, ledger: Ledger):
-        self.ledger = ledger
+        self.unit = ledger
 
     async def update(self, cmd: UpdateProductV1) -> ProductV1:
         if cmd.price_minor is None and cmd.status is None:
@@ -84,7 +84,7 @@ class ProductService:
         async def work(unit: Work) -> ProductV1 | Refused:
             return await once(unit, f"product:{cmd.request_id}", _asked(cmd), ProductV1, lambda: self._apply(unit, cmd))
 
-        return answered(await self.ledger.run(work))
+        return answered(await self.unit.run(work))
 
     @staticmethod
     async def _apply(unit: Work, cmd: UpdateProductV1) -> ProductV1:

@@ -31,7 +31,7 @@ DRAFT_TOOLS = DRAFT_EDIT_TOOLS | {"create_order_draft"}
 
 class DraftService:
     def __init__(self, ledger: Ledger, requesters: Requesters, *, quote_ttl: timedelta, clock: Clock = utc_now):
-        self.ledger = ledger
+        self.unit = ledger
         self.requesters = requesters
         self.quote_ttl = quote_ttl
         self.clock = clock
@@ -47,7 +47,7 @@ class DraftService:
             return await once(unit, f"draft:{cmd.operation_id}", asked, ToolResultV1,
                               lambda: self._apply(unit, cmd, args))
 
-        result = await self.ledger.run(work)
+        result = await self.unit.run(work)
         failpoint("erp.draft.after_db_commit")
         return answered(result)
 
