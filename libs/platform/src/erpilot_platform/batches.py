@@ -84,6 +84,7 @@ class Member:
         self.done = False
 
 
+_ending: set[asyncio.Task[None]] = set()
 # The member the current task's handler is (None outside a batched consumer, and once its work ran).
 _current: ContextVar[Member | None] = ContextVar("batch member", default=None)
 
@@ -102,7 +103,6 @@ class Batch:
         self.shared: Shared | None = None
         self._lock = asyncio.Lock()  # the works take turns on the one connection
         self._outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._ending: asyncio.Task[None] | None = None
 
     def join(self) -> Member:
         self.members += 1
@@ -117,8 +117,11 @@ class Batch:
         self.working -= 1
         if self.working == 0:
             self.closed = True
-            # A task of its own: a member cancelled while it waits does not cancel the commit of the others.
-            self._ending = asyncio.create_task(self._end())
+            # A task of its own: a member cancelled while it waits does not cancel the commit of the others (kept
+            # in ``_ending`` until done: the loop holds tasks only weakly).
+            task = asyncio.create_task(self._end())
+            _ending.add(task)
+            task.add_done_callback(_ending.discard)
 
     async def _end(self) -> None:
         try:

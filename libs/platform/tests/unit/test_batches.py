@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from erpilot_platform.batches import GroupCommit, batched, is_batched
-from erpilot_platform.testing.memory_uow import MemoryTransaction, MemoryUnitOfWork
+from erpilot_platform.batches import BatchLost, GroupCommit, batched, is_batched
+from erpilot_platform.testing.memory_uow import MemoryShared, MemoryTransaction, MemoryUnitOfWork
 
 pytestmark = pytest.mark.unit
 
@@ -33,21 +33,6 @@ class Deadlock(Exception):
 
 def _deadlock() -> DBAPIError:
     return DBAPIError("UPDATE ...", {}, Deadlock("deadlock detected"))
-
-
-class Counting(MemoryUnitOfWork[State, Work]):
-    """Counts the transactions that committed (a batch's is one)."""
-
-    def __init__(self) -> None:
-        super().__init__(State(), Work)
-        self.commits = 0
-
-    async def run(self, work):
-        before = (self.state, len(self.sent))
-        result = await super().run(work)
-        if self.state is not before[0]:
-            self.commits += 1
-        return result
 
 
 def _writer(uow: MemoryUnitOfWork[State, Work], key: str, seen: dict[str, dict[str, int]], *,
@@ -183,3 +168,28 @@ def test_batched_is_a_declared_property_of_a_handler():
         return None
     assert not is_batched(handle)
     assert is_batched(batched(handle))
+
+
+async def test_a_batch_lost_before_its_commit_runs_every_work_again_on_its_own(monkeypatch):
+    uow, seen = MemoryUnitOfWork(State(), Work), {}
+
+    async def lost(self):
+        await self.abort()
+        raise BatchLost("connection lost before the COMMIT")
+
+    monkeypatch.setattr(MemoryShared, "commit", lost)
+    assert await _in_flight(GroupCommit(8), [_writer(uow, key, seen) for key in "ab"]) == ["a", "b"]
+    assert uow.state.rows == {"a": 0, "b": 1} and [m.msg_id for m in uow.sent] == ["a", "b"]  # once each
+
+
+async def test_a_commit_of_unknown_outcome_reaches_every_member_as_a_transient_failure(monkeypatch):
+    uow, seen = MemoryUnitOfWork(State(), Work), {}
+
+    async def unknown(self):
+        await self.abort()
+        raise ConnectionResetError("connection lost during the COMMIT")
+
+    monkeypatch.setattr(MemoryShared, "commit", unknown)
+    results = await _in_flight(GroupCommit(8), [_writer(uow, key, seen) for key in "ab"])
+    assert all(isinstance(result, ConnectionResetError) for result in results)  # nak'd: redelivered, idempotent
+    assert not seen  # no use case went on as if it had committed
