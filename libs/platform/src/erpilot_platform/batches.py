@@ -33,6 +33,8 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
+from opentelemetry import metrics
+
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
 
@@ -85,6 +87,9 @@ class Member:
 
 
 _ending: set[asyncio.Task[None]] = set()
+# How many messages each batch held (1: no one else was in flight); a batch with no work commits nothing.
+batch_members = metrics.get_meter("erpilot").create_histogram(
+    "erpilot.consumer.batch_members", description="messages of a batched consumer sharing one transaction")
 # The member the current task's handler is (None outside a batched consumer, and once its work ran).
 _current: ContextVar[Member | None] = ContextVar("batch member", default=None)
 
@@ -126,6 +131,7 @@ class Batch:
     async def _end(self) -> None:
         try:
             if self.shared is not None:
+                batch_members.record(self.members)
                 if self.shared.broken:
                     await self.shared.abort()
                     raise BatchLost("the batch's connection was lost before its commit")
