@@ -28,6 +28,7 @@ Failures:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -35,6 +36,7 @@ from typing import Any, Protocol, TypeVar
 
 from opentelemetry import metrics
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
 
@@ -132,6 +134,7 @@ class Batch:
         try:
             if self.shared is not None:
                 batch_members.record(self.members)
+                log.debug("batch of %d messages ends", self.members)
                 if self.shared.broken:
                     await self.shared.abort()
                     raise BatchLost("the batch's connection was lost before its commit")
