@@ -100,6 +100,19 @@ def current() -> Member | None:
     return _current.get()
 
 
+class NetworkWaitInBatch(RuntimeError):
+    """A handler declared ``batched`` waited on the network before its unit of work (a bug: declare it one by
+    one)."""
+
+
+def refuse_network_wait(what: str) -> None:
+    """Raise if the current task is a batch member that has not run its unit of work yet: the batch's transaction
+    (and its row locks) would stay open across this wait (``broker.request`` calls it)."""
+    if _current.get() is not None:
+        raise NetworkWaitInBatch(f"a batched handler waits on {what} before its unit of work; the batch's "
+                                 "transaction would stay open across it: declare this handler one by one")
+
+
 class Batch:
     """The members in flight together, their one transaction (opened by the first work) and its outcome."""
 

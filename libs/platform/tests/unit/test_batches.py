@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from erpilot_platform.batches import BatchLost, GroupCommit, batched, is_batched
+from erpilot_platform.batches import (
+    BatchLost,
+    GroupCommit,
+    NetworkWaitInBatch,
+    batched,
+    is_batched,
+    refuse_network_wait,
+)
 from erpilot_platform.testing.memory_uow import MemoryShared, MemoryTransaction, MemoryUnitOfWork
 
 pytestmark = pytest.mark.unit
@@ -193,3 +200,20 @@ async def test_a_commit_of_unknown_outcome_reaches_every_member_as_a_transient_f
     results = await _in_flight(GroupCommit(8), [_writer(uow, key, seen) for key in "ab"])
     assert all(isinstance(result, ConnectionResetError) for result in results)  # nak'd: redelivered, idempotent
     assert not seen  # no use case went on as if it had committed
+
+
+async def test_a_batched_handler_may_not_wait_on_the_network_before_its_unit_of_work_only_after_it():
+    uow, waits = MemoryUnitOfWork(State(), Work), []
+
+    async def asks_first() -> None:
+        refuse_network_wait("req.other")
+
+    async def asks_after() -> str:
+        key = await uow.run(lambda unit: _set(unit, "k"))
+        refuse_network_wait("req.other")  # committed: no transaction held open across it
+        waits.append(key)
+        return key
+
+    results = await _in_flight(GroupCommit(8), [asks_first, asks_after])
+    assert isinstance(results[0], NetworkWaitInBatch) and results[1] == "k" and waits == ["k"]
+    refuse_network_wait("outside any batch")  # one by one: nothing to refuse
