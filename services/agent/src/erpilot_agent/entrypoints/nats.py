@@ -39,6 +39,7 @@ from erpilot_contracts.approval.v1 import (
 )
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_contracts.sessions.v1 import GetSessionEventsV1, SessionEventPageV1
+from erpilot_platform.batches import batched
 from erpilot_platform.endpoints import ServiceBus
 
 
@@ -134,10 +135,12 @@ HANDLERS = {
     requests.AGENT_TOOL_CALL: start_tool_call,
     requests.AGENT_POST_MESSAGE: post_message,
     requests.AGENT_CANCEL_RUN: cancel_run,
-    events.APPROVAL_REQUESTED: approval_requested,
+    # one unit of work each (the call's transition), no network wait before it: the events in flight together
+    # share one transaction (erpilot_platform.batches). Not approval_resolved: its votes commit apart, first.
+    events.APPROVAL_REQUESTED: batched(approval_requested),
     events.APPROVAL_REQUEST_REFUSED: approval_request_refused,
     events.APPROVAL_RESOLVED: approval_resolved,
-    events.ERP_OPERATION_FINISHED: operation_finished,
+    events.ERP_OPERATION_FINISHED: batched(operation_finished),
     events.APPROVAL_EXPIRING: approval_expiring,
     events.APPROVAL_ESCALATED: approval_escalated,
     events.APPROVAL_VOTED: approval_voted,

@@ -34,6 +34,7 @@ from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
 from erpilot_erp.service_layer.ports import Ledger
 from erpilot_erp.service_layer.reads import ReadTools
+from erpilot_platform.batches import batched
 from erpilot_platform.endpoints import ServiceBus
 
 
@@ -58,11 +59,13 @@ async def draft_tool(cmd: ExecuteToolV1, deps: ErpDeps) -> ToolResultV1:
     return await deps.drafts.handle(cmd)
 
 
+@batched  # its effects are one unit of work, with no network wait before it (erpilot_platform.batches)
 async def prepare(cmd: PrepareOperationV1, deps: ErpDeps) -> PreparedOperationV1:
     """Store a write, ask for its approval (outbox) and preview it."""
     return await deps.operations.prepare(cmd)
 
 
+@batched  # likewise: the grant verified in memory, then one unit of work
 async def commit(cmd: CommitOperationV1, deps: ErpDeps) -> OperationStatusV1:
     """Commit a prepared write under a grant."""
     return await deps.operations.commit(cmd)
