@@ -60,3 +60,15 @@ def test_a_second_registration_of_one_effect_is_refused():
     else:
         raise AssertionError("a second applier of NewCreditNote was accepted")
     assert records.APPLIERS[credit_note_effect] is not another
+
+
+def test_the_tables_module_alone_puts_every_record_kinds_table_on_the_metadata():
+    """Alembic's env.py imports ``adapters.tables`` and nothing else; in a fresh interpreter that must already see
+    every table (the test process imported the whole service, which would hide a record module left out)."""
+    import subprocess
+    import sys
+
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import erpilot_erp.adapters.tables as t; print(*sorted(t.metadata.tables))"],
+        capture_output=True, text=True, check=True)
+    assert fresh.stdout.split() == sorted(metadata.tables)
