@@ -47,7 +47,7 @@ def prepare_refund_payment(args: RefundPayment, state: WriteState, now: datetime
     """Check the order is the requester's (or the back office's), currency and refundable remainder, and preview
     remaining before -> after."""
     order, refundable = _refundable(args, owned_order(state.order, requested_by=state.requested_by,
-                                                      order_id=args.order_id), state.credit_notes)
+                                                      order_id=args.order_id), state.row_set(Rows.ORDER_CREDIT_NOTES))
     facts = {
         "order_id": order.order_id,
         "currency": order.currency,
@@ -91,7 +91,7 @@ def commit_refund_payment(
     args: RefundPayment, facts: Mapping[str, Any], state: WriteState, now: datetime, *, refund_id: str
 ) -> CommitPlan:
     """Re-check the remainder still covers the amount and nothing was refunded meanwhile, then refund."""
-    order, refundable = _refundable(args, state.order, state.credit_notes)
+    order, refundable = _refundable(args, state.order, state.row_set(Rows.ORDER_CREDIT_NOTES))
     if order.refunded_minor != facts["refunded_minor"]:
         shown = format_money(facts["refunded_minor"], order.currency)
         raise BusinessError(

@@ -16,6 +16,7 @@ from erpilot_contracts.erp.v1 import (
     UpdateProductV1,
 )
 from erpilot_contracts.json_input import CANONICAL_INT_MAX
+from erpilot_erp.domain.plans import Rows
 from erpilot_erp.service_layer import messages
 from erpilot_erp.service_layer.ports import Ledger, Work
 from erpilot_erp.service_layer.replies import answered, once
@@ -50,7 +51,9 @@ async def view(ledger: Ledger, query: ErpViewV1) -> ErpViewResultV1:
                 return messages.product(found) if found else None
             case "order":
                 found = await unit.ledger.order(query.id)
-                return messages.order(found, await unit.ledger.credit_notes(query.id)) if found else None
+                if found is None:
+                    return None
+                return messages.order(found, await unit.ledger.row_set(Rows.ORDER_CREDIT_NOTES, query.id))
             case _:
                 found = await unit.ledger.draft_revision(query.id, query.revision)
                 return messages.draft_revision(found) if found else None

@@ -16,6 +16,7 @@ from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_erp.domain.owners import may_use_draft, may_use_order
+from erpilot_erp.domain.plans import Rows
 from erpilot_erp.domain.reads import get_order_task, listing, page_draft
 from erpilot_erp.service_layer.messages import order_result
 from erpilot_erp.service_layer.ports import Ledger, Work
@@ -63,7 +64,7 @@ async def _read(unit: Work, tool: str, args: dict[str, Any], session_id: str, re
             if order is None or not may_use_order(order, requested_by):
                 # another person's order reads as one that does not exist
                 return _found(None, f"order {args['order_id']}")
-            return _found(order_result(order, await unit.ledger.credit_notes(order.order_id)),
+            return _found(order_result(order, await unit.ledger.row_set(Rows.ORDER_CREDIT_NOTES, order.order_id)),
                           f"order {args['order_id']}")
         case "get_draft":
             stored = await unit.ledger.draft_revision(args["draft_id"], args.get("revision"))
