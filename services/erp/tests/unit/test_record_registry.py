@@ -7,12 +7,16 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import pytest
+
 import erpilot_erp.domain
 from erpilot_erp.adapters import records
 from erpilot_erp.adapters.ledger import _ID_SEQUENCES
 from erpilot_erp.adapters.tables import metadata
 from erpilot_erp.domain.operations import NEW_ID_KIND, WRITE_TOOLS
 from erpilot_erp.domain.plans import Effect, Rows
+
+pytestmark = pytest.mark.unit
 
 
 def _effect_types() -> set[type[Effect]]:
