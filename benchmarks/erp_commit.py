@@ -73,7 +73,7 @@ class Bench:
 
     async def ask(self, subject: str, payload: Message) -> ReplyV1:
         async with self.limit:
-            reply = await request(self.broker, subject, payload, durable=True, timeout=60)
+            reply = await request(self.broker, subject, payload, durable=".cmd." in subject, timeout=60)
         if not reply.ok:
             raise RuntimeError(f"{subject}: {reply.error}")
         return reply
@@ -91,7 +91,7 @@ class Bench:
 
     async def prepare_one(self, tool: str, sku: str, customer_id: str, session_id: str) -> PrepareOperationV1:
         if tool == "submit_order":
-            draft = await self.ask(subjects.ERP_CMD_DRAFT, ExecuteToolV1(
+            draft = await self.ask(subjects.ERP_REQ_DRAFT, ExecuteToolV1(
                 session_id=session_id, call_id=uuid.uuid4().hex, operation_id=uuid.uuid4().hex,
                 tool="create_order_draft", requested_by="bench", assertion=self.assertion(session_id),
                 arguments={"customer_id": customer_id, "lines": [{"sku": sku, "qty": 1}]}))

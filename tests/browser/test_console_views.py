@@ -9,15 +9,17 @@ import pytest
 from erpilot_contracts.approval.v1 import ApprovalRecordV1
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_gateway.console import views
+from erpilot_platform.testing.previews import preview as a_preview
+from erpilot_platform.testing.previews import preview_json
 
 
 def _record(**fields: Any) -> ApprovalRecordV1:
     """An approval record as the approval service answers it, with ``fields`` over plain defaults."""
     return ApprovalRecordV1.model_validate({
         "pending_id": "P-1", "call_id": "c-1", "session_id": "s-1", "tool": "submit_order", "arguments": {},
-        "fingerprint": "f", "operation_id": "op-1", "risk": "high", "preview": {}, "required_roles": ["manager"],
-        "requested_by": "alice", "created_at": "2026-10-19T11:00:00Z", "expires_at": "2026-10-19T12:15:00Z",
-        "status": "pending", "policy_version": "v1", **fields})
+        "fingerprint": "f", "operation_id": "op-1", "risk": "high", "preview": preview_json(),
+        "required_roles": ["manager"], "requested_by": "alice", "created_at": "2026-10-19T11:00:00Z",
+        "expires_at": "2026-10-19T12:15:00Z", "status": "pending", "policy_version": "v1", **fields})
 
 
 def _operation(**fields: Any) -> OperationStatusV1:
@@ -45,11 +47,11 @@ def test_money_uses_the_iso_exponent_where_a_currency_has_other_than_two_decimal
 
 
 def test_effects_are_shown_in_the_unit_the_erp_gave_and_nothing_is_guessed_from_labels():
-    preview = {"currency": "EUR", "effects": [
+    preview = a_preview(currency="EUR", effects=[
         {"label": "refundable remaining", "before": 12300, "after": 2300, "unit": "EUR"},
         {"label": "stock SKU-1", "before": 1200, "after": 8, "unit": "pcs"},
         {"label": "status", "before": "placed", "after": "cancelled", "unit": None},
-        {"label": "refunded total", "before": 500, "after": 1500}]}  # no unit: a bare number, never money
+        {"label": "refunded total", "before": 500, "after": 1500}])  # no unit: a bare number, never money
     assert views.effect_rows(preview) == [
         {"label": "refundable remaining", "before": "123.00 EUR", "after": "23.00 EUR", "unit": "EUR"},
         {"label": "stock SKU-1", "before": "1,200 pcs", "after": "8 pcs", "unit": "pcs"},

@@ -56,6 +56,9 @@ def on_hand(api: Api) -> int:
 
 
 def test_a_crash_after_a_draft_committed_leaves_one_draft(crash_stack: Stack):
+    """``req.erp.draft`` is a core request (issue 31): nothing redelivers it. The agent sends it again with the same
+    operation_id (its retry while unanswered, the gateway's retry of the tool call, the pass over left calls) and
+    the restarted ERP answers with the draft it stored before the crash: the call learns that draft, no second."""
     requester = Api(crash_stack.base_url, f"req-{time.monotonic_ns()}", "requester")
     session_id = requester.new_session()
     restart_armed(crash_stack, "erp", "erp.draft.after_db_commit=crash")

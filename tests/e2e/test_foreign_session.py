@@ -104,8 +104,8 @@ async def test_an_assertion_for_another_person_in_the_owners_session_reads_edits
         task = await request(agent, subjects.ERP_QUERY_READ, tool("get_order_task", {}), durable=False)
         assert task.data["result"] == {"status": "none"}
 
-        edited = await request(agent, subjects.ERP_CMD_DRAFT, tool("set_draft_note", {
-            "draft_id": draft_id, "base_revision": revision["revision"], "note": "deliver to Mallory"}), durable=True)
+        edited = await request(agent, subjects.ERP_REQ_DRAFT, tool("set_draft_note", {
+            "draft_id": draft_id, "base_revision": revision["revision"], "note": "deliver to Mallory"}), durable=False)
         assert (edited.data["outcome"], edited.data["error"]["code"]) == ("business_rejected", "not_found"), edited
 
         forged = [prepare("submit_order", {"draft_id": draft_id, "revision": revision["revision"]}),

@@ -161,10 +161,10 @@ SHAPED = {
 }
 COMMANDS = [subjects.AGENT_CMD_CREATE_SESSION, subjects.AGENT_CMD_POST_MESSAGE,
             subjects.APPROVAL_CMD_REQUEST, subjects.APPROVAL_CMD_EDIT,
-            subjects.ERP_CMD_DRAFT, subjects.ERP_CMD_PREPARE, subjects.ERP_CMD_COMMIT, subjects.ERP_CMD_UPDATE_PRODUCT]
+            subjects.ERP_CMD_PREPARE, subjects.ERP_CMD_COMMIT, subjects.ERP_CMD_UPDATE_PRODUCT]
 # Core requests (retried commands and queries): answered invalid_message; nothing stored them, nothing to dead-letter.
-QUERIES = [subjects.AGENT_REQ_TOOL_CALL, subjects.APPROVAL_REQ_DECIDE, subjects.AGENT_QUERY_SESSION,
-           subjects.AGENT_QUERY_TOOL_CALL, subjects.APPROVAL_QUERY_POLICY,
+QUERIES = [subjects.AGENT_REQ_TOOL_CALL, subjects.APPROVAL_REQ_DECIDE, subjects.ERP_REQ_DRAFT,
+           subjects.AGENT_QUERY_SESSION, subjects.AGENT_QUERY_TOOL_CALL, subjects.APPROVAL_QUERY_POLICY,
            subjects.APPROVAL_QUERY_GET, subjects.APPROVAL_QUERY_LIST, subjects.ERP_QUERY_READ,
            subjects.ERP_QUERY_OPERATION, subjects.ERP_QUERY_VIEW]
 

@@ -334,7 +334,7 @@ REFUSED = {
         "subscription to": ("_INBOX.approval.>", "_INBOX.erp.>", "_INBOX.>", "erpilot.v1.query.approval.>"),
     },
     "approval": {
-        "publish to": ("erpilot.v1.cmd.approval.request", "erpilot.v1.cmd.erp.draft", "erpilot.v1.req.agent.tool_call",
+        "publish to": ("erpilot.v1.cmd.approval.request", "erpilot.v1.req.erp.draft", "erpilot.v1.req.agent.tool_call",
                        "erpilot.v1.evt.erp.operation_finished", SESSION_EVENTS, DELETE_STREAM),
         "subscription to": ("_INBOX.erp.>", "_INBOX.agent.>", "erpilot.v1.query.erp.>",
                             "erpilot.v1.sessions.*.events"),

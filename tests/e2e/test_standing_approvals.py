@@ -208,3 +208,27 @@ def test_a_call_made_up_with_a_cancelled_runs_assertion_waits_for_a_person(stack
     approved = bob.post(f"/v1/approvals/{waits['pending_id']}/decision",
                         {"action": "approve", "fingerprint": waits["fingerprint"]})
     assert (approved.status_code, approved.json()["status"]) == (200, "approved"), approved.text
+
+
+async def standing_runs_of(database_url: str, run_id: str) -> int:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await conn.fetchval("select count(*) from approval.standing_runs where run_id = $1", run_id)
+    finally:
+        await conn.close()
+
+
+def test_a_cancel_of_a_run_no_one_started_is_404_and_records_nothing(stack, admin):
+    """Security gap: a well-formed run id (run_ and 32 hex digits) that no one started had the approval service
+    record the run as ended (a standing_runs row, an audit run_ended row) before the agent answered 404."""
+    rita, _ = people(stack)
+    session_id = rita.new_session()
+    since = iso(datetime.now(UTC) - timedelta(seconds=1))
+    unknown = f"run_{uuid.uuid4().hex}"
+
+    response = rita.post(f"/v1/sessions/{session_id}/runs/{unknown}/cancel")
+
+    assert (response.status_code, response.json()["code"]) == (404, "not_found"), response.text
+    assert asyncio.run(standing_runs_of(stack.database_url, unknown)) == 0
+    rows = admin.get("/v1/audit", since=since).json()["items"]
+    assert [row for row in rows if (row.get("data") or {}).get("run_id") == unknown] == []

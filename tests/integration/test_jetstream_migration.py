@@ -178,12 +178,13 @@ async def test_the_retired_session_stream_is_deleted_by_migrate_and_a_service_re
 
 
 async def test_the_retired_command_consumers_are_deleted_by_migrate_keeping_the_others(js):
-    """Issue 31: the tool call and the decision became core requests (``req.agent.tool_call``,
-    ``req.approval.decide``); the durable consumers an older version declared on their ``cmd.*`` subjects read
-    nothing any more, so the migration deletes them, once."""
+    """Issue 31: the tool call, the decision and the draft became core requests (``req.agent.tool_call``,
+    ``req.approval.decide``, ``req.erp.draft``); the durable consumers an older version declared on their ``cmd.*``
+    subjects read nothing any more, so the migration deletes them, once."""
     context, _ = js
     await nats_credentials.migrate_jetstream_on(context)
-    old = {"agent": f"{subjects.PREFIX}.cmd.agent.tool_call", "approval": f"{subjects.PREFIX}.cmd.approval.decide"}
+    old = {"agent": f"{subjects.PREFIX}.cmd.agent.tool_call", "approval": f"{subjects.PREFIX}.cmd.approval.decide",
+           "erp": f"{subjects.PREFIX}.cmd.erp.draft"}
     expected = [(COMMANDS_STREAM.name, ServiceBus(None, service)._durable_name(subject))  # type: ignore[arg-type]
                 for service, subject in old.items()]
     assert list(subjects.RETIRED_CONSUMERS) == expected
@@ -196,5 +197,6 @@ async def test_the_retired_command_consumers_are_deleted_by_migrate_keeping_the_
         with pytest.raises(nats.js.errors.NotFoundError):
             await context.consumer_info(stream, retired)
     assert await nats_credentials.migrate_jetstream_on(context) == []
-    for consumer in (*consumers("agent"), *consumers("approval")):  # their other consumers are as they were
+    # their other consumers are as they were
+    for consumer in (*consumers("agent"), *consumers("approval"), *consumers("erp")):
         await context.consumer_info(consumer.stream, consumer.durable)

@@ -53,7 +53,7 @@ def append_rows(url: str, key: Ed25519PrivateKey, count: int) -> None:
 async def verdict(url: str, key: Ed25519PrivateKey, *, page: int) -> tuple[bool, str]:
     """`erpilot audit verify`'s verdict on the chain the approval service answers, ``page`` rows at a time."""
     engine = create_engine(url, pool_size=1)
-    ports = SimpleNamespace(uow=unit_of_work(engine, Outbox(tables.outbox, lock_key=0), key))
+    ports = SimpleNamespace(unit=unit_of_work(engine, Outbox(tables.outbox, lock_key=0), key))
 
     async def ask(query: AuditChainQueryV1) -> AuditChainPageV1:
         answer = await audit_chain(query.model_copy(update={"limit": page}), ports)

@@ -237,5 +237,5 @@ def test_docker_compose_runs_nats_with_these_users_and_gives_each_service_its_ow
 def test_the_agent_may_prepare_and_draft_but_neither_request_an_approval_nor_commit():
     """Issue 25: the ledger asks for the approval, the approval service sends the commit."""
     agent = USERS["agent"]
-    assert agent.may_publish(subjects.ERP_CMD_PREPARE) and agent.may_publish(subjects.ERP_CMD_DRAFT)
+    assert agent.may_publish(subjects.ERP_CMD_PREPARE) and agent.may_publish(subjects.ERP_REQ_DRAFT)
     assert not agent.may_publish(subjects.APPROVAL_CMD_REQUEST) and not agent.may_publish(subjects.ERP_CMD_COMMIT)

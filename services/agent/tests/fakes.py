@@ -17,6 +17,7 @@ from erpilot_contracts.erp.v1 import (
 )
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_platform.broker import ReplyError
+from erpilot_platform.testing.previews import preview
 
 from .memory_agent import START
 
@@ -75,7 +76,7 @@ def approval_record(prepared: PrepareOperationV1, pending_id: str, **extra: Any)
     fields = dict(
         pending_id=pending_id, call_id=prepared.call_id, session_id=prepared.session_id, tool=prepared.tool,
         arguments=prepared.arguments, fingerprint=prepared.fingerprint, operation_id=prepared.operation_id,
-        risk="low", preview={"operation": prepared.tool}, required_roles=["manager"],
+        risk="low", preview=preview(prepared.tool, "it", "them"), required_roles=["manager"],
         requested_by=prepared.requested_by, created_at=START, expires_at=START + timedelta(minutes=15),
         status="pending", policy_version="test")
     return ApprovalRecordV1(**{**fields, **extra})

@@ -473,7 +473,7 @@ class FakeErp:
             request = RequestApprovalV1(
                 call_id=cmd.call_id, session_id=cmd.session_id, tool=cmd.tool,
                 tool_schema_version=cmd.tool_schema_version, arguments=cmd.arguments, fingerprint=cmd.fingerprint,
-                operation_id=cmd.operation_id, preview=preview.model_dump(mode="json", exclude={"schema_version"}),
+                operation_id=cmd.operation_id, preview=preview,
                 requested_by=superseded.requested_by, assertion=superseded.assertion,
                 asserted_at=superseded.asserted_at, supersedes=cmd.supersedes)
             request = sign_request(request, LEDGER_KEY)

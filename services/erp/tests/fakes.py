@@ -15,14 +15,15 @@ from datetime import datetime
 from typing import Any
 
 from erpilot_erp.adapters.repository import StaleWrite
+from erpilot_erp.domain.issue_credit_note import NewCreditNote
 from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product, Refund
 from erpilot_erp.domain.plans import (
     CommitPlan,
     DraftSubmission,
-    NewCreditNote,
     NewOrder,
     NewRefund,
     OrderChange,
+    Rows,
     StockChange,
 )
 from erpilot_erp.domain.reads import matching_customers, matching_products
@@ -112,8 +113,10 @@ class MemoryLedgerRepository:
         draft.revisions[revision.revision] = revision
         self.state.revision_operations[(revision.draft_id, revision.revision)] = operation_id
 
-    async def credit_notes(self, order_id: str) -> list[CreditNote]:
-        return [note for note in self.state.credit_notes.values() if note.order_id == order_id]
+    async def row_set(self, kind: Rows, key: str) -> list[Any]:
+        if kind is Rows.ORDER_CREDIT_NOTES:
+            return [note for note in self.state.credit_notes.values() if note.order_id == key]
+        raise TypeError(f"no way to load {kind!r}")  # as the SQL adapter's registry has none
 
     async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:
         for effect in plan.effects:

@@ -5,7 +5,8 @@ Per level: cycles/s (draft included), p50/p90/p99 of request → ``approval_pend
 every process role (gateway, agent, approval, ERP, NATS, PostgreSQL backends included: ``proc``),
 database commits and write transactions per cycle (``db``), JetStream messages stored per cycle by
 stream, peak RSS and PSS; an idle window first (CPU, commits and memory of the idle stack just started)
-and another after the levels (the warm stack's memory). ``--peer`` then runs both peers (``peer``):
+and another after the levels, once the pools gave back the connections only the load needed (the warm stack's
+memory). ``--peer`` then runs both peers (``peer``):
 LangGraph on the same PostgreSQL, then, with the stack stopped, DBOS on a PostgreSQL of its own, and
 ``compare`` prints Erpilot beside them with ratios and the targets of issue 31.
 
@@ -31,8 +32,10 @@ from erpilot.bench.db import admin_url
 from erpilot.bench.meter import Meter
 from erpilot.bench.stats import net_of_idle, summary_ms
 from erpilot.stack import stack, tokens
+from erpilot_platform.db import IDLE_SESSION_SECONDS
 
 IDLE_SECONDS = 5.0
+SETTLE_SECONDS = 3.0  # after the pools' idle timeout, for the backends to exit
 STOCK = 10_000_000
 
 
@@ -110,7 +113,10 @@ async def run_levels(running: stack.Stack, roles: dict[str, list[int]], nats_url
         for level in levels:
             out["levels"].append(await measure_level(meter_args, idle_figures, clients, watch, level, cycles, reads,
                                                      skus))
-        async with Meter(roles, counters, database, jetstream=jetstream) as warm:  # what the warm stack keeps
+        # What the warm stack keeps, once it had the time to give back what only the load needed: the database
+        # closes pooled connections idle IDLE_SESSION_SECONDS (issue 31 item 5).
+        await asyncio.sleep(IDLE_SESSION_SECONDS + SETTLE_SECONDS)
+        async with Meter(roles, counters, database, jetstream=jetstream) as warm:
             await asyncio.sleep(IDLE_SECONDS)
         out["idle_warm_per_second"] = warm.result(round(IDLE_SECONDS))
         return out

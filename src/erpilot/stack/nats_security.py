@@ -92,7 +92,8 @@ TRAFFIC: dict[str, Traffic] = {
         runs_service_app=False,
     ),
     "agent": Traffic(
-        sends_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE),
+        sends_commands=(s.ERP_CMD_PREPARE,),
+        sends_requests=(s.ERP_REQ_DRAFT,),
         sends_queries=(s.APPROVAL_QUERY_POLICY, s.ERP_QUERY_READ),
         publishes_events=(s.SESSION_EVENTS_ALL, s.AGENT_EVT_RUN_CANCELLED),
         consumes_commands=(s.AGENT_CMD_CREATE_SESSION, s.AGENT_CMD_POST_MESSAGE, s.AGENT_CMD_CANCEL_RUN),
@@ -128,7 +129,8 @@ TRAFFIC: dict[str, Traffic] = {
     "erp": Traffic(
         outbox_commands=(s.APPROVAL_CMD_REQUEST,),  # built from the prepared operation, in its transaction
         publishes_events=(s.ERP_EVT_OPERATION_FINISHED,),
-        consumes_commands=(s.ERP_CMD_DRAFT, s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.ERP_CMD_UPDATE_PRODUCT),
+        consumes_commands=(s.ERP_CMD_PREPARE, s.ERP_CMD_COMMIT, s.ERP_CMD_UPDATE_PRODUCT),
+        answers_requests=(s.ERP_REQ_DRAFT,),
         answers_queries=(s.ERP_QUERY_READ, s.ERP_QUERY_OPERATION, s.ERP_QUERY_VIEW, s.ping_subject("erp")),
     ),
 }

@@ -137,7 +137,7 @@ def query(subject: str, request: type[Req], reply: type[Rep]) -> Endpoint[Req, R
 
 
 # --- ERP ---------------------------------------------------------------------------------------
-ERP_DRAFT = command(subjects.ERP_CMD_DRAFT, ExecuteToolV1, ToolResultV1)
+ERP_DRAFT = retried(subjects.ERP_REQ_DRAFT, ExecuteToolV1, ToolResultV1)
 ERP_PREPARE = command(subjects.ERP_CMD_PREPARE, PrepareOperationV1, PreparedOperationV1)
 ERP_COMMIT = command(subjects.ERP_CMD_COMMIT, CommitOperationV1, OperationStatusV1)
 ERP_UPDATE_PRODUCT = command(subjects.ERP_CMD_UPDATE_PRODUCT, UpdateProductV1, ProductV1)

@@ -43,13 +43,16 @@ ALL_STREAMS = (COMMANDS_STREAM, EVENTS_STREAM, DEAD_LETTER_STREAM)
 # their subjects would go on storing every core publish.
 RETIRED_STREAMS = ("ERPILOT_SESSIONS",)
 # Durable consumers an earlier version declared, (stream, durable name), deleted by `erpilot migrate`: the tool
-# call and the decision became core requests (``req.agent.tool_call``, ``req.approval.decide``, issue 31), so
-# nothing is published on their old subjects.
+# call, the decision and the draft became core requests (``req.agent.tool_call``, ``req.approval.decide``,
+# ``req.erp.draft``, issue 31), so nothing is published on their old subjects.
 RETIRED_CONSUMERS = (("ERPILOT_COMMANDS", "agent__erpilot_v1_cmd_agent_tool_call"),
-                     ("ERPILOT_COMMANDS", "approval__erpilot_v1_cmd_approval_decide"))
+                     ("ERPILOT_COMMANDS", "approval__erpilot_v1_cmd_approval_decide"),
+                     ("ERPILOT_COMMANDS", "erp__erpilot_v1_cmd_erp_draft"))
 
 # --- ERP ---------------------------------------------------------------------------------------
-ERP_CMD_DRAFT = f"{PREFIX}.cmd.erp.draft"            # ExecuteToolV1 for draft tools -> ReplyV1(ToolResultV1)
+# ExecuteToolV1 for draft tools -> ReplyV1(ToolResultV1): stored under its operation_id before the answer, sent
+# again by the agent (its retry, its run's next drive, its pass over left calls) with the same operation_id
+ERP_REQ_DRAFT = f"{PREFIX}.req.erp.draft"
 ERP_CMD_PREPARE = f"{PREFIX}.cmd.erp.prepare"        # PrepareOperationV1 -> PreparedOperationV1 (+ its outbox:
 #                                                      cmd.approval.request, built from the ledger's record)
 ERP_CMD_COMMIT = f"{PREFIX}.cmd.erp.commit"          # CommitOperationV1 (approval's outbox) -> OperationStatusV1

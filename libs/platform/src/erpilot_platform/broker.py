@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.requests import Endpoint, Rep, Req
 from erpilot_contracts.subjects import COMMANDS_STREAM, PREFIX
+from erpilot_platform.batches import refuse_network_wait
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +238,7 @@ async def watch_consumer_leaders(broker: NatsBroker) -> None:
 async def request(broker: NatsBroker, subject: str, payload: Message, *, durable: bool, timeout: float = 10.0
                   ) -> ReplyV1:
     """Send a command (``durable=True``: through JetStream) or a query and wait for its ``ReplyV1``."""
+    refuse_network_wait(subject)  # not from a batched handler before its unit of work: it holds the batch open
     data = payload.model_dump(mode="json")
     size = len(json.dumps(data))  # faststream's own encoding (ASCII): an upper bound of what is sent
     if size > (limit := payload_limit(broker)):

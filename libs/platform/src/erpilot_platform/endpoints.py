@@ -43,6 +43,7 @@ from erpilot_contracts.base import Message, ReplyV1
 from erpilot_contracts.events import Event
 from erpilot_contracts.requests import Endpoint
 from erpilot_contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, dead_letter_subject
+from erpilot_platform.batches import GroupCommit, batched, is_batched
 from erpilot_platform.broker import ServiceUnavailable, TransientError, new_inbox_prefix
 from erpilot_platform.db import is_transient
 from erpilot_platform.deliveries import delivery_count, handling, keep_in_progress
@@ -159,8 +160,8 @@ class ServiceBus:
     def _durable_name(self, subject: str) -> str:
         return f"{self.service}__{subject.replace('.', '_').replace('*', 'any').replace('>', 'all')}"
 
-    async def _run_durable(self, model: type[M], handler: Callable[[M], Awaitable[Any]], message: Any
-                           ) -> dict | None:
+    async def _run_durable(self, model: type[M], handler: Callable[[M], Awaitable[Any]], message: Any,
+                           group: GroupCommit | None = None) -> dict | None:
         try:
             parsed = _parse(model, message.body)
         except (ValidationError, ValueError) as exc:
@@ -178,7 +179,11 @@ class ServiceBus:
             with tracer.start_as_current_span(f"{self.service} handle {model.__name__}",
                                               attributes={"erpilot.service": self.service, **id_attributes(**ids)}
                                               ), handling(message.raw_message):
-                result = await handler(parsed)
+                if group is None:
+                    result = await handler(parsed)
+                else:  # one transaction with the messages in flight beside it; returns after its commit
+                    async with group.member():
+                        result = await handler(parsed)
         except NackMessage:
             raise
         except InvalidMessage as refusal:
@@ -234,6 +239,9 @@ class ServiceBus:
 
     def _durable(self, subject: str, stream: str, model: type[M], max_workers: int, description: str):
         def register(handler: Callable[[M], Awaitable[Any]]):
+            # A batched handler (``batches.batched``) shares a transaction with the messages in flight beside it:
+            # at most ``max_workers``, the messages this consumer handles at once.
+            group = GroupCommit(max_workers) if is_batched(handler) else None
             @self.broker.subscriber(
                 subject, stream=JStream(stream, declare=False),
                 durable=self._durable_name(subject),
@@ -251,7 +259,7 @@ class ServiceBus:
             async def entry(body: Any) -> dict | None:
                 # ``body`` is the whole message (``_whole_message``). An event handler returns None, so
                 # nothing is answered.
-                return await self._run_durable(model, handler, body)
+                return await self._run_durable(model, handler, body, group)
 
             return handler
         return register
@@ -315,7 +323,7 @@ def _bound(handle: Handler[D], deps: D) -> Callable[[Any], Awaitable[Any]]:
         return await handle(msg, deps)
 
     bound.__name__ = handle.__name__
-    return bound
+    return batched(bound) if is_batched(handle) else bound
 
 
 def _as_reply(result: BaseModel | None) -> dict | None:

@@ -25,6 +25,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from erpilot_platform import batches
+from erpilot_platform.batch_transaction import SharedTransaction
 from erpilot_platform.db import driver_connection, is_transient, run_in_transaction
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.outbox import Outbox
@@ -120,6 +122,9 @@ class UnitOfWork(Generic[W]):
         self.autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def run(self, work: Callable[[W], Awaitable[T]]) -> T:
+        if (member := batches.current()) is not None:  # a batched consumer's message: a step of its batch's
+            # transaction, returning once the batch committed (erpilot_platform.batches, issue 31 item 3)
+            return await member.batch.run(member, self, lambda: SharedTransaction(self), work, self.run)
         transactions: list[Transaction] = []
 
         async def attempt(conn: AsyncConnection) -> T:

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from erpilot_platform.idempotency import DIGEST_PREFIX, Decision, decide, request_digest
 
+pytestmark = pytest.mark.unit
+
 SAFE_INT = 2**53 - 1
 scalars = (st.none() | st.booleans() | st.integers(-SAFE_INT, SAFE_INT)
            | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))

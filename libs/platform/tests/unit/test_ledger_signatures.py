@@ -11,7 +11,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erpilot_contracts.approval.v1 import RequestApprovalV1
-from erpilot_platform.ledger_signatures import request_payload, sign_request, verify_request
+from erpilot_contracts.erp.preview import PreviewV1
+from erpilot_platform.ledger_signatures import SIGNATURE_FIELD, request_payload, sign_request, verify_request
+from erpilot_platform.signed_messages import signature
+from erpilot_platform.testing.previews import preview
 
 pytestmark = pytest.mark.unit
 
@@ -21,9 +24,10 @@ ARGUMENTS = {"draft_id": "D-1", "revision": 2}
 REQUEST = RequestApprovalV1(
     call_id="call-1", session_id="ses-1", tool="submit_order", tool_schema_version=1, arguments=ARGUMENTS,
     fingerprint="sha256:" + "ab" * 32, operation_id="op-1",
-    preview={"operation": "Submit order", "object": "Draft D-1 revision 2", "target": "Nordwind",
-             "amount_minor": 1_250_000, "currency": "EUR", "effects": [{"kind": "stock", "before": 12, "after": 5}],
-             "notes": [], "details": {"lines": [{"sku": "SKU-A", "qty": 7, "unit_price_minor": 178_571.5}]}},
+    preview=preview(object="Draft D-1 revision 2", target="Nordwind", amount_minor=1_250_000, currency="EUR",
+                    effects=[{"label": "On hand SKU-A", "before": 12, "after": 5, "unit": "pcs"}],
+                    details={"lines": [{"sku": "SKU-A", "qty": 7, "unit_price_minor": 178_571.5,
+                                        "share": 0.1 + 0.2}]}),
     requested_by="alice", assertion="header.claims.signature", asserted_at=AT, prepared_at=AT + timedelta(seconds=1),
     supersedes="op-0")
 
@@ -38,7 +42,7 @@ TAMPERED = {
     "arguments": {"draft_id": "D-1", "revision": 3},
     "fingerprint": "sha256:" + "ab" * 31 + "ac",
     "operation_id": "op-2",
-    "preview": {**REQUEST.preview, "amount_minor": 1},
+    "preview": REQUEST.preview.model_copy(update={"amount_minor": 1}),
     "requested_by": "victim",
     "assertion": "header.claims.other",
     "asserted_at": AT + timedelta(microseconds=1),
@@ -81,11 +85,12 @@ def test_tampering_with_any_field_fails_verification(field: str, value: object) 
 
 
 @pytest.mark.parametrize("change", [
-    {"preview": {**REQUEST.preview, "notes": ["routine"]}},
-    {"preview": {**REQUEST.preview, "details": {"lines": []}}},
-    {"preview": {key: value for key, value in REQUEST.preview.items() if key != "currency"}},
+    {"preview": REQUEST.preview.model_copy(update={"notes": ["routine"]})},
+    {"preview": REQUEST.preview.model_copy(update={"details": {"lines": []}})},
+    {"preview": REQUEST.preview.model_copy(update={"currency": None})},
+    {"preview": PreviewV1.model_validate({**REQUEST.preview.model_dump(), "invented": "by the agent"})},
     {"arguments": {**ARGUMENTS, "note": None}},
-], ids=["a note added", "nested details", "a key removed", "a null argument added"])
+], ids=["a note added", "nested details", "a value removed", "a field added", "a null argument added"])
 def test_tampering_inside_the_preview_or_the_arguments_fails_verification(change: dict) -> None:
     assert not verify_request(sign_request(REQUEST, KEY).model_copy(update=change), KEY.public_key())
 
@@ -118,3 +123,48 @@ def test_a_naive_datetime_is_refused() -> None:
         request_payload(naive)
     signature = sign_request(REQUEST, KEY).ledger_signature
     assert not verify_request(naive.model_copy(update={"ledger_signature": signature}), KEY.public_key())
+
+
+# --- the preview is typed (PreviewV1) on the receiving side, and the signature is still over what the ledger wrote ---
+class OtherLedgersRequest(RequestApprovalV1):
+    """The request as another version of the ledger writes it: its preview is whatever JSON that version wrote."""
+
+    preview: dict  # type: ignore[assignment]
+
+
+def _from_another_ledger(preview_json: dict) -> str:
+    """The wire JSON of a request another ledger version signed, with this preview."""
+    other = OtherLedgersRequest.model_validate({**REQUEST.model_dump(mode="json"), "preview": preview_json})
+    signed = other.model_copy(update={SIGNATURE_FIELD: signature(other, KEY, signature_field=SIGNATURE_FIELD)})
+    return signed.model_dump_json()
+
+
+def test_a_field_a_newer_ledger_added_to_the_preview_is_kept_and_verifies() -> None:
+    newer = {**REQUEST.preview.model_dump(mode="json"), "tax_minor": 237_500, "effects": [
+        {"label": "On hand SKU-A", "before": 12, "after": 5, "unit": "pcs", "warehouse": "W1"}]}
+    received = RequestApprovalV1.model_validate_json(_from_another_ledger(newer))
+    assert verify_request(received, KEY.public_key())
+    # Kept, and passed on (stored, shown) as the ledger wrote it.
+    assert received.preview.model_dump(mode="json") == newer
+
+
+def test_a_preview_field_the_ledger_did_not_write_and_this_contract_defaults_still_verifies() -> None:
+    # An older ledger (or one from before a field joined PreviewV1): no effects, notes or details written; the typed
+    # preview fills their defaults, which the ledger never signed.
+    older = {"operation": "Adjust stock", "object": "SKU-A", "target": "SKU-A", "amount_minor": None}
+    received = RequestApprovalV1.model_validate_json(_from_another_ledger(older))
+    assert received.preview.notes == [] and received.preview.effects == []
+    assert verify_request(received, KEY.public_key())
+
+
+def test_the_previous_ledger_s_requests_still_verify() -> None:
+    # What the ERP sent before the preview was typed (messages.preview_json: every field, nulls included).
+    before = REQUEST.preview.model_dump(mode="json")
+    assert verify_request(RequestApprovalV1.model_validate_json(_from_another_ledger(before)), KEY.public_key())
+
+
+def test_a_received_preview_changed_after_parsing_fails_verification() -> None:
+    received = RequestApprovalV1.model_validate_json(sign_request(REQUEST, KEY).model_dump_json())
+    assert verify_request(received, KEY.public_key())
+    changed = received.preview.model_copy(update={"amount_minor": 1})  # it remembers the JSON it came from
+    assert not verify_request(received.model_copy(update={"preview": changed}), KEY.public_key())

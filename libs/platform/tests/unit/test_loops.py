@@ -11,6 +11,8 @@ from sqlalchemy import MetaData
 from erpilot_platform.loops import Soon, every, looking_later, retry_wait
 from erpilot_platform.outbox import Outbox, outbox_table
 
+pytestmark = pytest.mark.unit
+
 
 class Stop(BaseException):
     """Ends a loop under test (``every`` only survives an ``Exception``)."""

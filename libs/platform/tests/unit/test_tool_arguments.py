@@ -7,6 +7,8 @@ import pytest
 from erpilot_platform.refusals import Refused
 from erpilot_platform.tool_arguments import normalised_arguments
 
+pytestmark = pytest.mark.unit
+
 
 def test_known_tool_and_valid_arguments_come_back_normalised() -> None:
     assert normalised_arguments("cancel_order", {"order_id": "O-1", "reason": None}) == {"order_id": "O-1"}

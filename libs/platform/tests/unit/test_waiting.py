@@ -9,6 +9,8 @@ import pytest
 
 from erpilot_platform.waiting import within, woken_within
 
+pytestmark = pytest.mark.unit
+
 
 async def _relay(event: asyncio.Event, wakes: list[bool], running: asyncio.Event) -> None:
     while True:

@@ -18,6 +18,7 @@ from erpilot_contracts.approval.v1 import ApprovalRecordV1, ApprovalResolvedV1, 
 from erpilot_contracts.erp.v1 import OperationStatusV1, PreparedOperationV1, PreviewV1, ToolResultV1
 from erpilot_platform.broker import TransientError
 from erpilot_platform.outbox import name_of
+from erpilot_platform.testing.previews import preview as a_preview
 
 from .conftest import event_types, new_session
 
@@ -53,7 +54,8 @@ def requested(cmd) -> ApprovalRecordV1:
     """The approval the ERP's outbox asked for, as the approval service's event carries it."""
     return ApprovalRecordV1(
         pending_id="pa_1", call_id=cmd.call_id, session_id=cmd.session_id, tool=cmd.tool, arguments=cmd.arguments,
-        fingerprint=cmd.fingerprint, operation_id=cmd.operation_id, risk="low", preview={"operation": cmd.tool},
+        fingerprint=cmd.fingerprint, operation_id=cmd.operation_id, risk="low",
+        preview=a_preview(cmd.tool, "it", "them"),
         required_roles=["manager"], requested_by="alice", created_at=NOW, expires_at=NOW + timedelta(minutes=15),
         status="pending", policy_version="test")
 

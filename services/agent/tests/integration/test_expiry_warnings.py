@@ -14,6 +14,7 @@ from erpilot_agent.domain.tool_calls import PendingApproval, ToolCall
 from erpilot_agent.service_layer.expiry_warnings import on_approval_expiring
 from erpilot_contracts.approval.v1 import ApprovalExpiringV1
 from erpilot_platform.broker import TransientError
+from erpilot_platform.testing.previews import preview_json
 
 from .conftest import new_call, save
 
@@ -28,7 +29,7 @@ def warning(session_id: str, call: ToolCall, pending_id: str) -> ApprovalExpirin
 
 def pending(pending_id: str) -> PendingApproval:
     return PendingApproval(pending_id=pending_id, fingerprint="sha256:f", expires_at=datetime.now(UTC),
-                           preview={}, approval_url=f"http://x/resume/{pending_id}")
+                           preview=preview_json(), approval_url=f"http://x/resume/{pending_id}")
 
 
 async def expiring_events(engine, session_id: str) -> list[dict]:

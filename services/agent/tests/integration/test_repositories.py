@@ -4,13 +4,15 @@ in tests/unit/test_repositories.py."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from erpilot_agent.adapters import tables
 from erpilot_agent.adapters.driver_locks import SqlDriverLocks
 from erpilot_agent.adapters.sql_work import SqlWork
-from erpilot_platform import advisory_locks
+from erpilot_platform import advisory_locks, db
 from erpilot_platform.db import create_engine
 from erpilot_platform.outbox import Outbox, name_of
 from erpilot_platform.uow import UnitOfWork
@@ -40,3 +42,22 @@ def repos(engine) -> Backend:
         return [(name_of(row.msg_id), row.payload) for row in rows]
 
     return Backend(uow, outbox, lambda: None, SqlDriverLocks(engine))  # each transaction: a later clock of its own
+
+
+async def test_a_drivers_lock_outlives_idling_past_the_pools_idle_timeout(database_url, monkeypatch):
+    """Pooled connections idle ``db.IDLE_SESSION_SECONDS`` are closed by PostgreSQL (issue 31 item 5); the one
+    holding a session's drive lock idles between the drive's transactions and must not be: closing it would free the
+    lock under a live driver, and a second driver could take it."""
+    monkeypatch.setattr(db, "IDLE_SESSION_SECONDS", 1)
+    engine = db.create_engine(database_url, pool_size=2)
+    try:
+        locks = SqlDriverLocks(engine)
+        async with locks.hold("ses_idle_lock") as held:
+            assert held
+            await asyncio.sleep(2.5)  # idle past the timeout while driving (a model's step, say)
+            async with locks.hold("ses_idle_lock") as second:
+                assert not second  # still held: no second driver
+        async with engine.connect() as conn:  # let go: its connection times out again like any other
+            assert await conn.scalar(text("SELECT current_setting('idle_session_timeout')")) == "1s"
+    finally:
+        await engine.dispose()

@@ -64,6 +64,10 @@ def ok(result: dict) -> dict:
      {"order_id": "O-17", "amount_minor": 1250, "currency": "EUR", "channel": "original"}),
     ("refund O-17 1000 JPY", "refund_payment",
      {"order_id": "O-17", "amount_minor": 1000, "currency": "JPY", "channel": "original"}),
+    ("credit O-17 12.50 EUR because damaged in transit", "issue_credit_note",
+     {"order_id": "O-17", "amount_minor": 1250, "currency": "EUR", "reason": "damaged in transit"}),
+    ("Credit O-17 7 jpy because goodwill", "issue_credit_note",
+     {"order_id": "O-17", "amount_minor": 7, "currency": "JPY", "reason": "goodwill"}),
 ])
 def test_direct_commands_become_one_tool_call(text, tool, arguments):
     called = only_call(plan(ask(text)))
@@ -160,13 +164,15 @@ def test_call_ids_are_deterministic_and_count_earlier_runs():
 def test_help_and_unknown_text_explain_the_commands():
     assert plan(ask("HELP")).text == HELP
     assert "find customer" in HELP and "refund <order_id> <amount> <CUR>" in HELP
+    assert "credit <order_id> <amount> <CUR> because <reason>" in HELP
     reply = plan(ask("please do something clever"))
     assert reply.tool_calls == [] and "did not understand" in reply.text and "adjust stock" in reply.text
 
 
 @pytest.mark.parametrize("text", [
     "refund O-17 12.345 EUR", "refund O-17 12,50 EUR", "refund O-17 1e3 EUR", "refund O-17 -5 EUR",
-    "refund O-17 0 EUR", "refund O-17 12.5 JPY", "draft for C-1: SKU-1 two", "draft X-1: show task",
+    "refund O-17 0 EUR", "refund O-17 12.5 JPY", "credit O-17 12.345 EUR because x", "credit O-17 0 EUR because x",
+    "draft for C-1: SKU-1 two", "draft X-1: show task",
     "show draft D-1 lines 0-3", "show draft D-1 lines 9-2", "show draft D-1 lines 1-201",
 ])
 def test_bad_values_get_a_text_reply_and_no_call(text):

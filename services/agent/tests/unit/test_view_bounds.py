@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from erpilot_agent.domain.view_bounds import VIEW_RESULT_BYTES, bounded_result
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_bound_is_16_kib():

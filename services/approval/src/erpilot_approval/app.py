@@ -50,13 +50,13 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
     broker = create_broker(settings.nats_url, SERVICE, user=settings.nats_user, password=settings.nats_password)
     service_bus = ServiceBus(broker, SERVICE, settings.retry_policy(), ack_wait=settings.ack_wait_seconds)
     outbox = Outbox(tables.outbox, lock_key=advisory_locks.APPROVAL_OUTBOX)
-    units = uow or unit_of_work(engine, outbox, signing_key)
+    unit = uow or unit_of_work(engine, outbox, signing_key)
     # The sweepers hear of every replica's new approvals only from the database: a substitute has none.
     deadlines = Listener(settings.database_url, DEADLINES_CHANNEL, lambda: new_approval(),
                          application_name="erpilot-approval-deadlines") if uow is None else None
     listening = lambda: deadlines is not None and deadlines.listening  # noqa: E731
-    sweeper = expiry_sweeper(units, poll_seconds=settings.expiry_poll_seconds, listening=listening)
-    escalations = escalation_sweeper(units, poll_seconds=settings.expiry_poll_seconds, listening=listening)
+    sweeper = expiry_sweeper(unit, poll_seconds=settings.expiry_poll_seconds, listening=listening)
+    escalations = escalation_sweeper(unit, poll_seconds=settings.expiry_poll_seconds, listening=listening)
 
     def new_approval() -> None:
         """A new deadline and maybe a new escalation time: both sweepers look again."""
@@ -64,22 +64,22 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
         escalations.wake()
 
     chat_secret = settings.chat_signing_secret.get_secret_value().encode() if settings.chat_signing_secret else None
-    ports = Ports(uow=units, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
+    ports = Ports(unit=unit, erp=erp or ErpClient(broker), policy=policy, signing_key=signing_key,
                   assertion_key=assertion_key, ledger_key=ledger_key, new_deadline=new_approval,
                   people=settings.people(policy), chat_secret=chat_secret, wake_webhooks=lambda: dispatcher.wake())
     register_ping(service_bus, engine)
     nats_entry.register(service_bus, ports)
-    signer = CheckpointSigner(units, settings.audit_checkpoint_seconds)
+    signer = CheckpointSigner(unit, settings.audit_checkpoint_seconds)
     webhooks = settings.load_webhooks(policy)
     mailer = settings.mailer(signing_key)
-    dispatcher = WebhookDispatcher(units, webhooks, dead_letters=NatsDeadLetters(broker),
+    dispatcher = WebhookDispatcher(unit, webhooks, dead_letters=NatsDeadLetters(broker),
                                    retry_base_seconds=settings.webhook_retry_base_seconds,
                                    give_up_after=settings.give_up_after(),
                                    timeout_seconds=settings.webhook_timeout_seconds, mailer=mailer)
     recipients = (lambda approval: links.recipients(approval, ports.people(), policy.contacts)) if mailer else None
-    webhook_entry.register(service_bus, WebhookEvents(units, webhooks, settings.public_url, wake=dispatcher.wake,
+    webhook_entry.register(service_bus, WebhookEvents(unit, webhooks, settings.public_url, wake=dispatcher.wake,
                                                       mail_recipients=recipients, chat_url=policy.chat_url))
-    warnings = WarningSweeper(units, policy)
+    warnings = WarningSweeper(unit, policy)
 
     async def relay() -> None:
         await outbox.run(engine, broker)
@@ -91,7 +91,7 @@ def build(settings: ApprovalSettings, *, uow: ApprovalUnitOfWork | None = None, 
         await escalations.run()
 
     async def pending_gauge() -> None:
-        await refresh_pending_gauge(units)
+        await refresh_pending_gauge(unit)
 
     async def webhook_dispatch() -> None:
         await dispatcher.run()

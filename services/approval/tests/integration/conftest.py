@@ -40,6 +40,7 @@ from erpilot_platform.broker import create_broker, request, send
 from erpilot_platform.endpoints import ServiceBus
 from erpilot_platform.grants import encode_public_key, encode_signing_key
 from erpilot_platform.ledger_signatures import sign_request
+from erpilot_platform.testing.previews import preview as a_preview
 
 SIGNING_KEY = Ed25519PrivateKey.generate()
 VERIFY_KEY = SIGNING_KEY.public_key()
@@ -227,8 +228,7 @@ class Approvals:
         values = dict(call_id=f"{run_id or uid('run_')}:{uid('call-')}", session_id=uid("ses-"), tool=tool,
                       arguments=args,
                       fingerprint=fingerprint(tool, 1, args), operation_id=uid("op-"), requested_by=requested_by,
-                      preview={"operation": tool, "object": "x", "target": "y", "amount_minor": amount_minor,
-                               "currency": "EUR"})
+                      preview=a_preview(tool, "x", "y", amount_minor=amount_minor, currency="EUR"))
         cmd = vouch(RequestApprovalV1(**{**values, **changes}), run_id=run_id)
         self.ledger.record(cmd)
         return cmd
@@ -283,7 +283,7 @@ async def fake_erp(nats_url):
         request_cmd = RequestApprovalV1(
             call_id=cmd.call_id, session_id=cmd.session_id, tool=cmd.tool, arguments=cmd.arguments,
             fingerprint=cmd.fingerprint, operation_id=cmd.operation_id,
-            preview=preview.model_dump(mode="json", exclude={"schema_version"}),
+            preview=preview,
             requested_by=superseded.requested_by, assertion=superseded.assertion,
             asserted_at=superseded.asserted_at, prepared_at=datetime.now(UTC), supersedes=cmd.supersedes)
         request_cmd = signed(request_cmd)

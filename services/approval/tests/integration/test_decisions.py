@@ -48,7 +48,8 @@ FORGED = Ed25519PrivateKey.generate()
 
 def invented_preview(cmd):
     """A compromised agent's version of the ledger's request: the same operation, a preview of its own."""
-    return cmd.model_copy(update={"preview": {**cmd.preview, "amount_minor": 1, "target": "A trusted customer"}})
+    return cmd.model_copy(update={"preview": cmd.preview.model_copy(update={"amount_minor": 1,
+                                                                            "target": "A trusted customer"})})
 
 
 @pytest.mark.parametrize(("forge", "reason"), [

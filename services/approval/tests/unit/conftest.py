@@ -21,6 +21,7 @@ from erpilot_contracts.fingerprint import fingerprint
 from erpilot_platform.assertions import sign_assertion
 from erpilot_platform.ledger_signatures import sign_request
 from erpilot_platform.refusals import Refused
+from erpilot_platform.testing.previews import preview_json
 
 from ..fakes import LEDGER_KEY, NOW, ApprovalState, FakeErp, MemoryApprovals
 
@@ -39,7 +40,7 @@ def build_request(
 ) -> ApprovalRequest:
     """A well-formed request for ``tool`` whose fingerprint matches its arguments."""
     arguments = changes.pop("arguments", TOOL_ARGUMENTS[tool])
-    preview = {"operation": tool, "object": "x", "target": "y", "amount_minor": amount_minor}
+    preview = preview_json(operation=tool, object="x", target="y", amount_minor=amount_minor)
     fields: dict[str, Any] = {
         "call_id": "call-1",
         "session_id": "sess-1",
@@ -114,7 +115,7 @@ class Desk:
         self.uow = MemoryApprovals(now=NOW, key=SIGNING_KEY)
         self.erp = FakeErp()
         self.deadlines = 0
-        self.ports = Ports(uow=self.uow, erp=self.erp, policy=policy, signing_key=SIGNING_KEY,
+        self.ports = Ports(unit=self.uow, erp=self.erp, policy=policy, signing_key=SIGNING_KEY,
                            assertion_key=ASSERTION_KEY.public_key(), ledger_key=LEDGER_KEY.public_key(),
                            new_deadline=self._new_deadline)
         self.erp.deliver = lambda cmd: request_approval(cmd, self.ports)

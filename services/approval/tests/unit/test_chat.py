@@ -17,6 +17,7 @@ from erpilot_approval.domain.chat import card
 from erpilot_approval.domain.policy import load_policy
 from erpilot_approval.service_layer.chat import chat_action
 from erpilot_contracts.approval.chat import ChatActionV1
+from erpilot_platform.testing.previews import preview_json
 
 from ..fakes import NOW
 from .conftest import Desk, refusal_of
@@ -91,7 +92,7 @@ async def test_a_press_that_proves_nothing_decides_nothing(desk, case):
 
 
 def test_the_card_shows_preview_amount_deadline_the_agents_reason_apart_and_three_buttons(make_pending):
-    preview = {"operation": "submit_order", "target": "Nordwind", "amount_minor": 12345, "currency": "EUR"}
+    preview = preview_json(operation="submit_order", target="Nordwind", amount_minor=12345, currency="EUR")
     approval = dataclasses.replace(make_pending("submit_order", preview=preview), agent_reason="customer <asked>")
     message = card(approval, "https://erpilot.example/resume/pa-1")
     text = json.dumps(message)

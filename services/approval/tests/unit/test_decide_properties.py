@@ -18,6 +18,7 @@ from erpilot_approval.domain.approvals import (
 )
 from erpilot_approval.domain.policy import load_policy
 from erpilot_contracts.fingerprint import fingerprint as compute_fingerprint
+from erpilot_platform.testing.previews import preview_json
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +27,7 @@ PENDING = new_pending(
     ApprovalRequest(
         call_id="c", session_id="s", tool="submit_order", tool_schema_version=1, arguments=ARGUMENTS,
         fingerprint=compute_fingerprint("submit_order", 1, ARGUMENTS), operation_id="op",
-        preview={"amount_minor": 100}, requested_by="alice",
+        preview=preview_json(amount_minor=100), requested_by="alice",
     ),
     load_policy(None), datetime(2026, 1, 1, tzinfo=UTC), "pa",
 )

@@ -37,7 +37,7 @@ async def test_a_vouched_request_stores_a_pending_approval_with_its_event_and_au
     assert record.status == "pending" and record.requested_by == "alice"
     stored = desk.approval(record.pending_id)
     assert (stored.operation_id, stored.required_roles) == (cmd.operation_id, ["approver", "manager"])
-    assert stored.preview == cmd.preview  # the ledger's own preview
+    assert stored.preview == cmd.preview.model_dump(mode="json")  # the ledger's own preview
     assert stored.created_at == NOW and stored.expires_at == NOW + timedelta(minutes=15)  # the unit's clock
     assert [event["record"]["pending_id"] for event in desk.events(subjects.APPROVAL_EVT_REQUESTED)] == [
         record.pending_id]
@@ -132,7 +132,8 @@ def ledgers_request(desk: Desk) -> RequestApprovalV1:
 def invented(cmd: RequestApprovalV1) -> RequestApprovalV1:
     """The compromised agent's copy of ``cmd``: Alice's real assertion, the real operation id and fingerprint, and
     an invented preview (amount 1, which also lowers the role it needs)."""
-    return cmd.model_copy(update={"preview": {**cmd.preview, "amount_minor": INVENTED_AMOUNT, "target": "trusted"}})
+    return cmd.model_copy(update={"preview": cmd.preview.model_copy(update={"amount_minor": INVENTED_AMOUNT,
+                                                                            "target": "trusted"})})
 
 
 @pytest.mark.parametrize(("forge", "reason"), [
@@ -146,7 +147,7 @@ async def test_a_request_the_ledger_did_not_sign_is_an_invalid_message_and_nothi
         desk, forge, reason):
     forged = forge(ledgers_request(desk))
 
-    refused = await refusal_of(request_approval(forged, replace(desk.ports, uow=Untouchable())))
+    refused = await refusal_of(request_approval(forged, replace(desk.ports, unit=Untouchable())))
     assert isinstance(refused, InvalidMessage) and refused.details == {"reason": reason}
     refused = await refusal_of(request_approval(forged, desk.ports))
     assert refused.details == {"reason": reason}
@@ -163,8 +164,8 @@ async def test_a_forged_request_sent_before_the_ledgers_cannot_make_the_ledgers_
 
     record = await request_approval(ledgers, desk.ports)
     stored = desk.approval(record.pending_id)
-    assert stored.preview["amount_minor"] == record.preview["amount_minor"] == LEDGERS_AMOUNT
-    assert stored.preview == ledgers.preview and stored.required_roles == ["manager"]
+    assert stored.preview["amount_minor"] == record.preview.amount_minor == LEDGERS_AMOUNT
+    assert stored.preview == ledgers.preview.model_dump(mode="json") and stored.required_roles == ["manager"]
     assert [event["record"]["preview"]["amount_minor"]
             for event in desk.events(subjects.APPROVAL_EVT_REQUESTED)] == [LEDGERS_AMOUNT]
 
@@ -284,3 +285,16 @@ async def test_a_crash_after_the_request_commits_keeps_it_and_the_redelivery_ans
     again = await request_approval(cmd, desk.ports)
     assert again.pending_id == stored.pending_id and len(desk.state.approvals) == 1
     assert len(desk.events(subjects.APPROVAL_EVT_REQUESTED)) == 1 and len(desk.state.audit) == 1
+
+
+async def test_a_field_a_newer_ledger_added_to_the_preview_is_verified_stored_and_passed_on(desk):
+    newer = {"operation": "Submit order", "object": "Draft D-1 revision 2", "target": "Nordwind",
+             "amount_minor": 12_345, "currency": "EUR", "tax_minor": 1_975}  # tax_minor: unknown to PreviewV1
+    cmd = desk.request_cmd(preview=newer)
+    received = RequestApprovalV1.model_validate_json(cmd.model_dump_json())  # as the entry table parses it
+
+    record = await request_approval(received, desk.ports)
+    assert record.status == "pending" and record.preview.model_extra == {"tax_minor": 1_975}
+    assert desk.approval(record.pending_id).preview["tax_minor"] == 1_975  # stored as the ledger wrote it
+    [event] = desk.events(subjects.APPROVAL_EVT_REQUESTED)
+    assert event["record"]["preview"]["tax_minor"] == 1_975  # and passed on to the agent and people

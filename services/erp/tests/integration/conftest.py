@@ -74,11 +74,14 @@ class ErpClient:
         self.engine = engine
 
     # --- over NATS ----------------------------------------------------------------------------------
-    async def send(self, subject: str, payload: Message, *, durable: bool = True) -> ReplyV1:
+    async def send(self, subject: str, payload: Message, *, durable: bool | None = None) -> ReplyV1:
+        # As the subject says it travels: a command through the stream, a retried command (req.erp.draft) or a
+        # query as a core request.
+        durable = ".cmd." in subject if durable is None else durable
         return await request(self.broker, subject, payload, durable=durable, timeout=20)
 
-    async def send_raw(self, subject: str, body: bytes, *, durable: bool = True) -> ReplyV1:
-        stream = COMMANDS_STREAM.name if durable else None
+    async def send_raw(self, subject: str, body: bytes, *, durable: bool | None = None) -> ReplyV1:
+        stream = COMMANDS_STREAM.name if (".cmd." in subject if durable is None else durable) else None
         response = await self.broker.request(body, subject, stream=stream, timeout=20)
         return ReplyV1.model_validate_json(response.body)
 
@@ -93,7 +96,7 @@ class ErpClient:
 
     async def draft(self, tool: str, arguments: dict, *, session_id: str, operation_id: str | None = None
                     ) -> ReplyV1:
-        return await self.send(subjects.ERP_CMD_DRAFT,
+        return await self.send(subjects.ERP_REQ_DRAFT,
                                self.draft_cmd(tool, arguments, session_id=session_id, operation_id=operation_id))
 
     async def new_draft(self, session_id: str, customer_id: str, lines: list[tuple[str, int]]) -> dict:

@@ -39,8 +39,8 @@ async def test_a_redelivered_create_makes_one_draft_and_gives_the_same_answer(er
     cmd = erp.draft_cmd("create_order_draft", {"customer_id": await erp.make_customer(),
                                                "lines": [{"sku": sku, "qty": 1}]}, session_id=session_id)
 
-    replies = [await erp.send("erpilot.v1.cmd.erp.draft", cmd)]
-    replies += await asyncio.gather(*(erp.send("erpilot.v1.cmd.erp.draft", cmd) for _ in range(5)))
+    replies = [await erp.send("erpilot.v1.req.erp.draft", cmd)]
+    replies += await asyncio.gather(*(erp.send("erpilot.v1.req.erp.draft", cmd) for _ in range(5)))
 
     assert len({r.model_dump_json() for r in replies}) == 1 and replies[0].data["outcome"] == "succeeded"
     assert await erp.drafts_of_session(session_id) == 1
@@ -100,12 +100,12 @@ async def test_a_business_rejection_is_stored_and_repeated_even_after_the_cause_
     sku = await erp.make_product(status="discontinued")
     cmd = erp.draft_cmd("create_order_draft", {"customer_id": await erp.make_customer(),
                                                "lines": [{"sku": sku, "qty": 1}]}, session_id=session_id)
-    first = await erp.send("erpilot.v1.cmd.erp.draft", cmd)
+    first = await erp.send("erpilot.v1.req.erp.draft", cmd)
     await erp.update_product(sku, status="active")
 
-    again = await erp.send("erpilot.v1.cmd.erp.draft", cmd)
+    again = await erp.send("erpilot.v1.req.erp.draft", cmd)
     # a new call (its own call id: one call runs one draft operation) now succeeds
-    fresh = await erp.send("erpilot.v1.cmd.erp.draft", cmd.model_copy(update={"operation_id": "op-" + sku,
+    fresh = await erp.send("erpilot.v1.req.erp.draft", cmd.model_copy(update={"operation_id": "op-" + sku,
                                                                              "call_id": cmd.call_id + "-new"}))
 
     assert first.data["outcome"] == "business_rejected" and first.data["error"]["code"] == "product_unavailable"
@@ -118,10 +118,10 @@ async def test_reusing_an_operation_id_for_other_arguments_is_a_conflict(erp, se
     sku = await erp.make_product()
     cmd = erp.draft_cmd("create_order_draft", {"customer_id": await erp.make_customer(),
                                                "lines": [{"sku": sku, "qty": 1}]}, session_id=session_id)
-    await erp.send("erpilot.v1.cmd.erp.draft", cmd)
+    await erp.send("erpilot.v1.req.erp.draft", cmd)
 
     other = cmd.model_copy(update={"arguments": {**cmd.arguments, "note": "different"}})
-    reply = await erp.send("erpilot.v1.cmd.erp.draft", other)
+    reply = await erp.send("erpilot.v1.req.erp.draft", other)
 
     assert not reply.ok and reply.error.code == "operation_conflict" and reply.error.status == 409
     assert await erp.drafts_of_session(session_id) == 1
@@ -132,7 +132,7 @@ async def test_a_draft_in_the_inbox_from_before_the_upgrade_is_still_answered_on
     sku = await erp.make_product()
     cmd = erp.draft_cmd("create_order_draft", {"customer_id": await erp.make_customer(),
                                                "lines": [{"sku": sku, "qty": 1}]}, session_id=session_id)
-    first = await erp.send("erpilot.v1.cmd.erp.draft", cmd)
+    first = await erp.send("erpilot.v1.req.erp.draft", cmd)
     asked = {"tool": cmd.tool, "arguments": cmd.arguments, "session_id": cmd.session_id}
     pre_upgrade = hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).hexdigest()
     async with erp.engine.begin() as conn:
@@ -142,8 +142,8 @@ async def test_a_draft_in_the_inbox_from_before_the_upgrade_is_still_answered_on
                                        {"digest": pre_upgrade, "key": f"draft:{cmd.operation_id}"})
     assert rewritten.rowcount == 1
 
-    again = await erp.send("erpilot.v1.cmd.erp.draft", cmd)
-    other = await erp.send("erpilot.v1.cmd.erp.draft",
+    again = await erp.send("erpilot.v1.req.erp.draft", cmd)
+    other = await erp.send("erpilot.v1.req.erp.draft",
                            cmd.model_copy(update={"arguments": {**cmd.arguments, "note": "different"}}))
 
     assert again == first and await erp.drafts_of_session(session_id) == 1

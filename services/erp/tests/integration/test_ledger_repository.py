@@ -17,8 +17,9 @@ import pytest
 from erpilot_erp.adapters.ledger import ledger as sql_ledger
 from erpilot_erp.adapters.repository import StaleWrite
 from erpilot_erp.adapters.tables import customers, products
+from erpilot_erp.domain.issue_credit_note import NewCreditNote
 from erpilot_erp.domain.model import CreditNote, Customer, DraftLine, DraftRevision, Order, OrderLine, Product
-from erpilot_erp.domain.plans import CommitPlan, NewCreditNote, NewOrder, OrderChange, StockChange
+from erpilot_erp.domain.plans import CommitPlan, NewOrder, OrderChange, Rows, StockChange
 from erpilot_erp.service_layer.ports import NewOperation, Outcome
 from erpilot_platform.db import create_engine, is_unique_violation
 from services.erp.tests.fakes import LedgerState, memory_ledger
@@ -282,7 +283,7 @@ async def test_credit_notes_a_plan_issues_read_back_per_order_with_their_own_ids
                    line.line_total_minor, 0, NOW)
     await ledger.run(lambda unit: unit.ledger.apply_plan(CommitPlan(result={}, effects=(NewOrder(placed),)),
                                                          operation_id=f"op-{order_id}"))
-    assert await ledger.read(lambda unit: unit.ledger.credit_notes(order_id)) == []
+    assert await ledger.read(lambda unit: unit.ledger.row_set(Rows.ORDER_CREDIT_NOTES, order_id)) == []
 
     first = await ledger.run(lambda unit: unit.ledger.next_id("credit_note"))
     second = await ledger.run(lambda unit: unit.ledger.next_id("credit_note"))
@@ -293,5 +294,5 @@ async def test_credit_notes_a_plan_issues_read_back_per_order_with_their_own_ids
         plan = CommitPlan(result={}, effects=(NewCreditNote(note),))
         await ledger.run(lambda unit, plan=plan, index=index: unit.ledger.apply_plan(
             plan, operation_id=f"op-{first}-{index}"))
-    assert await ledger.run(lambda unit: unit.ledger.credit_notes(order_id)) == notes
-    assert await ledger.read(lambda unit: unit.ledger.credit_notes("O-NONE")) == []
+    assert await ledger.run(lambda unit: unit.ledger.row_set(Rows.ORDER_CREDIT_NOTES, order_id)) == notes
+    assert await ledger.read(lambda unit: unit.ledger.row_set(Rows.ORDER_CREDIT_NOTES, "O-NONE")) == []

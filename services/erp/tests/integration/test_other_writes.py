@@ -73,6 +73,9 @@ async def test_credit_notes_cannot_exceed_the_total_less_refunds_even_when_racin
     too_much = await erp.send(subjects.ERP_CMD_PREPARE, erp.prepare_cmd("issue_credit_note", credit,
                                                                         session_id=session_id))
     assert not too_much.ok and too_much.error.code == "credit_exceeds_remaining"
+    # The order shows its credit note, from the ledger's table, as the back office view and to get_order.
+    view = await erp.view("order", id=order["order_id"])
+    assert view.ok and view.data["credit_notes"] == [done]
 
 
 async def test_adjust_stock_rejects_when_on_hand_moved_since_the_preview(erp, session_id):

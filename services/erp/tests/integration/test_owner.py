@@ -35,7 +35,7 @@ async def test_another_person_in_the_same_session_cannot_edit_read_or_submit_a_d
 
     edit = erp.draft_cmd("set_draft_note", {"draft_id": draft_id, "base_revision": 1, "note": "mallory's"},
                          session_id=session_id)
-    edited = await erp.send(subjects.ERP_CMD_DRAFT, mallory(edit))
+    edited = await erp.send(subjects.ERP_REQ_DRAFT, mallory(edit))
     assert (edited.data["outcome"], edited.data["error"]["code"]) == ("business_rejected", "not_found")
     assert await erp.revisions_of(draft_id) == 1
 

@@ -50,10 +50,12 @@ async def test_prepare_stores_the_operation_and_answers_its_preview(erp, session
         cmd.operation_id, cmd.call_id, session_id, "submit_order", cmd.fingerprint, cmd.arguments)
     assert (asked.requested_by, asked.assertion) == ("tester", cmd.assertion)
     assert (asked.asserted_at, asked.prepared_at) == (row.asserted_at, row.prepared_at)
-    assert asked.preview == row.preview  # as a person will see it: no schema_version anywhere
-    assert "schema_version" not in json.dumps(asked.preview)
-    # Signed with the ledger key, and still verifying after the outbox's JSONB and the stream.
+    assert request["preview"] == row.preview  # as a person will see it: no schema_version anywhere
+    assert "schema_version" not in json.dumps(request["preview"])
+    # Signed with the ledger key, and still verifying after the outbox's JSONB and the stream (as the approval
+    # service parses it: from the JSON, its preview typed).
     assert asked.ledger_signature and verify_request(asked, LEDGER_KEY.public_key())
+    assert verify_request(RequestApprovalV1.model_validate_json(json.dumps(request)), LEDGER_KEY.public_key())
 
 
 async def test_the_same_operation_again_gets_the_stored_preview_and_another_fingerprint_conflicts(erp, session_id):

@@ -25,7 +25,7 @@ async def test_create_order_draft_twice(erp, session_id):
     cmd = erp.draft_cmd("create_order_draft", {"customer_id": await erp.make_customer(),
                                                "lines": [{"sku": await erp.make_product(), "qty": 2}]},
                         session_id=session_id)
-    reply = await twice(erp, subjects.ERP_CMD_DRAFT, cmd)
+    reply = await twice(erp, subjects.ERP_REQ_DRAFT, cmd)
     assert reply.data["outcome"] == "succeeded" and await erp.drafts_of_session(session_id) == 1
 
 
@@ -40,7 +40,7 @@ async def test_draft_edits_twice(erp, session_id, tool):
         "remove_draft_line": {**base, "item_number": 2, "expected_sku": b},
         "set_draft_note": {**base, "note": "twice"},
     }[tool]
-    reply = await twice(erp, subjects.ERP_CMD_DRAFT, erp.draft_cmd(tool, arguments, session_id=session_id))
+    reply = await twice(erp, subjects.ERP_REQ_DRAFT, erp.draft_cmd(tool, arguments, session_id=session_id))
     assert reply.data["outcome"] == "succeeded" and reply.data["result"]["revision"] == 2
     assert await erp.revisions_of(draft["draft_id"]) == 2
 

@@ -31,9 +31,10 @@ async def test_submit_order_commits_once_and_records_the_result(erp, session_id)
                                "line_total_minor": 3375}]
     assert await erp.on_hand(sku) == 17
     assert (await erp.view("draft", id=draft["draft_id"])).data["status"] == "submitted"
-    # The view is the result plus the session the order came from (for the gateway's "who may read it").
+    # The view is the result plus the session the order came from (for the gateway's "who may read it") and its
+    # credit notes (none yet).
     assert (await erp.view("order", id=order["order_id"])).data == {**order, "session_id": session_id,
-                                                                   "owner": "tester"}
+                                                                   "owner": "tester", "credit_notes": []}
     recorded = await erp.operation(cmd.operation_id)
     assert recorded.data == status and recorded.data["requested_by"] == "tester"
 

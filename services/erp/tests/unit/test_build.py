@@ -45,7 +45,7 @@ async def test_a_draft_command_and_a_read_query_run_through_the_built_endpoints(
                          assertion=real_time_assertion(desk))
 
     async with TestNatsBroker(app.broker) as broker:
-        drafted = await ask(broker, subjects.ERP_CMD_DRAFT, cmd, durable=True)
+        drafted = await ask(broker, subjects.ERP_REQ_DRAFT, cmd, durable=False)
         draft_id = drafted.data["result"]["draft_id"]
         read = await ask(broker, subjects.ERP_QUERY_READ, ExecuteToolV1(
             session_id=cmd.session_id, call_id="run-desk:call-read", tool="get_product", requested_by="tester",
@@ -63,10 +63,9 @@ async def test_a_refusal_and_a_message_without_a_valid_assertion_are_answered_by
                                assertion=None)
 
     async with TestNatsBroker(app.broker) as broker:
-        malformed = await broker.request({"schema_version": 1, "tool": 3}, subjects.ERP_CMD_DRAFT,
-                                         stream=COMMANDS_STREAM.name, timeout=5)
-        refused = await ask(broker, subjects.ERP_CMD_DRAFT, not_a_draft, durable=True)
-        invalid = await ask(broker, subjects.ERP_CMD_DRAFT, unvouched, durable=True)
+        malformed = await broker.request({"schema_version": 1, "tool": 3}, subjects.ERP_REQ_DRAFT, timeout=5)
+        refused = await ask(broker, subjects.ERP_REQ_DRAFT, not_a_draft, durable=False)
+        invalid = await ask(broker, subjects.ERP_REQ_DRAFT, unvouched, durable=False)
 
     reply = ReplyV1.model_validate_json(malformed.body)
     assert not reply.ok and reply.error.code == "invalid_message"

@@ -9,8 +9,9 @@ import pytest
 
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
+from erpilot_erp.domain.issue_credit_note import NewCreditNote
 from erpilot_erp.domain.model import CreditNote
-from erpilot_erp.domain.plans import NewCreditNote, OrderChange, StockChange
+from erpilot_erp.domain.plans import OrderChange, Rows, StockChange
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +29,8 @@ def note(amount: int, order_id: str = "O-1", note_id: str = "CN-1") -> CreditNot
 
 
 def state(catalog, order=None, notes=()):
-    return replace(catalog.state(order=catalog.order() if order is None else order), credit_notes=tuple(notes))
+    return replace(catalog.state(order=catalog.order() if order is None else order),
+                   row_sets={Rows.ORDER_CREDIT_NOTES: tuple(notes)})
 
 
 def test_preview_shows_the_credit_and_what_stays_creditable(catalog):

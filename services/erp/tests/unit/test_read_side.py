@@ -116,6 +116,29 @@ async def test_an_order_view_is_the_order_placed_by_a_commit(desk):
     assert order.root.session_id == SESSION and "session_id" not in placed.result  # its draft's; never the model's
 
 
+async def test_get_order_and_the_order_view_show_the_orders_credit_notes_oldest_first(desk):
+    draft = await desk.new_draft([("SKU-A", 2)])
+    order_id = (await desk.commit(await desk.prepared("submit_order", {"draft_id": draft["draft_id"],
+                                                                       "revision": 1}))).result["order_id"]
+    before = await desk.reads.run(read(desk, "get_order", order_id=order_id))
+    assert before.result["credit_notes"] == []
+
+    notes = []
+    for amount, reason in ((300, "damaged in transit"), (200, "goodwill")):
+        cmd = await desk.prepared("issue_credit_note", {"order_id": order_id, "amount_minor": amount,
+                                                        "currency": "EUR", "reason": reason})
+        notes.append((await desk.commit(cmd)).result)
+
+    found = await desk.reads.run(read(desk, "get_order", order_id=order_id))
+    assert found.result["credit_notes"] == notes
+    assert [note["remaining_minor"] for note in notes] == [1700, 1500]
+    view = await backoffice.view(desk.ledger, ErpViewV1(view="order", id=order_id))
+    assert view.root.model_dump(mode="json")["credit_notes"] == notes
+    # The order's own fields are as before; only the notes were added.
+    assert {key: value for key, value in found.result.items() if key != "credit_notes"} == {
+        key: value for key, value in before.result.items() if key != "credit_notes"}
+
+
 async def test_an_operation_is_seen_as_prepared_then_committed(desk):
     cmd = await desk.prepared("adjust_stock", {"sku": "SKU-A", "delta": -2, "reason": "count"})
 

@@ -8,7 +8,7 @@ import pytest
 from erpilot_contracts.erp.v1 import PreviewV1
 from erpilot_erp.domain.errors import BusinessError
 from erpilot_erp.domain.model import CreditNote
-from erpilot_erp.domain.plans import NewRefund, OrderChange, StockChange
+from erpilot_erp.domain.plans import NewRefund, OrderChange, Rows, StockChange
 
 pytestmark = pytest.mark.unit
 
@@ -106,10 +106,15 @@ def credit_note(amount: int, order_id: str = "O-1") -> CreditNote:
                       remaining_minor=0, created_at=datetime(2026, 1, 1, tzinfo=UTC))
 
 
+def with_notes(catalog, *notes: CreditNote):
+    """The catalog's order with ``notes`` issued against it (its ``ORDER_CREDIT_NOTES`` row set)."""
+    return replace(catalog.state(order=catalog.order()), row_sets={Rows.ORDER_CREDIT_NOTES: notes})
+
+
 def test_credit_notes_count_against_what_is_refundable(catalog):
     """A full credit note and then a full refund would give the customer the order twice: refunds and credit notes
     together stay within the order's total (#33 review)."""
-    credited = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(1200),))
+    credited = with_notes(catalog, credit_note(1200))
     prepared = catalog.prepare("refund_payment", args(1800), credited, catalog.now)
     assert prepared.facts["remaining_minor"] == 1800
     assert prepared.preview["effects"][0] == {"label": "refundable remaining", "before": 1800, "after": 0,
@@ -117,15 +122,15 @@ def test_credit_notes_count_against_what_is_refundable(catalog):
     with rejected("refund_exceeds_remaining") as exc:
         catalog.prepare("refund_payment", args(1801), credited, catalog.now)
     assert exc.value.details["remaining_minor"] == 1800
-    other_order = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(3000, "O-2"),))
+    other_order = with_notes(catalog, credit_note(3000, "O-2"))
     assert catalog.prepare("refund_payment", args(3000), other_order, catalog.now).facts["remaining_minor"] == 3000
 
 
 def test_a_credit_note_issued_between_prepare_and_commit_is_rechecked(catalog):
     facts = catalog.prepare("refund_payment", args(2000), catalog.state(order=catalog.order()), catalog.now).facts
-    meanwhile = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(1500),))
+    meanwhile = with_notes(catalog, credit_note(1500))
     with rejected("refund_exceeds_remaining"):
         catalog.commit("refund_payment", args(2000), facts, meanwhile, catalog.now, new_id="R-9")
-    still_fits = replace(catalog.state(order=catalog.order()), credit_notes=(credit_note(500),))
+    still_fits = with_notes(catalog, credit_note(500))
     plan = catalog.commit("refund_payment", args(2000), facts, still_fits, catalog.now, new_id="R-9")
     assert plan.result["remaining_minor"] == 500

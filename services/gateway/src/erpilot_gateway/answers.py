@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from erpilot_contracts.agent.v1 import ToolCallStatus, ToolOutcome
 from erpilot_contracts.approval.v1 import ApprovalStatus
 from erpilot_contracts.base import ErrorV1
+from erpilot_contracts.erp.preview import PreviewV1
 
 
 class Answer(BaseModel):
@@ -70,7 +71,7 @@ class ToolCallAccepted(Answer):
     fingerprint: str | None = None
     expires_at: datetime | None = None
     approval_url: str | None = None
-    preview: dict[str, Any] | None = None
+    preview: PreviewV1 | None = None
 
 
 class OperationView(Answer):

@@ -107,9 +107,24 @@ class RequesterAssertions:
         """The run a message starts, fixed by the gateway before it signs (the run's assertion names it): the same
         session and message id give the same run, so a retry keeps ``post_message``'s idempotency. Derived with
         the signing key (Ed25519 signatures are deterministic), so nobody else can predict a run's id, and with it
-        the call ids ``<run_id>:*`` the agent gives the model's calls, and claim one first."""
+        the call ids ``<run_id>:*`` the agent gives the model's calls, and claim one first. Its second half binds
+        its first to the session (``issued_run``), so the gateway knows its own runs without asking the agent."""
         tag = self.key.sign(f"erpilot run id\x00{session_id}\x00{message_id}".encode())
-        return f"run_{hashlib.sha256(tag).hexdigest()[:32]}"
+        nonce = hashlib.sha256(tag).hexdigest()[:16]
+        return f"run_{nonce}{self._run_tag(session_id, nonce)}"
+
+    def issued_run(self, session_id: str, run_id: str) -> bool:
+        """Whether this gateway's key made ``run_id`` for a message of ``session_id`` (``run_id``): false for an id
+        made up by anyone else, for another session's run, and for a run id of an earlier version (their whole 32
+        digits were one hash; their assertions lived an hour at most)."""
+        digits = run_id.removeprefix("run_")
+        if len(digits) != 32 or not run_id.startswith("run_"):
+            return False
+        return hmac.compare_digest(self._run_tag(session_id, digits[:16]), digits[16:])
+
+    def _run_tag(self, session_id: str, nonce: str) -> str:
+        tag = self.key.sign(f"erpilot run of\x00{session_id}\x00{nonce}".encode())
+        return hashlib.sha256(tag).hexdigest()[:16]
 
     @staticmethod
     def _lifetime(user: User, ttl: timedelta, now: datetime | None) -> tuple[datetime, timedelta]:

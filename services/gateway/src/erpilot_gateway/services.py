@@ -93,6 +93,10 @@ class Services:
         """The run the message ``message_id`` starts in ``session_id`` (the same for a retry)."""
         return self.assertions.run_id(session_id, message_id)
 
+    def issued_run(self, session_id: str, run_id: str) -> bool:
+        """Whether ``run_id`` is a run this gateway started in ``session_id`` (``RequesterAssertions.issued_run``)."""
+        return self.assertions.issued_run(session_id, run_id)
+
     def new_session_id(self, owner: str) -> str:
         """A new session id bound to ``owner`` by the gateway's MAC (``RequesterAssertions.new_session_id``)."""
         return self.assertions.new_session_id(owner)

@@ -58,6 +58,7 @@ class RecordingServices:
     vouch_call = Services.vouch_call
     vouch_run = Services.vouch_run
     run_id = Services.run_id
+    issued_run = Services.issued_run
     check_owner = Services.check_owner
     new_session_id = Services.new_session_id
 

@@ -30,6 +30,7 @@ from erpilot_gateway.problems import Problem
 from erpilot_gateway.routes import sessions
 from erpilot_platform.assertions import DEFAULT_TTL, TOOL_CALL_TTL, AssertionRefused, verify_assertion
 from erpilot_platform.grants import load_verify_key
+from erpilot_platform.testing.previews import preview_json
 
 from .fake_services import ASSERTION_KEYS, RecordingServices, gateway_client, sending
 
@@ -39,7 +40,8 @@ SECRET = "gateway-test-secret-" + "z" * 32
 VERIFY_KEY = load_verify_key(ASSERTION_KEYS["ERPILOT_ASSERTION_VERIFY_KEY"])
 WRITE = {"tool": "adjust_stock", "arguments": {"sku": "SKU-PEN-BLUE", "delta": 1, "reason": "found"}}
 PENDING = {"pending_id": "pa_1", "fingerprint": "sha256:" + "ab" * 32, "expires_at": "2026-10-01T12:15:00+00:00",
-           "approval_url": "http://127.0.0.1:8000/resume/pa_1", "preview": {"operation": "Adjust stock"}}
+           "approval_url": "http://127.0.0.1:8000/resume/pa_1",
+           "preview": preview_json("Adjust stock", "SKU-1", "SKU-1")}
 
 
 def token(sub: str = "alice", roles: tuple[str, ...] = ("requester", "approver")) -> str:
@@ -57,6 +59,7 @@ class Stack:
     def __init__(self) -> None:
         self.call_status = "running"
         self.agent_lies = False  # a compromised agent: every session is whoever asks
+        self.cancel_refused: Problem | None = None  # the agent's answer to a cancel, when not a cancel
         self.script: list[dict] = []
         self.approvals: dict[str, list[str]] = {}  # pending_id -> the statuses successive reads see
         self.services = RecordingServices(self.answer, timeout=0.3, events=lambda session_id: list(self.script))
@@ -73,6 +76,8 @@ class Stack:
         if subject == subjects.AGENT_CMD_POST_MESSAGE:
             return {"run_id": "run_11111111111111111111111111111111"}
         if subject == subjects.AGENT_CMD_CANCEL_RUN:
+            if self.cancel_refused:
+                raise self.cancel_refused
             return {"run_id": payload.run_id, "status": "cancelled", "pending_ids": list(self.approvals)}
         if subject == subjects.APPROVAL_CMD_END_RUN:
             return {"session_id": payload.session_id, "run_id": payload.run_id, "standing_approved": 0,
@@ -86,7 +91,7 @@ class Stack:
             seen = self.approvals[payload.pending_id]
             status = seen.pop(0) if len(seen) > 1 else seen[0]
             return {"pending_id": payload.pending_id, "call_id": "c", "session_id": "ses_1", "tool": "adjust_stock",
-                    "arguments": {}, "fingerprint": "f", "operation_id": "o", "risk": "r", "preview": {},
+                    "arguments": {}, "fingerprint": "f", "operation_id": "o", "risk": "r", "preview": preview_json(),
                     "required_roles": [], "requested_by": payload.actor.sub, "created_at": "2026-10-01T12:00:00Z",
                     "expires_at": "2026-10-01T12:15:00Z", "status": status, "policy_version": "p"}
         raise AssertionError(f"unexpected {subject}")
@@ -115,18 +120,18 @@ def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or
     _, [(_, call)] = stack.post(f"/v1/sessions/{session_id}/tool-calls",
                                 {"tool": "get_product", "arguments": {"sku": "SKU-PEN-BLUE"}})
     _, [(_, message)] = stack.post(f"/v1/sessions/{session_id}/messages", {"text": "hi"}, key="m-1")
-    _, [(_, ended), (_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/run_11111111111111111111111111111111/cancel", {})
+    _, [(_, ended), (_, cancel)] = stack.post(f"/v1/sessions/{session_id}/runs/{message.run_id}/cancel", {})
 
     assert create.assertion is None  # creating a session vouches for nothing
     bound = ((call, {"call_id": call.call_id, "tool": call.tool}),
              (message, {"call_id": f"{message.run_id}:call_0", "tool": "adjust_stock"}),
-             (cancel, {"run_id": "run_11111111111111111111111111111111"}), (ended, {"run_id": "run_11111111111111111111111111111111"}))
+             (cancel, {"run_id": message.run_id}), (ended, {"run_id": message.run_id}))
     for cmd, covered in bound:
         requester = verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, sub="alice", **covered)
         assert requester.roles == ("requester", "approver") and cmd.owner == "alice"
     lifetimes = [(r.expires_at - r.issued_at) for r in (
         verify_assertion(call.assertion, VERIFY_KEY, session_id=session_id, call_id=call.call_id, tool=call.tool),
-        verify_assertion(cancel.assertion, VERIFY_KEY, session_id=session_id, run_id="run_11111111111111111111111111111111"),
+        verify_assertion(cancel.assertion, VERIFY_KEY, session_id=session_id, run_id=message.run_id),
         verify_assertion(message.assertion, VERIFY_KEY, session_id=session_id, call_id=f"{message.run_id}:1",
                          tool="adjust_stock"))]
     assert lifetimes == [TOOL_CALL_TTL, TOOL_CALL_TTL, DEFAULT_TTL]  # a direct call's and a cancel's: seconds
@@ -136,7 +141,7 @@ def test_each_command_to_the_agent_carries_an_assertion_bound_to_its_own_call_or
                        (call, {"run_id": call.call_id}), (cancel, {"run_id": "run_2"}),
                        (message, {"run_id": message.run_id}),  # a run's assertion withdraws nothing
                        # a cancel's prepares nothing (security review: the URL's run id is the caller's word)
-                       (cancel, {"call_id": "run_11111111111111111111111111111111:1", "tool": "adjust_stock"})):
+                       (cancel, {"call_id": f"{message.run_id}:1", "tool": "adjust_stock"})):
         with pytest.raises(AssertionRefused) as refused:
             verify_assertion(cmd.assertion, VERIFY_KEY, session_id=session_id, **other)
         assert refused.value.reason == "assertion_call_mismatch"
@@ -260,15 +265,16 @@ def test_an_answer_that_already_says_it_all_is_given_at_once(stack, status):
 
 def test_a_cancel_sends_no_withdrawal_and_answers_each_approval_once_none_is_pending(stack, monkeypatch):
     stack.approvals = {"pa_1": ["pending", "pending", "withdrawn"], "pa_2": ["approved"]}
-    response, sent = stack.post("/v1/sessions/ses_1/runs/run_11111111111111111111111111111111/cancel", {})
+    run_id = stack.services.run_id("ses_1", "m-1")  # a run this gateway started there
+    response, sent = stack.post(f"/v1/sessions/ses_1/runs/{run_id}/cancel", {})
 
     # The approval service hears that the run ended from the gateway before the agent is asked (the agent could
     # withhold its own record of the cancel); the withdrawal itself has one path: the agent's event.
     assert [subject for subject, _ in sent] == [subjects.APPROVAL_CMD_END_RUN, subjects.AGENT_CMD_CANCEL_RUN]
     (_, ended), (_, cancel) = sent
     assert (ended.session_id, ended.run_id, ended.owner, ended.assertion) == (
-        "ses_1", "run_11111111111111111111111111111111", "alice", cancel.assertion)
-    assert response.json() == {"run_id": "run_11111111111111111111111111111111", "status": "cancelled", "approvals": [
+        "ses_1", run_id, "alice", cancel.assertion)
+    assert response.json() == {"run_id": run_id, "status": "cancelled", "approvals": [
         {"pending_id": "pa_1", "status": "withdrawn"}, {"pending_id": "pa_2", "status": "approved"}]}
     reads = [query.pending_id for subject, query in stack.services.queries if subject == subjects.APPROVAL_QUERY_GET]
     assert reads == ["pa_1", "pa_2", "pa_1", "pa_1"]  # only the pending one is read again
@@ -283,6 +289,47 @@ def test_a_cancel_of_what_is_no_run_id_is_404_and_records_nothing(stack, run_id)
 
     assert (response.status_code, response.json()["code"]) == (404, "not_found")
     assert sent == []
+
+
+def test_a_cancel_of_a_well_formed_unknown_run_asks_the_agent_first_and_its_404_records_nothing(stack):
+    """Security gap of the cancel: a run id of the right shape that no one started (run_ and 32 hex digits) had the
+    approval service record a run end (a standing_runs row, an audit row) before the agent answered 404."""
+    stack.cancel_refused = Problem(404, "not_found", "no such run")
+    response, sent = stack.post("/v1/sessions/ses_1/runs/run_" + "1" * 32 + "/cancel", {})
+
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert [subject for subject, _ in sent] == [subjects.AGENT_CMD_CANCEL_RUN]  # no cmd.approval.end_run
+
+
+@pytest.mark.parametrize("refusal", [Problem(409, "run_in_progress", "working"),
+                                     Problem(409, "run_not_waiting", "over"),
+                                     Problem(503, "service_unavailable", "no answer"),
+                                     Problem(404, "session_not_found", "not that 404")])
+def test_a_run_the_gateway_cannot_place_is_ended_for_standing_approvals_on_any_answer_but_a_clean_404(stack, refusal):
+    """An id the gateway did not make for this session (an earlier version's run) is the agent's to know; any
+    answer but its clean 404 (a run it holds, or no answer) ends the run for standing approvals as well."""
+    stack.cancel_refused = refusal
+    response, sent = stack.post("/v1/sessions/ses_1/runs/run_" + "1" * 32 + "/cancel", {})
+
+    assert (response.status_code, response.json()["code"]) == (refusal.status, refusal.code)
+    assert [subject for subject, _ in sent] == [subjects.AGENT_CMD_CANCEL_RUN, subjects.APPROVAL_CMD_END_RUN]
+    stack.cancel_refused = None
+    _, sent = stack.post("/v1/sessions/ses_1/runs/run_" + "1" * 32 + "/cancel", {})
+    assert [subject for subject, _ in sent] == [subjects.AGENT_CMD_CANCEL_RUN, subjects.APPROVAL_CMD_END_RUN]
+
+
+def test_an_agent_that_denies_a_run_the_gateway_started_keeps_no_standing_approval_alive(stack):
+    """The agent is trusted least: for a run this gateway started in the session, its 404 (a lie, or a run it lost)
+    comes after the approval service was told that the run ended."""
+    stack.cancel_refused = Problem(404, "not_found", "no such run")
+    run_id = stack.services.run_id("ses_1", "m-1")
+    response, sent = stack.post(f"/v1/sessions/ses_1/runs/{run_id}/cancel", {})
+
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert [subject for subject, _ in sent] == [subjects.APPROVAL_CMD_END_RUN, subjects.AGENT_CMD_CANCEL_RUN]
+    # ... but that run's id in another session is no run of the gateway's there
+    _, sent = stack.post(f"/v1/sessions/ses_2/runs/{run_id}/cancel", {})
+    assert [subject for subject, _ in sent] == [subjects.AGENT_CMD_CANCEL_RUN]
 
 
 def test_a_cancel_answers_after_its_bound_even_if_an_approval_stays_pending(stack, monkeypatch):

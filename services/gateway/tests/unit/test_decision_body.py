@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from erpilot_contracts import subjects
 from erpilot_gateway.problems import Problem
+from erpilot_platform.testing.previews import preview_json
 
 from .fake_services import RecordingServices, gateway_client, sending
 
@@ -34,7 +35,7 @@ def record(pending_id: str, **changes: Any) -> dict:
     """An approval record as the approval service answers it (``ApprovalRecordV1``)."""
     return {"pending_id": pending_id, "call_id": "call_1", "session_id": "ses_1", "tool": "submit_order",
             "arguments": {"draft_id": "D-1", "revision": 1}, "fingerprint": FINGERPRINT, "operation_id": "op_1",
-            "risk": "medium", "preview": {}, "required_roles": ["approver"], "requested_by": "alice",
+            "risk": "medium", "preview": preview_json(), "required_roles": ["approver"], "requested_by": "alice",
             "created_at": "2026-10-01T12:00:00Z", "expires_at": "2026-10-01T12:15:00Z", "status": "pending",
             "policy_version": "p1", **changes}
 

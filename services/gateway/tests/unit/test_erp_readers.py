@@ -31,7 +31,9 @@ DRAFT = {"draft_id": "D-1", "revision": 2, "status": "submitted", "customer_id":
          "valid_until": "2026-10-02T12:00:00+00:00", "created_at": "2026-10-01T12:00:00+00:00", "latest_revision": 2}
 ORDER = {"order_id": "O-1", "status": "placed", "customer_id": "C-1", "customer_name": "Acme", "lines": [],
          "total_amount_minor": 100, "currency": "EUR", "paid_minor": 100, "refunded_minor": 0, "draft_id": "D-1",
-         "revision": 2, "created_at": "2026-10-01T12:00:00+00:00"}
+         "revision": 2, "created_at": "2026-10-01T12:00:00+00:00",
+         "credit_notes": [{"credit_note_id": "CN-9101", "order_id": "O-1", "amount_minor": 30, "currency": "EUR",
+                           "reason": "damaged", "remaining_minor": 70}]}
 VIEWS = {("draft", "D-1"): {**DRAFT, "session_id": "ses_alice", "owner": "alice"},
          ("draft", "D-0"): {**DRAFT, "draft_id": "D-0", "session_id": "ses_alice", "owner": None},
          ("order", "O-1"): {**ORDER, "session_id": "ses_alice", "owner": "alice"},

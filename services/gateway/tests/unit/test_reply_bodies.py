@@ -25,6 +25,7 @@ from erpilot_contracts.agent.v1 import (
 )
 from erpilot_contracts.approval.v1 import ApprovalPageV1, ApprovalRecordV1, DecisionsV1, VoteV1
 from erpilot_contracts.base import ErrorV1
+from erpilot_platform.testing.previews import preview as a_preview
 
 from .fake_services import RecordingServices, gateway_client
 
@@ -40,7 +41,7 @@ def _record(pending_id: str, **changes: Any) -> ApprovalRecordV1:
         **{"status": "pending", **changes}, pending_id=pending_id, call_id="call_1", session_id="ses_1",
         tool="submit_order",
         arguments={"draft_id": "D-1", "revision": 2}, fingerprint=FINGERPRINT, operation_id="op_1", risk="high",
-        preview={"amount_minor": 129900, "currency": "EUR", "notes": ["stock is short by 2"]},
+        preview=a_preview(amount_minor=129900, currency="EUR", notes=["stock is short by 2"]),
         required_roles=["manager"], requested_by="alice", created_at=AT, expires_at=AT,
         policy_version="sha256:0011", approvals_required=2, approvals_received=1, can_decide=False,
         cannot_decide_reason="already_voted",
@@ -66,13 +67,14 @@ ANSWERS: dict[str, Any] = {
         tool_calls=[_tool_call("call_1", status="finished", outcome="business_rejected",
                                error=ErrorV1(code="insufficient_stock", message="2 short", status=409)),
                     _tool_call("call_2", status="awaiting_approval", pending_id="pa_2", fingerprint=FINGERPRINT,
-                               expires_at=AT, approval_url="http://x/resume/pa_2", preview={"amount_minor": 5},
+                               expires_at=AT, approval_url="http://x/resume/pa_2", preview=a_preview(amount_minor=5),
                                approval_status="pending"),
                     _tool_call("call_3", status="finished", outcome="succeeded",
                                result={"omitted": True, "reason": "result_too_large", "size_bytes": 20000,
                                        "limit_bytes": 16384, "href": "/v1/sessions/ses_1/tool-calls/call_3"})],
         pending_approvals=[PendingApprovalViewV1(call_id="call_2", pending_id="pa_2", fingerprint=FINGERPRINT,
-                                                 expires_at=AT, approval_url="http://x/resume/pa_2", preview={})]),
+                                                 expires_at=AT, approval_url="http://x/resume/pa_2",
+                                                 preview=a_preview())]),
     subjects.APPROVAL_QUERY_LIST: ApprovalPageV1(items=[_record("pa_1"), _record("pa_0", edited_by="carol")],
                                                  next_cursor=None),
     subjects.APPROVAL_QUERY_GET: _record("pa_1"),

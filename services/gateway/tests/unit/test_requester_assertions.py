@@ -4,6 +4,7 @@ signing key while the previous key is configured."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import jwt
@@ -60,6 +61,20 @@ def test_a_run_id_is_fixed_by_session_and_message_and_unpredictable_without_the_
     assert len({run_id, assertions.run_id("ses_1", "m-2"), assertions.run_id("ses_2", "m-1")}) == 3
     other_key = load_signing_key(new_keypair_env("ERPILOT_ASSERTION")["ERPILOT_ASSERTION_SIGNING_KEY"])
     assert RequesterAssertions(other_key).run_id("ses_1", "m-1") != run_id
+
+
+def test_the_gateway_knows_the_runs_it_started_in_a_session_by_their_id_alone():
+    """A cancel's run id is the caller's word: the gateway tells its own runs (their id binds the session) from an
+    unknown id or another session's run without asking the agent."""
+    assertions = RequesterAssertions(KEY)
+    run_id = assertions.run_id("ses_1", "m-1")
+    assert re.fullmatch(r"run_[0-9a-f]{32}", run_id) and assertions.issued_run("ses_1", run_id)
+    other_key = load_signing_key(new_keypair_env("ERPILOT_ASSERTION")["ERPILOT_ASSERTION_SIGNING_KEY"])
+    altered = run_id[:-1] + ("0" if run_id[-1] != "0" else "1")
+    for session_id, candidate in (("ses_2", run_id), ("ses_1", altered), ("ses_1", "run_" + "1" * 32),
+                                  ("ses_1", RequesterAssertions(other_key).run_id("ses_1", "m-1")),
+                                  ("ses_1", "run_" + run_id[4:20]), ("ses_1", "xyz_" + run_id[4:])):
+        assert not assertions.issued_run(session_id, candidate), candidate
 
 
 def test_after_a_key_rotation_the_sessions_made_under_the_previous_key_stay_their_owners_only_with_it():

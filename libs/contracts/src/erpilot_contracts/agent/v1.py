@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from erpilot_contracts.base import ErrorV1, Message
+from erpilot_contracts.erp.preview import PreviewV1
 from erpilot_contracts.json_input import CanonicalJson
 
 ASSERTION_FIELD = Field(
@@ -71,7 +72,7 @@ class ToolCallViewV1(Message):
     fingerprint: str | None = None
     expires_at: datetime | None = None
     approval_url: str | None = None
-    preview: dict[str, Any] | None = None
+    preview: PreviewV1 | None = None
     approval_status: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -172,7 +173,7 @@ class PendingApprovalViewV1(ReplyPart):
     fingerprint: str | None = None
     expires_at: datetime | None = None
     approval_url: str | None = None
-    preview: dict[str, Any] | None = None
+    preview: PreviewV1 | None = None
 
 
 class SessionViewV1(Message):

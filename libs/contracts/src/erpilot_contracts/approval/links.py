@@ -8,11 +8,12 @@ signed it when it sent the mail, can read it: the token names the person, the ac
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from erpilot_contracts.base import Message
+from erpilot_contracts.erp.preview import PreviewV1
 
 
 class EmailLinkV1(Message):
@@ -37,6 +38,6 @@ class EmailLinkViewV1(Message):
     action: Literal["approve", "reject"]
     sub: str = Field(description="The person the link decides as.")
     tool: str
-    preview: dict[str, Any]
+    preview: PreviewV1
     agent_reason: str | None = Field(None, description="The agent's words (its claim): shown as 'the agent says'.")
     expires_at: datetime

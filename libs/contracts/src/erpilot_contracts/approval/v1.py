@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from erpilot_contracts.base import ErrorV1, Message
+from erpilot_contracts.erp.preview import PreviewV1
 from erpilot_contracts.json_input import CanonicalArguments
 
 ApprovalStatus = Literal["pending", "approved", "rejected", "cancelled", "expired", "superseded", "withdrawn"]
@@ -58,7 +59,7 @@ class ApprovalRecordV1(Message):
     fingerprint: str
     operation_id: str
     risk: str
-    preview: dict[str, Any]
+    preview: PreviewV1
     required_roles: list[str]
     requested_by: str
     created_at: datetime
@@ -114,7 +115,7 @@ class RequestApprovalV1(Message):
     arguments: CanonicalArguments
     fingerprint: str
     operation_id: str
-    preview: dict[str, Any]
+    preview: PreviewV1
     requested_by: str
     assertion: str | None = Field(None, description="The gateway's requester assertion for `requested_by`, as the "
                                                     "agent forwarded it to the ERP (unchanged).")

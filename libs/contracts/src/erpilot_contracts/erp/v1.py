@@ -9,6 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, RootModel
 
 from erpilot_contracts.approval.v1 import GrantV1
 from erpilot_contracts.base import ErrorV1, Message
+
+# The preview lives in erp.preview (the approval contracts carry it too); named here as before.
+from erpilot_contracts.erp.preview import PreviewEffectV1 as PreviewEffectV1
+from erpilot_contracts.erp.preview import PreviewV1 as PreviewV1
 from erpilot_contracts.json_input import CanonicalArguments
 
 
@@ -31,28 +35,6 @@ class ToolResultV1(Message):
     outcome: Literal["succeeded", "business_rejected"]
     result: dict[str, Any] | None = None
     error: ErrorV1 | None = None
-
-
-class PreviewEffectV1(Message):
-    label: str
-    before: Any = None
-    after: Any = None
-    unit: str | None = Field(
-        None, description="`pcs` for quantities; an ISO-4217 code when before/after are minor units of money; "
-                          "None for a state (e.g. an order status).")
-
-
-class PreviewV1(Message):
-    """What a person sees before approving: operation, object, amount, target, effects before -> after."""
-
-    operation: str = Field(description="Human title of the operation, e.g. 'Submit order'.")
-    object: str = Field(description="What is acted on, e.g. 'Draft D-1002 revision 3'.")
-    target: str = Field(description="Who or what is affected, e.g. the customer's full name.")
-    amount_minor: int | None = None
-    currency: str | None = None
-    effects: list[PreviewEffectV1] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-    details: dict[str, Any] = Field(default_factory=dict, description="Tool-specific data, e.g. draft lines.")
 
 
 class PrepareOperationV1(Message):
@@ -171,6 +153,17 @@ class OrderLineV1(ResultShape):
     line_total_minor: int
 
 
+class CreditNoteV1(ResultShape):
+    """A credit note issued against an order (``issue_credit_note``'s result)."""
+
+    credit_note_id: str
+    order_id: str
+    amount_minor: int
+    currency: str
+    reason: str
+    remaining_minor: int = Field(description="What of the order stayed creditable right after it.")
+
+
 class OrderV1(ResultShape):
     order_id: str
     status: Literal["placed", "cancelled"]
@@ -184,6 +177,9 @@ class OrderV1(ResultShape):
     draft_id: str | None
     revision: int | None
     created_at: IsoDateTime
+    credit_notes: list[CreditNoteV1] = Field(
+        default_factory=list, description="The credit notes issued against the order, oldest first (`get_order` and "
+                                          "the order view; a write's result for the order leaves them out).")
     session_id: str | None = Field(
         None, description="The session whose draft made the order; null for an order no session made (the back "
                           "office's history). For the gateway, which decides who may see the order (SPEC §10); it "

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from erpilot_platform import batches
 from erpilot_platform.uow import ReadOnly
 
 T = TypeVar("T")
@@ -95,6 +96,8 @@ class MemoryUnitOfWork(Generic[S, W]):
         self.time += delta if isinstance(delta, timedelta) else timedelta(seconds=delta)
 
     async def run(self, work: Callable[[W], Awaitable[T]]) -> T:
+        if (member := batches.current()) is not None:  # a batched consumer's message (erpilot_platform.batches)
+            return await member.batch.run(member, self, lambda: MemoryShared(self), work, self.run)
         async with self._lock:
             state, inbox = copy.deepcopy((self.state, self.inbox))
             transaction = MemoryTransaction(state, inbox, self.clock, writable=True)
@@ -115,3 +118,51 @@ class MemoryUnitOfWork(Generic[S, W]):
     def sent_on(self, subject: str) -> list[dict[str, Any]]:
         """The payloads committed units of work emitted on ``subject``, in order."""
         return [message.payload for message in self.sent if message.subject == subject]
+
+
+class MemoryShared(Generic[S, W]):
+    """A batch's one transaction in memory: its state replaces the committed one at the batch's commit; each work
+    runs on it after a copy (its savepoint) that a raise restores. The unit of work's lock is held from the first
+    work to the commit, as the SQL batch holds its row locks."""
+
+    def __init__(self, owner: MemoryUnitOfWork[S, W]):
+        self.owner = owner
+        self.broken = False
+        self._open = False
+        self._state: Any = None
+        self._inbox: dict[str, dict[str, Any] | None] = {}
+        self._sent: list[Sent] = []
+        self._emitted = False
+
+    async def step(self, work: Callable[[W], Awaitable[T]]) -> T:
+        if not self._open:
+            await self.owner._lock.acquire()
+            self._open = True
+            self._state, self._inbox = copy.deepcopy((self.owner.state, self.owner.inbox))
+        savepoint = copy.deepcopy((self._state, self._inbox))
+        transaction = MemoryTransaction(self._state, self._inbox, self.owner.clock, writable=True)
+        try:
+            result = await work(self.owner.bind(transaction))
+        except BaseException:
+            self._state, self._inbox = savepoint  # ROLLBACK TO SAVEPOINT
+            raise
+        self._sent.extend(transaction.sent)
+        self._emitted = self._emitted or transaction.emitted
+        return result
+
+    async def commit(self) -> None:
+        if not self._open:
+            return
+        self.owner.state, self.owner.inbox = self._state, self._inbox
+        self.owner.sent.extend(self._sent)
+        self._release()
+        if self._emitted:
+            self.owner.wake()
+
+    async def abort(self) -> None:
+        if self._open:
+            self._release()
+
+    def _release(self) -> None:
+        self._open = False
+        self.owner._lock.release()

@@ -24,7 +24,14 @@ class SqlDriverLocks:
     async def hold(self, session_id: str) -> AsyncIterator[bool]:
         keys = {"ns": LOCK_NAMESPACE, "sid": session_id}
         async with self.engine.connect() as conn:
-            held = bool(await conn.scalar(text("SELECT pg_try_advisory_lock(:ns, hashtext(:sid))"), keys))
+            # The connection idles between the drive's transactions while it holds the lock: PostgreSQL must not
+            # close it for idling (``db.IDLE_SESSION_SECONDS``), which would free the lock under a live driver. Turned
+            # off in the statement that takes the lock, back on (RESET: the connection's own setting) when it is let go.
+            row = (await conn.execute(text("SELECT set_config('idle_session_timeout', '0', false), "
+                                           "pg_try_advisory_lock(:ns, hashtext(:sid))"), keys)).one()
+            held = bool(row[1])
+            if not held:
+                await conn.execute(text("RESET idle_session_timeout"))
             await conn.commit()  # a session-level lock outlives the transaction; do not sit idle in one
             try:
                 yield held
@@ -32,6 +39,7 @@ class SqlDriverLocks:
                 if held:
                     try:
                         await conn.execute(text("SELECT pg_advisory_unlock(:ns, hashtext(:sid))"), keys)
+                        await conn.execute(text("RESET idle_session_timeout"))
                         await conn.commit()
                     except BaseException:
                         # Never return a connection that may still hold the lock to the pool.

@@ -12,16 +12,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import Select, exists, func, select, update
 
 from erpilot_agent.adapters import calls, statements
-from erpilot_agent.adapters.tables import session_events, sessions, tool_calls
+from erpilot_agent.adapters.tables import LEFT_BY_THEIR_REQUEST, session_events, sessions, tool_calls
 from erpilot_agent.domain.tool_calls import SessionEvent, ToolCall
 from erpilot_agent.service_layer.ports import CallRecord, SessionRecord, StoredEvent
 from erpilot_platform.uow import Transaction
 
 UNDECIDED = ("preparing", "awaiting_approval")
-NOT_DRIVEN_YET = ("running", "preparing")  # a read or draft not run, a write not prepared
 # session id -> its last_seq, read under the session's row lock taken by this transaction
 LockedSeqs = dict[str, int]
 
@@ -101,11 +100,16 @@ class SqlCallRepository:
         return [_record(row) for row in rows]
 
     async def left_by_their_request(self, *, untouched_for_seconds: float = 0.0) -> list[CallRecord]:
-        rows = (await self.conn.execute(select(tool_calls).where(
-            tool_calls.c.source == "external", tool_calls.c.status.in_(NOT_DRIVEN_YET),
-            tool_calls.c.updated_at <= func.now() - timedelta(seconds=untouched_for_seconds),
-        ).order_by(tool_calls.c.created_at))).all()
+        rows = (await self.conn.execute(left_by_their_request(untouched_for_seconds))).all()
         return [_record(row) for row in rows]
+
+
+def left_by_their_request(untouched_for_seconds: float) -> Select:
+    """External calls not driven yet and untouched that long, oldest first: the predicate of the partial index
+    ``tool_calls_left_by_request`` (``tables.LEFT_BY_THEIR_REQUEST``), so the pass reads that index alone."""
+    return select(tool_calls).where(
+        LEFT_BY_THEIR_REQUEST, tool_calls.c.updated_at <= func.now() - timedelta(seconds=untouched_for_seconds),
+    ).order_by(tool_calls.c.created_at)
 
 
 class SqlSessionRepository:

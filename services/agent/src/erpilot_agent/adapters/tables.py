@@ -15,7 +15,9 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     func,
+    literal_column,
 )
 
 from erpilot_platform.outbox import outbox_table
@@ -104,5 +106,13 @@ tool_calls = Table(
     UniqueConstraint("session_id", "call_id", name="tool_calls_session_call"),
 )
 Index("tool_calls_unfinished", tool_calls.c.status, postgresql_where=tool_calls.c.status != "finished")
+# The external calls their request's handler has not driven yet (a read or draft not run, a write not prepared):
+# what the agent's pass over left calls reads every 30 s (``SqlCallRepository.left_by_their_request``), oldest first.
+# Few rows at any time, so the pass is a look in a small index, not a scan of every call ever made. Written with
+# its constants inline: the query repeats this very predicate, so PostgreSQL can prove it (a bound parameter would
+# hide the values from a generic plan, and the partial index would not be used).
+LEFT_BY_THEIR_REQUEST = and_(tool_calls.c.source == literal_column("'external'"),
+                             tool_calls.c.status.in_([literal_column("'running'"), literal_column("'preparing'")]))
+Index("tool_calls_left_by_request", tool_calls.c.created_at, postgresql_where=LEFT_BY_THEIR_REQUEST)
 
 outbox = outbox_table(metadata)

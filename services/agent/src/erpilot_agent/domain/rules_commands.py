@@ -85,14 +85,22 @@ def _cancel(match: re.Match[str]) -> Command:
     return Command("cancel_order", arguments)
 
 
-def _refund(match: re.Match[str]) -> Command:
+def _money(match: re.Match[str], doing: str) -> dict[str, Any]:
+    """The order, the amount in minor units and the currency of a refund or credit note command."""
     currency = match["currency"].upper()
     try:
         amount_minor = parse_amount_minor(match["amount"], currency)
     except InvalidAmount as exc:
-        raise CommandError(f"cannot refund: {exc}") from None
-    return Command("refund_payment", {"order_id": match["id"], "amount_minor": amount_minor,
-                                      "currency": currency, "channel": "original"})
+        raise CommandError(f"cannot {doing}: {exc}") from None
+    return {"order_id": match["id"], "amount_minor": amount_minor, "currency": currency}
+
+
+def _refund(match: re.Match[str]) -> Command:
+    return Command("refund_payment", {**_money(match, "refund"), "channel": "original"})
+
+
+def _credit_note(match: re.Match[str]) -> Command:
+    return Command("issue_credit_note", {**_money(match, "credit"), "reason": match["reason"].strip()})
 
 
 def _open_draft(tool: str, arguments: Callable[[re.Match[str]], dict[str, Any]]) -> Builder:
@@ -133,6 +141,8 @@ _COMMANDS: list[tuple[str, Builder]] = [
      lambda m: Command("adjust_stock",
                        {"sku": m["sku"], "delta": int(m["delta"]), "reason": m["reason"].strip()})),
     (r"refund\s+(?P<id>\S+)\s+(?P<amount>\S+)\s+(?P<currency>[A-Za-z]{3})", _refund),
+    (r"credit\s+(?P<id>\S+)\s+(?P<amount>\S+)\s+(?P<currency>[A-Za-z]{3})\s+because\s+(?P<reason>.+)",
+     _credit_note),
     *_DRAFT_COMMANDS,
 ]
 

@@ -22,6 +22,8 @@
   cancel order <order_id> [because <reason>]  cancel an order; returns stock, never refunds
   adjust stock <sku> <+n|-n> because <reason> change on-hand stock (needs approval)
   refund <order_id> <amount> <CUR>            refund e.g. 12.50 EUR to the original channel
+  credit <order_id> <amount> <CUR> because <reason>
+                                              issue a credit note on an order (needs approval)
 
 The open-draft commands (set line, add, remove line, note:, submit) first read this session's open
 draft. When there are several, prefix the command with the draft: 'draft D-1002: submit'.

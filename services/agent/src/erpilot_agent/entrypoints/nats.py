@@ -39,6 +39,7 @@ from erpilot_contracts.approval.v1 import (
 )
 from erpilot_contracts.erp.v1 import OperationStatusV1
 from erpilot_contracts.sessions.v1 import GetSessionEventsV1, SessionEventPageV1
+from erpilot_platform.batches import batched
 from erpilot_platform.endpoints import ServiceBus
 
 
@@ -46,14 +47,14 @@ from erpilot_platform.endpoints import ServiceBus
 class AgentDeps:
     """What the agent's handlers work with: its unit of work, its tool calls and its runs of the model."""
 
-    uow: AgentUnitOfWork
+    unit: AgentUnitOfWork
     tool_calls: ToolCallService
     runs: RunService
 
 
 async def create_session(cmd: CreateSessionV1, deps: AgentDeps) -> SessionRefV1:
     """Create a session for its owner."""
-    return await sessions.create_session(deps.uow, cmd)
+    return await sessions.create_session(deps.unit, cmd)
 
 
 async def start_tool_call(cmd: StartToolCallV1, deps: AgentDeps) -> ToolCallViewV1:
@@ -85,7 +86,7 @@ async def approval_request_refused(evt: ApprovalRequestRefusedV1, deps: AgentDep
 
 async def approval_resolved(evt: ApprovalResolvedV1, deps: AgentDeps) -> None:
     """An approval was decided or expired."""
-    await votes.before_resolution(deps.uow, evt)  # every vote shows before the resolution (idempotent)
+    await votes.before_resolution(deps.unit, evt)  # every vote shows before the resolution (idempotent)
     await deps.tool_calls.on_approval_resolved(evt)
 
 
@@ -96,37 +97,37 @@ async def operation_finished(evt: OperationStatusV1, deps: AgentDeps) -> None:
 
 async def approval_expiring(evt: ApprovalExpiringV1, deps: AgentDeps) -> None:
     """A pending approval nears its deadline: approval_expiring on the session stream."""
-    await expiry_warnings.on_approval_expiring(deps.uow, evt)
+    await expiry_warnings.on_approval_expiring(deps.unit, evt)
 
 
 async def approval_escalated(evt: ApprovalEscalatedV1, deps: AgentDeps) -> None:
     """A pending approval escalated (more roles may decide it): approval_escalated on the session stream."""
-    await escalations.on_approval_escalated(deps.uow, evt)
+    await escalations.on_approval_escalated(deps.unit, evt)
 
 
 async def approval_voted(evt: ApprovalVotedV1, deps: AgentDeps) -> None:
     """A person voted on a quorum approval: approval_vote on the session stream."""
-    await votes.on_approval_voted(deps.uow, evt)
+    await votes.on_approval_voted(deps.unit, evt)
 
 
 async def get_session(query: GetSessionV1, deps: AgentDeps) -> SessionViewV1:
     """The owner's view of a session."""
-    return await sessions.session_view(deps.uow, query)
+    return await sessions.session_view(deps.unit, query)
 
 
 async def list_sessions(query: ListSessionsV1, deps: AgentDeps) -> SessionPageV1:
     """The owner's sessions, newest first."""
-    return await sessions.list_sessions(deps.uow, query)
+    return await sessions.list_sessions(deps.unit, query)
 
 
 async def get_session_events(query: GetSessionEventsV1, deps: AgentDeps) -> SessionEventPageV1:
     """The owner's stored events of a session after a seq (SSE replay)."""
-    return await sessions.session_events(deps.uow, query)
+    return await sessions.session_events(deps.unit, query)
 
 
 async def get_tool_call(query: GetToolCallV1, deps: AgentDeps) -> ToolCallViewV1:
     """One tool call of a session."""
-    return await sessions.tool_call_view(deps.uow, query)
+    return await sessions.tool_call_view(deps.unit, query)
 
 
 HANDLERS = {
@@ -134,10 +135,12 @@ HANDLERS = {
     requests.AGENT_TOOL_CALL: start_tool_call,
     requests.AGENT_POST_MESSAGE: post_message,
     requests.AGENT_CANCEL_RUN: cancel_run,
-    events.APPROVAL_REQUESTED: approval_requested,
+    # one unit of work each (the call's transition), no network wait before it: the events in flight together
+    # share one transaction (erpilot_platform.batches). Not approval_resolved: its votes commit apart, first.
+    events.APPROVAL_REQUESTED: batched(approval_requested),
     events.APPROVAL_REQUEST_REFUSED: approval_request_refused,
     events.APPROVAL_RESOLVED: approval_resolved,
-    events.ERP_OPERATION_FINISHED: operation_finished,
+    events.ERP_OPERATION_FINISHED: batched(operation_finished),
     events.APPROVAL_EXPIRING: approval_expiring,
     events.APPROVAL_ESCALATED: approval_escalated,
     events.APPROVAL_VOTED: approval_voted,

@@ -10,7 +10,9 @@ one unit of work. What guards which failure here:
   next drive (a model's call: the resumer re-drives a run left ``running``) sends the prepare again, and the
   ERP answers a repeat of the ``operation_id`` from its inbox (one operation, one approval request);
 - a crash while a read or draft ran: a read is recorded only with its answer (``tool_calls``); a draft stays
-  ``running`` and runs again, idempotent at the ERP by ``operation_id``;
+  ``running`` and is sent again (``req.erp.draft`` is a core request no stream keeps, issue 31: ``broker.send``
+  repeats it while unanswered, then the tool call's retry, the run's next drive or the pass over left calls),
+  idempotent at the ERP by ``operation_id``, which stores it before it answers;
 - the prepare's refusal (a business rule, an expired requester assertion) is recorded as the call's outcome.
 """
 
@@ -44,7 +46,7 @@ def call_error(error: ErrorV1) -> dict[str, Any]:
 class CallPipeline:
     def __init__(self, uow: AgentUnitOfWork, downstream: CallDownstream, *, public_url: str,
                  on_finished: OnFinished | None = None):
-        self.uow = uow
+        self.unit = uow
         self.downstream = downstream
         self.public_url = public_url.rstrip("/")
         self.on_finished = on_finished
@@ -115,7 +117,7 @@ class CallPipeline:
                 return record, False
             return await unit.calls.save(key, record.call, events=events, operation_id=operation_id), True
 
-        record, changed = await self.uow.run(work)
+        record, changed = await self.unit.run(work)
         if record is None:
             log.warning("event for unknown call %s ignored", key)
         elif changed and record.call.state is CallState.FINISHED:

@@ -41,7 +41,7 @@ def refused(refusal: RunRefusal) -> Refused:
 
 class RunRecords:
     def __init__(self, uow: AgentUnitOfWork, *, clock: Clock = utc_now):
-        self.uow = uow
+        self.unit = uow
         self.clock = clock
 
     # --- starting and cancelling ---------------------------------------------------------------
@@ -72,7 +72,7 @@ class RunRecords:
                                                     SessionEvent("run_started", {"run_id": run_id})])
             return run_id, True
 
-        return await self.uow.run(work)
+        return await self.unit.run(work)
 
     async def cancel(self, *, session_id: str, owner: str, run_id: str, assertion: str | None = None) -> list[str]:
         """Cancel a waiting run (idempotent); the pending ids of its calls still awaiting a decision. The cancel
@@ -101,7 +101,7 @@ class RunRecords:
             return [c.call.pending.pending_id for c in undecided
                     if c.call.state is CallState.AWAITING_APPROVAL and c.call.pending is not None]
 
-        return await self.uow.run(work)
+        return await self.unit.run(work)
 
     # --- the driver's steps --------------------------------------------------------------------
     async def record_reply(self, run_id: str, entry: Entry) -> None:
@@ -114,7 +114,7 @@ class RunRecords:
             events = run.replied(entry.get("content"), final=not entry.get("tool_calls"), now=self.clock())
             await self._store(unit, run, events)
 
-        await self.uow.run(work)
+        await self.unit.run(work)
 
     async def record_results(self, run_id: str, results: list[ToolResult], *, waiting: bool) -> None:
         """Store tool results (each once, whoever got here first); the run then waits for a person or goes on.
@@ -132,7 +132,7 @@ class RunRecords:
             await unit.sessions.append(run.session_id, [event for result in fresh if result.rejected is not None
                                                         for event in _refused_call_events(result)])
 
-        await self.uow.run(work)
+        await self.unit.run(work)
 
     async def finish(self, run_id: str) -> None:
         await self._end(run_id, "finished", None)
@@ -146,7 +146,7 @@ class RunRecords:
             if run is not None:
                 await self._store(unit, run, run.end(status, error, self.clock()))
 
-        await self.uow.run(work)
+        await self.unit.run(work)
 
     async def note_failure(self, run_id: str) -> tuple[int, float]:
         """Count a failed attempt (it also delays the next recovery attempt): (failed attempts in a row,
@@ -159,7 +159,7 @@ class RunRecords:
             await unit.runs.save(run)
             return counted
 
-        return await self.uow.run(work)
+        return await self.unit.run(work)
 
     @staticmethod
     async def _store(unit: Work, run: Run, events: list[SessionEvent]) -> None:
@@ -173,35 +173,35 @@ class RunRecords:
         async def look(unit: Work) -> Run | None:
             return await unit.runs.get(run_id)
 
-        return await self.uow.read(look)
+        return await self.unit.read(look)
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         async def look(unit: Work) -> RunSnapshot | None:
             run = await unit.runs.get(run_id)
             return RunSnapshot(run, await unit.runs.history(run.session_id)) if run is not None else None
 
-        return await self.uow.read(look)
+        return await self.unit.read(look)
 
     async def resumable(self, run_id: str) -> bool:
         """The run waits, but none of its calls is still being prepared, with a person or committing."""
         async def look(unit: Work) -> bool:
             return await unit.runs.resumable(run_id)
 
-        return await self.uow.read(look)
+        return await self.unit.read(look)
 
     async def runs_to_resume(self, *, stale_seconds: float) -> list[str]:
         async def look(unit: Work) -> list[str]:
             return await unit.runs.due(now=self.clock(), stale_seconds=stale_seconds,
                                        max_delay_seconds=RETRY_DELAY_MAX_SECONDS)
 
-        return await self.uow.read(look)
+        return await self.unit.read(look)
 
     async def has_running_runs(self) -> bool:
         """Some run anywhere is ``running``: being driven, or left so by a crash or a failed attempt."""
         async def look(unit: Work) -> bool:
             return await unit.runs.any_running()
 
-        return await self.uow.read(look)
+        return await self.unit.read(look)
 
     async def run_of_call(self, call_key: str) -> str | None:
         """The run a model's tool call (by its ``call_key``) belongs to (None for external calls)."""
@@ -209,7 +209,7 @@ class RunRecords:
             record = await unit.calls.get(call_key)
             return record.run_id if record is not None and record.source == "model" else None
 
-        return await self.uow.read(look)
+        return await self.unit.read(look)
 
 
 async def _locked_active(unit: Work, run_id: str) -> Run | None:

@@ -28,7 +28,7 @@ class PipelineTools:
             return await unit.calls.of_session(session_id, call_ids)
 
         found = {}
-        for record in await self.service.uow.read(look):
+        for record in await self.service.unit.read(look):
             call = record.call
             live = call.model_content()
             found[record.call_id] = CallStatus(call.state.value, live if call.state is CallState.FINISHED else None,

@@ -64,7 +64,7 @@ def legacy_request_hash(tool: str, arguments: Any) -> str:
 class ToolCallService:
     def __init__(self, uow: AgentUnitOfWork, downstream: CallDownstream, *, public_url: str,
                  on_finished: OnFinished | None = None):
-        self.uow = uow
+        self.unit = uow
         self.downstream = downstream
         self.pipeline = CallPipeline(uow, downstream, public_url=public_url, on_finished=on_finished)
 
@@ -100,7 +100,7 @@ class ToolCallService:
                     raise Refused("not_found", f"session {session_id} not found", 404)
                 return await unit.calls.get(key)
 
-            existing = await self.uow.read(look)
+            existing = await self.unit.read(look)
             if existing is None:
                 existing = await self._record_new(key, session_id, call_id, tool, raw_arguments, digest, owner,
                                                   assertion, source, run_id, reason)
@@ -144,7 +144,7 @@ class ToolCallService:
             await unit.sessions.append(session_id, events)
             return added, True
 
-        recorded, new = await self.uow.run(record)
+        recorded, new = await self.unit.run(record)
         if new and recorded.call.state is CallState.PREPARING:
             failpoint("agent.call.after_record")  # the write and its tool_started are stored, the prepare not sent
         if new and recorded.call.state is CallState.FINISHED:
@@ -163,7 +163,7 @@ class ToolCallService:
             return [(r, owners[r.session_id]) for r in left]
 
         driven = 0
-        for record, owner in await self.uow.read(look):
+        for record, owner in await self.unit.read(look):
             token = bind(session_id=record.session_id, call_id=record.call_id)
             try:
                 await self.pipeline.advance(record, owner=owner, assertion=record.assertion)
@@ -180,7 +180,7 @@ class ToolCallService:
         async def look(unit: Work) -> CallRecord | None:
             return await unit.calls.get(key)
 
-        return views.call_view(await self.uow.read(look))
+        return views.call_view(await self.unit.read(look))
 
     # --- the approval service's and the ERP's events ----------------------------------------------
     async def on_approval_requested(self, record: ApprovalRecordV1) -> None:
@@ -188,7 +188,9 @@ class ToolCallService:
         self.downstream.policy_version_seen(record.policy_version)  # a new policy: ask for it again
         pending = PendingApproval(
             pending_id=record.pending_id, fingerprint=record.fingerprint, expires_at=record.expires_at,
-            preview=record.preview, approval_url=f"{self.pipeline.public_url}/resume/{record.pending_id}",
+            # The domain keeps the preview's JSON; the call's views read it back into PreviewV1.
+            preview=record.preview.model_dump(mode="json"),
+            approval_url=f"{self.pipeline.public_url}/resume/{record.pending_id}",
             edited_by=record.edited_by)
 
         def apply(current: CallRecord) -> list:

@@ -1,6 +1,6 @@
 """NATS endpoints of the approval service: each endpoint's handler, ``async def handle(msg, ports) -> reply``.
 
-Commands and queries alike run on ``Ports`` (the queries read what ``ports.uow`` has committed). Each handler
+Commands and queries alike run on ``Ports`` (the queries read what ``ports.unit`` has committed). Each handler
 returns its endpoint's reply model or raises ``Refused``; the ServiceBus builds the ``ReplyV1``; an event's
 handler returns nothing. The first paragraph of a handler's docstring describes its endpoint (AsyncAPI).
 """
@@ -23,11 +23,13 @@ from erpilot_approval.service_layer import (
 from erpilot_approval.service_layer.ports import Ports
 from erpilot_contracts import events
 from erpilot_contracts import requests as endpoints
+from erpilot_platform.batches import batched
 from erpilot_platform.endpoints import ServiceBus
 
 HANDLERS = {
     endpoints.APPROVAL_POLICY: queries.policy,
-    endpoints.APPROVAL_REQUEST: requests.request_approval,
+    # one unit of work after checks in memory: it shares a transaction with the requests in flight beside it
+    endpoints.APPROVAL_REQUEST: batched(requests.request_approval),
     endpoints.APPROVAL_DECIDE: decisions.decide,
     endpoints.APPROVAL_EMAIL_LINK: email_links.email_link,
     endpoints.APPROVAL_DECIDE_BY_LINK: email_links.decide_by_link,

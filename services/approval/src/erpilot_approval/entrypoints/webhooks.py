@@ -38,7 +38,7 @@ async def notify_resolved(evt: ApprovalResolvedV1, notify: WebhookEvents) -> Non
 
 async def notify_finished(evt: OperationStatusV1, notify: WebhookEvents) -> None:
     """Webhooks: operation.finished (the one consumer of operation_finished here: also the audit log's record)."""
-    await record_operation_finished(evt, notify.uow)
+    await record_operation_finished(evt, notify.unit)
     await notify.on_operation_finished(evt)
 
 

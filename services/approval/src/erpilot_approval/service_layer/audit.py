@@ -137,10 +137,10 @@ class CheckpointSigner:
     """Signs the chain's head every ``interval_seconds`` when it moved (every replica may; one row per head)."""
 
     def __init__(self, uow: ApprovalUnitOfWork, interval_seconds: float):
-        self.uow, self.interval_seconds = uow, interval_seconds
+        self.unit, self.interval_seconds = uow, interval_seconds
 
     async def sign_once(self) -> Checkpoint | None:
-        return await self.uow.run(lambda unit: unit.audit.checkpoint())
+        return await self.unit.run(lambda unit: unit.audit.checkpoint())
 
     async def run(self) -> None:
         await every(self.interval_seconds, self.sign_once, name="audit checkpoint")

@@ -40,7 +40,7 @@ async def audit_rows(query: AuditQueryV1, ports: Ports) -> AuditPageV1:
         raise Refused("forbidden", "the audit log is for admins", 403)
     if query.pending_id is None and query.operation_id is None and query.since is None:
         raise Refused("invalid_query", "give pending_id, operation_id or since", 422)
-    found = await ports.uow.read(lambda unit: unit.audit.rows_of(
+    found = await ports.unit.read(lambda unit: unit.audit.rows_of(
         pending_id=query.pending_id, operation_id=query.operation_id, since=query.since, limit=query.limit))
     return AuditPageV1(items=[AuditRowV1.model_validate(row.to_wire()) for row in found])
 
@@ -55,7 +55,7 @@ async def audit_chain(query: AuditChainQueryV1, ports: Ports) -> AuditChainPageV
         return (await unit.audit.rows_after(query.after_seq, since=query.since, limit=query.limit),
                 await unit.audit.checkpoints() if query.with_checkpoints else [])
 
-    found, marks = await ports.uow.read(look)
+    found, marks = await ports.unit.read(look)
     return AuditChainPageV1(
         items=[AuditRowV1.model_validate(row.to_wire()) for row in found],
         checkpoints=[AuditCheckpointV1(seq=m.seq, hash=m.hash, signed_at=m.signed_at, signature=m.signature)

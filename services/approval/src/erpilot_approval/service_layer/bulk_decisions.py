@@ -59,7 +59,7 @@ async def decide_many(cmd: DecideManyV1, ports: Ports) -> DecisionsV1:
                 decided.append(record)
         return records, decided
 
-    records, decided = await ports.uow.run(work)
+    records, decided = await ports.unit.run(work)
     for record in decided:
         record_latency(record)
     return DecisionsV1(action=cmd.action, items=records)

@@ -35,7 +35,7 @@ async def chat_action(cmd: ChatActionV1, ports: Ports) -> ApprovalRecordV1:
     secret = ports.chat_secret
     if secret is None:
         raise Refused("chat_not_configured", "no ERPILOT_CHAT_SIGNING_SECRET is configured", 404)
-    now = await ports.uow.read(lambda unit: unit.now())
+    now = await ports.unit.read(lambda unit: unit.now())
     try:
         verify_signature(secret, cmd.timestamp, cmd.body.encode(), cmd.signature, now)
         pressed = parse_action(cmd.body.encode())
@@ -56,9 +56,9 @@ async def chat_action(cmd: ChatActionV1, ports: Ports) -> ApprovalRecordV1:
                  comment=None, actor=Actor(sub=sub, roles=roles)), ports, check=once)
     url = pressed.response_url or ports.policy.chat_url
     if url:
-        approval = await ports.uow.read(lambda unit: unit.approvals.get(pressed.pending_id))
+        approval = await ports.unit.read(lambda unit: unit.approvals.get(pressed.pending_id))
         body = json.dumps(outcome_card(approval, record.status, sub), separators=(",", ":"))
-        if await ports.uow.run(lambda unit: unit.webhooks.add(
+        if await ports.unit.run(lambda unit: unit.webhooks.add(
                 event_id=event_id(UPDATE_EVENT, f"{pressed.pending_id}\n{sub}"), event_type=UPDATE_EVENT,
                 pending_id=pressed.pending_id, body=body, urls=[url])):
             ports.wake_webhooks()

@@ -92,10 +92,10 @@ async def decide(cmd: DecideV1, ports: Ports, *, check: Check | None = None) -> 
             failpoint("approval.decide.before_db_commit")  # grant signed, decision and messages written
         return record_for(outcome.approval, cmd.actor.sub, cmd.actor.roles, now, lent), change
 
-    origin = await ports.uow.read(lambda unit: unit.approvals.trace_context(cmd.pending_id))
+    origin = await ports.unit.read(lambda unit: unit.approvals.trace_context(cmd.pending_id))
     # In the tool call's trace (stored with the request), linked to this decision's own request.
     with step("approval", "decide", resume=origin, pending_id=cmd.pending_id):
-        answer, change = await ports.uow.run(work)
+        answer, change = await ports.unit.run(work)
     if isinstance(answer, Refused):
         raise answer
     if change == "decided":

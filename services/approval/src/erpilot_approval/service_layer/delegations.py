@@ -52,7 +52,7 @@ async def give_delegation(cmd: GiveDelegationV1, ports: Ports) -> DelegationV1:
         await audit.delegation_given(unit.audit, given)
         return delegation_record(given)
 
-    return await ports.uow.run(work)
+    return await ports.unit.run(work)
 
 
 async def revoke_delegation(cmd: RevokeDelegationV1, ports: Ports) -> DelegationV1:
@@ -74,7 +74,7 @@ async def revoke_delegation(cmd: RevokeDelegationV1, ports: Ports) -> Delegation
         await audit.delegation_revoked(unit.audit, revoked, by=cmd.actor.sub)
         return delegation_record(revoked)
 
-    return await ports.uow.run(work)
+    return await ports.unit.run(work)
 
 
 async def list_delegations(query: ListDelegationsV1, ports: Ports) -> DelegationPageV1:
@@ -85,6 +85,6 @@ async def list_delegations(query: ListDelegationsV1, ports: Ports) -> Delegation
     async def look(unit: Work) -> list[Delegation]:
         return await unit.delegations.in_force([query.actor.sub], await unit.now())
 
-    found = await ports.uow.read(look)
+    found = await ports.unit.read(look)
     newest_first = sorted(found, key=lambda d: (d.created_at, d.delegation_id), reverse=True)
     return DelegationPageV1(items=[delegation_record(d) for d in newest_first])

@@ -90,7 +90,7 @@ class _Edit:
                 stock_check=self.ports.policy.for_tool(old.tool).stock_check,
                 supersedes=old.operation_id, edited_by=self.actor.sub), self.ports.signing_key))
         except ReplyError as refusal:  # the ERP answered: it stored nothing, so no request will come
-            await self.ports.uow.run(lambda unit: unit.edits.forget(self.operation_id))
+            await self.ports.unit.run(lambda unit: unit.edits.forget(self.operation_id))
             error = refusal.error  # a business rejection conflicts with the ledger's state; 5xx: the ERP failed
             status = error.status if error.status in (403, 422) else 409 if error.status < 500 else 502
             raise Refused(error.code, error.message, status, **(error.details or {})) from None
@@ -106,7 +106,7 @@ class _Edit:
                     await unit.edits.get(self.operation_id), await unit.now())
 
         while True:
-            new, intent, now = await self.ports.uow.read(look)
+            new, intent, now = await self.ports.unit.read(look)
             if new is not None:
                 return record_for(new, self.actor.sub, self.actor.roles, now)
             if intent is not None and intent.refusal is not None:
@@ -123,7 +123,7 @@ async def edit(cmd: EditApprovalV1, ports: Ports) -> ApprovalRecordV1:
 
     Check (role, arguments, then state, deadline and fingerprint with the intent), ask the ledger to prepare
     the edited operation, and answer the new version it asked for."""
-    old = await ports.uow.read(lambda unit: unit.approvals.get(cmd.pending_id))
+    old = await ports.unit.read(lambda unit: unit.approvals.get(cmd.pending_id))
     if old is None:
         raise not_found(cmd.pending_id)
     try:
@@ -133,7 +133,7 @@ async def edit(cmd: EditApprovalV1, ports: Ports) -> ApprovalRecordV1:
     arguments = normalised_arguments(old.tool, cmd.arguments)
     job = _Edit(ports, cmd, old, arguments)
 
-    outcome = await ports.uow.run(job.record_intent)
+    outcome = await ports.unit.run(job.record_intent)
     if isinstance(outcome, Refused):
         raise outcome
     if outcome is not None:

@@ -50,7 +50,7 @@ async def email_link(query: EmailLinkV1, ports: Ports) -> EmailLinkViewV1:
     async def look(unit: Work) -> tuple[PendingApproval | None, datetime]:
         return await unit.approvals.get(query.pending_id), await unit.now()
 
-    approval, now = await ports.uow.read(look)
+    approval, now = await ports.unit.read(look)
     if approval is None:
         raise not_found(query.pending_id)
     _still_valid(link)(approval, now)

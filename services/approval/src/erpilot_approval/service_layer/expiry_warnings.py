@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 class WarningSweeper:
     def __init__(self, uow: ApprovalUnitOfWork, policy: Policy, *, poll_seconds: float = 0.5, batch: int = 200):
-        self.uow = uow
+        self.unit = uow
         self.policy = policy
         # Per tool, the longest warning any approval of it may get (the tool's or an amount rule's).
         self.windows: dict[str, timedelta] = {
@@ -51,7 +51,7 @@ class WarningSweeper:
                         warned += 1
             return warned
 
-        warned = await self.uow.run(work)
+        warned = await self.unit.run(work)
         if warned:
             log.info("warned %d approval(s) of their deadline", warned)
         return warned

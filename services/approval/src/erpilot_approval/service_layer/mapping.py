@@ -34,7 +34,10 @@ _INTERNAL_FIELDS = {"separation_of_duties", "editors", "votes"}
 
 
 def request_of(cmd: RequestApprovalV1) -> ApprovalRequest:
-    return ApprovalRequest(**{f.name: getattr(cmd, f.name) for f in fields(ApprovalRequest)})
+    """The domain keeps the preview as its JSON (fields a newer ledger added included); records read it back into
+    ``PreviewV1``."""
+    values = {f.name: getattr(cmd, f.name) for f in fields(ApprovalRequest)}
+    return ApprovalRequest(**values | {"preview": cmd.preview.model_dump(mode="json")})
 
 
 def policy_view(policy: Policy, tool: str | None = None) -> PolicyViewV1:

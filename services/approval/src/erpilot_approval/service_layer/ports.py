@@ -300,7 +300,7 @@ class Ports:
     """What every approval use case works with: the unit of work and the ERP, the policy in force, the grant
     signing key, the requester assertions' verify key and the ledger's verify key (its approval requests)."""
 
-    uow: ApprovalUnitOfWork
+    unit: ApprovalUnitOfWork
     erp: ErpPort
     policy: Policy
     signing_key: Ed25519PrivateKey

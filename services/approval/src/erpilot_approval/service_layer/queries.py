@@ -44,7 +44,7 @@ async def get_approval(query: GetApprovalV1, ports: Ports) -> ApprovalRecordV1:
         now = await unit.now()
         return await unit.approvals.get(query.pending_id), now, await delegations_to(unit, ports, actor.sub, now)
 
-    approval, now, lent = await ports.uow.read(look)
+    approval, now, lent = await ports.unit.read(look)
     if approval is None or not (can_view(approval, actor.sub, actor.roles, lent, now) or "admin" in actor.roles):
         raise not_found(query.pending_id)  # "not yours" and "unknown" look the same (SPEC §5)
     return record_for(approval, actor.sub, actor.roles, now, lent)
@@ -74,7 +74,7 @@ async def list_approvals(query: ListApprovalsV1, ports: Ports) -> ApprovalPageV1
                                                     limit=query.limit + 1, delegated=scopes(lent))
         return found, now, lent
 
-    found, now, lent = await ports.uow.read(look)
+    found, now, lent = await ports.unit.read(look)
     page = found[:query.limit]
     next_cursor = cursors.encode(page[-1].created_at, page[-1].pending_id) if len(found) > query.limit else None
     return ApprovalPageV1(items=[record_for(approval, actor.sub, actor.roles, now, lent) for approval in page],
@@ -94,6 +94,6 @@ async def referring_approval(query: FindReferringApprovalV1, ports: Ports) -> Re
         return await unit.approvals.naming(draft_ids=query.draft_ids, order_ids=query.order_ids, roles=actor.roles,
                                            statuses=PENDING_OR_DECIDED, limit=REFERRING_LOOKED_AT)
 
-    found = next((approval for approval in await ports.uow.read(look) if may_decide(approval, actor.sub, actor.roles)),
+    found = next((approval for approval in await ports.unit.read(look) if may_decide(approval, actor.sub, actor.roles)),
                  None)
     return ReferringApprovalV1(pending_id=found.pending_id if found else None)

@@ -201,7 +201,7 @@ async def request_approval(cmd: RequestApprovalV1, ports: Ports) -> ApprovalReco
 
     with step("approval", "request", session_id=cmd.session_id, call_id=cmd.call_id,
               operation_id=cmd.operation_id):  # the approval stores this trace: decide and expiry continue it
-        answer, created = await ports.uow.run(work)
+        answer, created = await ports.unit.run(work)
     if created:
         failpoint("approval.request.after_db_commit")  # committed; neither published nor acknowledged
         ports.new_deadline()

@@ -111,7 +111,7 @@ async def end_run(cmd: EndRunV1, ports: Ports, *, stored_at: datetime | None = N
     async def work(unit: Work) -> StandingRunV1:
         return run_record(await record_run_end(unit, cmd.session_id, cmd.run_id, by=cmd.owner, now=await unit.now()))
 
-    return await ports.uow.run(work)
+    return await ports.unit.run(work)
 
 
 async def give_standing(cmd: GiveStandingApprovalV1, ports: Ports) -> StandingApprovalV1:
@@ -138,7 +138,7 @@ async def give_standing(cmd: GiveStandingApprovalV1, ports: Ports) -> StandingAp
         await audit.standing_given(unit.audit, given)
         return standing_record(given)
 
-    return await ports.uow.run(work)
+    return await ports.unit.run(work)
 
 
 async def revoke_standing(cmd: RevokeStandingApprovalV1, ports: Ports) -> StandingApprovalV1:
@@ -158,7 +158,7 @@ async def revoke_standing(cmd: RevokeStandingApprovalV1, ports: Ports) -> Standi
         await audit.standing_revoked(unit.audit, revoked, by=cmd.actor.sub)
         return standing_record(revoked)
 
-    return await ports.uow.run(work)
+    return await ports.unit.run(work)
 
 
 async def list_standing(query: ListStandingApprovalsV1, ports: Ports) -> StandingApprovalPageV1:
@@ -170,6 +170,6 @@ async def list_standing(query: ListStandingApprovalsV1, ports: Ports) -> Standin
     async def look(unit: Work) -> list[StandingApproval]:
         return await unit.standing.in_force(await unit.now(), giver=giver)
 
-    found = await ports.uow.read(look)
+    found = await ports.unit.read(look)
     newest_first = sorted(found, key=lambda s: (s.created_at, s.standing_id), reverse=True)
     return StandingApprovalPageV1(items=[standing_record(s) for s in newest_first])

@@ -30,7 +30,7 @@ class DueSweeper:
                  seconds_to_next: Callable[[Work], Awaitable[float | None]],
                  poll_seconds: float = 1.0, batch: int = 200, listening: Callable[[], bool] = lambda: False):
         self._wake = asyncio.Event()
-        self.uow = uow
+        self.unit = uow
         self.name = name
         self._sweep = sweep
         self._seconds_to_next = seconds_to_next
@@ -40,14 +40,14 @@ class DueSweeper:
 
     async def sweep_once(self) -> int:
         """Handle one batch of due approvals with their events; returns how many."""
-        return await self._sweep(self.uow, self.batch)
+        return await self._sweep(self.unit, self.batch)
 
     def wake(self) -> None:
         """A new approval was stored (or the listener started or stopped listening): look again now."""
         self._wake.set()
 
     async def seconds_to_next_due(self) -> float | None:
-        return await self.uow.read(self._seconds_to_next)
+        return await self.unit.read(self._seconds_to_next)
 
     async def run(self) -> None:
         """Forever; a database outage is logged and retried every second, never fatal."""

@@ -52,7 +52,7 @@ class WebhookDispatcher:
                  give_up_after: timedelta = timedelta(hours=24),
                  timeout_seconds: float = 10.0, poll_seconds: float = 1.0, batch: int = 50,
                  mailer: Mailer | None = None):
-        self.uow = uow
+        self.unit = uow
         self.mailer = mailer  # approval emails (``mailto:`` rows, webhook_events.MAIL_EVENT); None: no SMTP
         self.by_url = {hook.url: hook for hook in webhooks}
         self.dead_letters = dead_letters
@@ -73,7 +73,7 @@ class WebhookDispatcher:
         async def claim(unit: Work) -> list[Any]:
             return await unit.webhooks.claim_due(await unit.now(), self.batch, LEASE)
 
-        rows = await self.uow.run(claim)
+        rows = await self.unit.run(claim)
         await asyncio.gather(*(self._attempt(client, row) for row in rows))
         return len(rows)
 
@@ -102,7 +102,7 @@ class WebhookDispatcher:
                 return now, None
             return now, True
 
-        now, post = await self.uow.run(before)
+        now, post = await self.unit.run(before)
         if post is None:
             return
         if mail:
@@ -127,7 +127,7 @@ class WebhookDispatcher:
                                                at=now + backoff(attempts, self.retry_base_seconds))
             return False
 
-        if await self.uow.run(after):
+        if await self.unit.run(after):
             log.error("webhook %s to %s gave up after %d attempts: %s", row.event_id, redacted(row.url), attempts,
                       scrubbed(error, row.url))
             await self._dead_letter(row, error)
@@ -166,7 +166,7 @@ class WebhookDispatcher:
             log.exception("could not copy dead webhook %s to the dead-letter stream", row.event_id)
 
     async def next_wait(self) -> float:
-        seconds = await self.uow.read(lambda unit: unit.webhooks.seconds_to_next())
+        seconds = await self.unit.read(lambda unit: unit.webhooks.seconds_to_next())
         return self.poll_seconds if seconds is None else min(max(seconds, 0.0), self.poll_seconds)
 
     async def run(self) -> None:

@@ -35,7 +35,7 @@ Recipients = Callable[[PendingApproval], list[tuple[str, str]]]
 class WebhookEvents:
     def __init__(self, uow: ApprovalUnitOfWork, webhooks: tuple[Webhook, ...], public_url: str,
                  wake=lambda: None, mail_recipients: Recipients | None = None, chat_url: str | None = None):
-        self.uow = uow
+        self.unit = uow
         self.webhooks = webhooks
         self.public_url = public_url.rstrip("/")
         self.wake = wake
@@ -62,12 +62,12 @@ class WebhookEvents:
         """One email per person who may decide it (exactly once: a redelivered event adds no row)."""
         if self.mail_recipients is None:
             return
-        approval = await self.uow.read(lambda unit: unit.approvals.get(pending_id))
+        approval = await self.unit.read(lambda unit: unit.approvals.get(pending_id))
         if approval is None or approval.status != "pending":
             return
         for sub, address in self.mail_recipients(approval):
             body = json.dumps({"pending_id": pending_id, "sub": sub}, separators=(",", ":"))
-            added = await self.uow.run(lambda unit, body=body, address=address: unit.webhooks.add(
+            added = await self.unit.run(lambda unit, body=body, address=address: unit.webhooks.add(
                 event_id=event_id(MAIL_EVENT, pending_id), event_type=MAIL_EVENT, pending_id=pending_id,
                 body=body, urls=[f"mailto:{address}"]))
             if added:
@@ -111,7 +111,7 @@ class WebhookEvents:
         async def look(unit: Work) -> tuple[PendingApproval | None, datetime]:
             return await unit.approvals.get_by_operation(status.operation_id), await unit.now()
 
-        approval, now = await self.uow.read(look)
+        approval, now = await self.unit.read(look)
         what = self._what(approval) if approval else notices.escape(status.tool)
         data = {"operation_id": status.operation_id, "tool": status.tool, "status": status.status,
                 "session_id": status.session_id, "result": status.result,
@@ -127,7 +127,7 @@ class WebhookEvents:
                       ) -> None:
         if not (urls or self.wants(event_type)):
             return
-        approval = await self.uow.read(lambda unit: unit.approvals.get(pending_id))
+        approval = await self.unit.read(lambda unit: unit.approvals.get(pending_id))
         if approval is None:
             log.warning("%s for unknown approval %s ignored", event_type, pending_id)
             return
@@ -141,7 +141,7 @@ class WebhookEvents:
 
     async def _store(self, event_type: str, key: str, pending_id: str | None, body: bytes,
                      urls: list[str] | None = None) -> None:
-        added = await self.uow.run(lambda unit: unit.webhooks.add(
+        added = await self.unit.run(lambda unit: unit.webhooks.add(
             event_id=event_id(event_type, key), event_type=event_type, pending_id=pending_id, body=body.decode(),
             urls=urls or self.wants(event_type)))
         if added:

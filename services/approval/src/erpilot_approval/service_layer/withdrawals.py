@@ -66,4 +66,4 @@ async def withdraw_cancelled_run(event: RunCancelledV1, ports: Ports, *, stored_
                                                  fingerprint=approval.fingerprint, comment=None, at=now)
             await emit_resolved(unit, withdrawn)
 
-    await ports.uow.run(work)
+    await ports.unit.run(work)

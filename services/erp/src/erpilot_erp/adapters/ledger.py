@@ -13,16 +13,18 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from erpilot_erp.adapters import repository
+from erpilot_erp.adapters import records, repository
 from erpilot_erp.adapters.tables import ID_SEQUENCES, inbox, outbox
-from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product
-from erpilot_erp.domain.plans import CommitPlan
+from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
+from erpilot_erp.domain.plans import CommitPlan, Rows
 from erpilot_erp.service_layer.ports import IdKind, NewOperation, OperationRecord, Outcome, StoredRevision
 from erpilot_platform import advisory_locks
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.outbox import Outbox
 from erpilot_platform.uow import Transaction, UnitOfWork
 
+_ID_SEQUENCES = {**ID_SEQUENCES, **records.ID_SEQUENCES}
+"""Every id kind: the core's and each record kind's (``adapters.records``)."""
 _OPERATION_FIELDS = [f.name for f in fields(OperationRecord)]
 
 
@@ -35,7 +37,7 @@ class SqlLedgerRepository:
         self.conn = conn
 
     async def next_id(self, kind: IdKind) -> str:
-        return await repository.next_id(self.conn, *ID_SEQUENCES[kind])
+        return await repository.next_id(self.conn, *_ID_SEQUENCES[kind])
 
     async def customer(self, customer_id: str) -> Customer | None:
         return await repository.customer(self.conn, customer_id)
@@ -64,8 +66,8 @@ class SqlLedgerRepository:
     async def order(self, order_id: str, *, lock: bool = False) -> Order | None:
         return await repository.order(self.conn, order_id, lock=lock)
 
-    async def credit_notes(self, order_id: str) -> list[CreditNote]:
-        return await repository.credit_notes(self.conn, order_id)
+    async def row_set(self, kind: Rows, key: str) -> list[Any]:
+        return await records.ROW_SETS[kind](self.conn, key)
 
     async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:
         await repository.apply_plan(self.conn, plan, operation_id=operation_id)

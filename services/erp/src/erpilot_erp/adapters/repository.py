@@ -13,8 +13,7 @@ from typing import Any
 from sqlalchemy import Sequence, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from erpilot_erp.adapters import rows, sql
-from erpilot_erp.adapters.tables import credit_notes as credit_note_rows
+from erpilot_erp.adapters import records, rows, sql
 from erpilot_erp.adapters.tables import (
     customers,
     draft_revisions,
@@ -24,12 +23,11 @@ from erpilot_erp.adapters.tables import (
     products,
     refunds,
 )
-from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product
+from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
 from erpilot_erp.domain.plans import (
     CommitPlan,
     DraftSubmission,
     Effect,
-    NewCreditNote,
     NewOrder,
     NewRefund,
     OrderChange,
@@ -125,12 +123,6 @@ async def insert_revision(conn: AsyncConnection, revision: DraftRevision, *, ope
 
 
 # --- commit effects ----------------------------------------------------------------------------------
-async def credit_notes(conn: AsyncConnection, order_id: str) -> list[CreditNote]:
-    stmt = select(credit_note_rows).where(credit_note_rows.c.order_id == order_id).order_by(
-        credit_note_rows.c.created_at, credit_note_rows.c.credit_note_id)
-    return [rows.credit_note(row) for row in (await conn.execute(stmt)).all()]
-
-
 async def _move_stock(conn: AsyncConnection, change: StockChange, operation_id: str) -> None:
     moved = await (await driver_connection(conn)).execute(sql.MOVE_STOCK, change.sku, change.before, change.after)
     if moved != "UPDATE 1":  # asyncpg's status of the statement: the rows it changed
@@ -157,22 +149,20 @@ async def _insert_refund(conn: AsyncConnection, effect: NewRefund, operation_id:
     await conn.execute(refunds.insert().values(rows.refund_values(effect.refund, operation_id=operation_id)))
 
 
-async def _insert_credit_note(conn: AsyncConnection, effect: NewCreditNote, operation_id: str) -> None:
-    await conn.execute(credit_note_rows.insert().values(rows.credit_note_values(effect.note,
-                                                                                operation_id=operation_id)))
-
-
 _APPLY: dict[type[Effect], Any] = {
     StockChange: _move_stock, NewOrder: _insert_order, OrderChange: _change_order, DraftSubmission: _submit_draft,
-    NewRefund: _insert_refund, NewCreditNote: _insert_credit_note,
+    NewRefund: _insert_refund,
 }
-"""How each type of effect is written (a guarded UPDATE turns a lost race into ``StaleWrite``, not a wrong write)."""
+"""How each type of effect is written (a guarded UPDATE turns a lost race into ``StaleWrite``, not a wrong write):
+the core's here, a record kind's by its module in ``adapters.records``."""
+for _kind, _apply in _APPLY.items():
+    records.applies(_kind)(_apply)
 
 
 async def apply_plan(conn: AsyncConnection, plan: CommitPlan, *, operation_id: str) -> None:
     """Every effect of a commit, in the plan's order, each by its type."""
     for effect in plan.effects:
-        await _APPLY[type(effect)](conn, effect, operation_id)
+        await records.APPLIERS[type(effect)](conn, effect, operation_id)
 
 
 # --- operations and grants ---------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Any
 
 from erpilot_erp.domain.model import (
-    CreditNote,
     Customer,
     DraftLine,
     DraftRevision,
@@ -51,19 +50,6 @@ def refund_values(value: Refund, *, operation_id: str) -> dict[str, Any]:
     return {
         "refund_id": value.refund_id, "order_id": value.order_id, "amount_minor": value.amount_minor,
         "currency": value.currency, "channel": value.channel, "remaining_minor": value.remaining_minor,
-        "operation_id": operation_id, "created_at": value.created_at,
-    }
-
-
-def credit_note(row: Any) -> CreditNote:
-    return CreditNote(row.credit_note_id, row.order_id, row.amount_minor, row.currency, row.reason,
-                      row.remaining_minor, row.created_at)
-
-
-def credit_note_values(value: CreditNote, *, operation_id: str) -> dict[str, Any]:
-    return {
-        "credit_note_id": value.credit_note_id, "order_id": value.order_id, "amount_minor": value.amount_minor,
-        "currency": value.currency, "reason": value.reason, "remaining_minor": value.remaining_minor,
         "operation_id": operation_id, "created_at": value.created_at,
     }
 

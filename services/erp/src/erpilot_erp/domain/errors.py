@@ -6,12 +6,15 @@ A ``BusinessError`` is an expected outcome, not a bug: the adapter answers a rea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 
 class ErrorCode(StrEnum):
-    """Every business code the ERP domain raises (SPEC §2 and §3); ``meaning`` says when."""
+    """The business codes several parts of the ERP domain raise (SPEC §2 and §3); ``meaning`` says when. A code
+    one write tool alone raises is a ``ToolErrorCode`` in that tool's module (``WriteTool.error_codes``); every
+    code: ``domain.operations.business_codes``."""
 
     meaning: str
 
@@ -56,22 +59,22 @@ class ErrorCode(StrEnum):
         "order_changed",
         "The order is not as the preview showed it: no longer placed (cancel, credit note), or refunded meanwhile.",
     )
-    REFUND_EXCEEDS_REMAINING = (
-        "refund_exceeds_remaining",
-        "The refund is larger than what is still refundable (paid minus already refunded).",
-    )
-    CREDIT_EXCEEDS_REMAINING = (
-        "credit_exceeds_remaining",
-        "The credit note is larger than what is still creditable (the order's total less refunds and earlier "
-        "credit notes).",
-    )
     INSUFFICIENT_STOCK = "insufficient_stock", "The effect would leave on-hand stock below zero."
 
 
-class BusinessError(Exception):
-    """A rule of the business refused the request; ``code`` is one of ``ErrorCode``."""
+@dataclass(frozen=True)
+class ToolErrorCode:
+    """A business code one write tool alone raises, declared in its own module and listed with it
+    (``WriteTool.error_codes``), so a new tool adds its codes without touching this module."""
 
-    def __init__(self, code: ErrorCode, message: str, **details: Any):
+    value: str
+    meaning: str
+
+
+class BusinessError(Exception):
+    """A rule of the business refused the request; ``code`` is an ``ErrorCode`` or a tool's ``ToolErrorCode``."""
+
+    def __init__(self, code: ErrorCode | ToolErrorCode, message: str, **details: Any):
         super().__init__(f"{code.value}: {message}")
         self.code: str = code.value
         self.message = message

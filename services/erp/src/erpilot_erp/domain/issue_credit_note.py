@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
+from erpilot_erp.domain.errors import BusinessError, ErrorCode, ToolErrorCode, not_found
 from erpilot_erp.domain.model import CreditNote, Order
 from erpilot_erp.domain.owners import owned_order
 from erpilot_erp.domain.plans import (
     CommitPlan,
-    NewCreditNote,
+    Effect,
     Prepared,
     Rows,
     StockCheck,
@@ -29,6 +29,19 @@ from erpilot_erp.domain.plans import (
     preview,
 )
 from erpilot_erp.domain.pricing import format_money
+
+CREDIT_EXCEEDS_REMAINING = ToolErrorCode(
+    "credit_exceeds_remaining",
+    "The credit note is larger than what is still creditable (the order's total less refunds and earlier credit "
+    "notes).")
+
+
+@dataclass(frozen=True)
+class NewCreditNote(Effect):
+    """Insert credit note ``note`` (recorded with the committing operation's id): the effect of this tool alone,
+    applied by ``adapters.records.credit_notes``."""
+
+    note: CreditNote
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,7 @@ def prepare_issue_credit_note(args: IssueCreditNote, state: WriteState, now: dat
     """Check the order is the requester's (or the back office's), placed, in the currency and with room for the
     amount; preview creditable before -> after."""
     order = owned_order(state.order, requested_by=state.requested_by, order_id=args.order_id)
-    remaining = _creditable(args, order, state.credit_notes)
+    remaining = _creditable(args, order, state.row_set(Rows.ORDER_CREDIT_NOTES))
     after = remaining - args.amount_minor
     credited = order.total_amount_minor - order.refunded_minor - remaining
     return Prepared(
@@ -77,7 +90,7 @@ def commit_issue_credit_note(args: IssueCreditNote, facts: Mapping[str, Any], st
     """Re-check on the locked order that it is still placed and the amount still fits, then issue ``new_id``."""
     if not new_id:
         raise ValueError("issue_credit_note needs a new credit_note id")
-    remaining = _creditable(args, state.order, state.credit_notes)
+    remaining = _creditable(args, state.order, state.row_set(Rows.ORDER_CREDIT_NOTES))
     note = CreditNote(credit_note_id=new_id, order_id=args.order_id, amount_minor=args.amount_minor,
                       currency=args.currency, reason=args.reason, remaining_minor=remaining - args.amount_minor,
                       created_at=now)
@@ -85,7 +98,8 @@ def commit_issue_credit_note(args: IssueCreditNote, facts: Mapping[str, Any], st
 
 
 TOOL = WriteTool(name=IssueCreditNote.tool, args=IssueCreditNote, rows=(Rows.ORDER, Rows.ORDER_CREDIT_NOTES),
-                 prepare=prepare_issue_credit_note, commit=commit_issue_credit_note, new_id_kind="credit_note")
+                 prepare=prepare_issue_credit_note, commit=commit_issue_credit_note, new_id_kind="credit_note",
+                 error_codes=(CREDIT_EXCEEDS_REMAINING,))
 
 
 def _creditable(args: IssueCreditNote, order: Order | None, credit_notes: tuple[CreditNote, ...]) -> int:
@@ -101,7 +115,7 @@ def _creditable(args: IssueCreditNote, order: Order | None, credit_notes: tuple[
     remaining = order.creditable_minor(credit_notes)
     if args.amount_minor > remaining:
         raise BusinessError(
-            ErrorCode.CREDIT_EXCEEDS_REMAINING,
+            CREDIT_EXCEEDS_REMAINING,
             f"only {format_money(remaining, order.currency)} of order {order.order_id} is creditable (its total "
             f"less refunds and credit notes); {format_money(args.amount_minor, args.currency)} requested",
             remaining_minor=remaining,

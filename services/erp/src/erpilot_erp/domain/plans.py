@@ -9,7 +9,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
 
-from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product, Refund
+from erpilot_erp.domain.errors import ToolErrorCode
+from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product, Refund
 
 StockCheck = Literal["exact", "sufficient"]
 """SPEC §6: ``exact`` commits only if on-hand still equals what the preview showed; ``sufficient`` only
@@ -19,7 +20,13 @@ if on-hand still covers every line."""
 class Rows(Enum):
     """The rows a write tool reads, as it declares them (``WriteTool.rows``); ``service_layer.write_state`` loads
     them into a ``WriteState``, locked FOR UPDATE on commit in the one lock order (operation -> draft or order ->
-    products in SKU order)."""
+    products in SKU order).
+
+    A member named ``ORDER_...`` other than ``ORDER_PRODUCTS`` is a row set of the order: the records of one kind
+    issued against it, loaded through the one port method ``LedgerRepository.row_set`` (an adapter module per
+    record kind registers its loader, ``adapters.records``) into ``WriteState.row_sets``. A new record kind read
+    per order is one member here and nothing else in the dispatch.
+    """
 
     DRAFT = "draft"
     """``latest_draft`` (of ``args.draft_id``), ``customer`` (the draft's), ``products`` (every SKU on its lines
@@ -31,9 +38,14 @@ class Rows(Enum):
     PRODUCT = "product"
     """``products``: ``args.sku``."""
     ORDER_CREDIT_NOTES = "order_credit_notes"
-    """``credit_notes``: those issued against the order (with ``ORDER``). Not locked: a credit note is only ever
-    inserted under its order's lock, which the commit holds; they are read in a statement of their own after that
-    lock is granted, so (READ COMMITTED) every note committed under it is seen."""
+    """``row_set(ORDER_CREDIT_NOTES)``: the credit notes issued against the order (with ``ORDER``). Not locked: a
+    credit note is only ever inserted under its order's lock, which the commit holds; they are read in a statement
+    of their own after that lock is granted, so (READ COMMITTED) every note committed under it is seen."""
+
+    @property
+    def of_order(self) -> bool:
+        """A row set hanging off the order: loaded by the order's id once the order is loaded (and locked)."""
+        return self.name.startswith("ORDER_") and self is not Rows.ORDER_PRODUCTS
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,11 @@ class WriteState:
     customer: Customer | None = None
     order: Order | None = None
     products: Mapping[str, Product] = field(default_factory=dict)
-    credit_notes: tuple[CreditNote, ...] = ()
+    row_sets: Mapping[Rows, tuple[Any, ...]] = field(default_factory=dict)
+
+    def row_set(self, kind: Rows) -> tuple[Any, ...]:
+        """The records of row set ``kind`` (``Rows.of_order``) as loaded; none when the order is missing."""
+        return tuple(self.row_sets.get(kind, ()))
 
 
 @dataclass(frozen=True)
@@ -66,8 +82,16 @@ class Prepared:
     preview: dict[str, Any]
 
 
+class Effect:
+    """One change a commit makes; the repository applies each by its type, through the appliers the adapter
+    modules register (``adapters.records.APPLIERS``). A tool that brings a record kind of its own defines its
+    effect in its module, subclassing this."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
-class StockChange:
+class StockChange(Effect):
     """Set a product's on-hand from ``before`` to ``after`` (apply as ``... WHERE on_hand = before``)."""
 
     sku: str
@@ -80,7 +104,7 @@ class StockChange:
 
 
 @dataclass(frozen=True)
-class DraftSubmission:
+class DraftSubmission(Effect):
     """Mark draft ``draft_id`` submitted: revision ``revision`` became order ``order_id``."""
 
     draft_id: str
@@ -89,35 +113,26 @@ class DraftSubmission:
 
 
 @dataclass(frozen=True)
-class NewOrder:
+class NewOrder(Effect):
     """Insert order ``order``."""
 
     order: Order
 
 
 @dataclass(frozen=True)
-class OrderChange:
+class OrderChange(Effect):
     """Set the order's ``status`` and ``refunded_minor`` to those of ``order`` (the order as it becomes)."""
 
     order: Order
 
 
 @dataclass(frozen=True)
-class NewRefund:
+class NewRefund(Effect):
     """Insert refund ``refund`` (recorded with the committing operation's id)."""
 
     refund: Refund
 
 
-@dataclass(frozen=True)
-class NewCreditNote:
-    """Insert credit note ``note`` (recorded with the committing operation's id)."""
-
-    note: CreditNote
-
-
-Effect = StockChange | NewOrder | OrderChange | DraftSubmission | NewRefund | NewCreditNote
-"""One change a commit makes; the repository applies each by its type (``adapters.repository.apply_plan``)."""
 E = TypeVar("E", bound=Effect)
 
 
@@ -141,7 +156,8 @@ A = TypeVar("A")
 
 @dataclass(frozen=True)
 class WriteTool(Generic[A]):
-    """One write tool, everything the dispatchers need: registered once in ``domain.operations.WRITE_TOOLS``.
+    """One write tool, everything the dispatchers need: a domain module's ``TOOL``, which
+    ``domain.operations.WRITE_TOOLS`` finds by itself.
 
     - ``args``: the domain's frozen request; built from the tool's normalised arguments (field by field, the
       contracts validated them) by ``parse``.
@@ -149,6 +165,7 @@ class WriteTool(Generic[A]):
     - ``prepare(args, state, now, stock_check)``: check what can never succeed; the facts and preview.
     - ``commit(args, facts, state, now, stock_check, new_id)``: re-check the facts against the locked rows and
       plan the effects; ``new_id`` is a fresh id of ``new_id_kind`` when the commit creates a record.
+    - ``error_codes``: the business codes this tool alone raises, declared in its module (``ToolErrorCode``).
     """
 
     name: str
@@ -157,6 +174,7 @@ class WriteTool(Generic[A]):
     prepare: Callable[[A, WriteState, datetime, StockCheck], Prepared]
     commit: Callable[[A, Mapping[str, Any], WriteState, datetime, StockCheck, str | None], CommitPlan]
     new_id_kind: str | None = None
+    error_codes: tuple[ToolErrorCode, ...] = ()
 
     def parse(self, arguments: Mapping[str, Any]) -> A:
         """The domain's request from the tool's normalised (already validated) arguments."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
-from erpilot_erp.domain.errors import BusinessError, ErrorCode, not_found
+from erpilot_erp.domain.errors import BusinessError, ErrorCode, ToolErrorCode, not_found
 from erpilot_erp.domain.model import CreditNote, Order, Refund
 from erpilot_erp.domain.owners import owned_order
 from erpilot_erp.domain.plans import (
@@ -27,6 +27,9 @@ from erpilot_erp.domain.plans import (
     preview,
 )
 from erpilot_erp.domain.pricing import format_money
+
+REFUND_EXCEEDS_REMAINING = ToolErrorCode(
+    "refund_exceeds_remaining", "The refund is larger than what is still refundable (paid minus already refunded).")
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ def prepare_refund_payment(args: RefundPayment, state: WriteState, now: datetime
     """Check the order is the requester's (or the back office's), currency and refundable remainder, and preview
     remaining before -> after."""
     order, refundable = _refundable(args, owned_order(state.order, requested_by=state.requested_by,
-                                                      order_id=args.order_id), state.credit_notes)
+                                                      order_id=args.order_id), state.row_set(Rows.ORDER_CREDIT_NOTES))
     facts = {
         "order_id": order.order_id,
         "currency": order.currency,
@@ -88,7 +91,7 @@ def commit_refund_payment(
     args: RefundPayment, facts: Mapping[str, Any], state: WriteState, now: datetime, *, refund_id: str
 ) -> CommitPlan:
     """Re-check the remainder still covers the amount and nothing was refunded meanwhile, then refund."""
-    order, refundable = _refundable(args, state.order, state.credit_notes)
+    order, refundable = _refundable(args, state.order, state.row_set(Rows.ORDER_CREDIT_NOTES))
     if order.refunded_minor != facts["refunded_minor"]:
         shown = format_money(facts["refunded_minor"], order.currency)
         raise BusinessError(
@@ -114,6 +117,7 @@ TOOL = WriteTool(
     prepare=lambda args, state, now, stock_check: prepare_refund_payment(args, state, now),
     commit=lambda args, facts, state, now, stock_check, new_id: commit_refund_payment(
         args, facts, state, now, refund_id=str(new_id)),
+    error_codes=(REFUND_EXCEEDS_REMAINING,),
 )
 
 
@@ -130,7 +134,7 @@ def _refundable(args: RefundPayment, order: Order | None, credit_notes: tuple[Cr
     refundable = order.refundable_minor(credit_notes)
     if args.amount_minor > refundable:
         raise BusinessError(
-            ErrorCode.REFUND_EXCEEDS_REMAINING,
+            REFUND_EXCEEDS_REMAINING,
             f"only {format_money(refundable, order.currency)} of order {order.order_id} is refundable (the payment "
             f"less refunds, at most its total less refunds and credit notes); "
             f"{format_money(args.amount_minor, args.currency)} requested",

@@ -3,10 +3,11 @@ contract into a use-case call; it returns its typed reply or raises ``Refused`` 
 and, for the latter, dead-lettered by the ServiceBus). The first paragraph of a handler's docstring describes
 its endpoint (AsyncAPI).
 
-Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.draft`` (operation_id),
-``cmd.erp.prepare`` (operation_id; its outbox sends ``cmd.approval.request``), ``cmd.erp.commit`` (operation_id,
-under the grant; sent by the approval service's outbox), ``cmd.erp.update_product`` (request_id). Queries (core
-NATS, no effects): ``query.erp.read``, ``query.erp.operation``, ``query.erp.view``.
+Commands (durable, JetStream, idempotent by a business key): ``cmd.erp.prepare`` (operation_id; its outbox sends
+``cmd.approval.request``), ``cmd.erp.commit`` (operation_id, under the grant; sent by the approval service's
+outbox), ``cmd.erp.update_product`` (request_id). A retried command (core NATS, stored before its answer, sent again
+by the agent with the same key, issue 31): ``req.erp.draft`` (operation_id). Queries (core NATS, no effects):
+``query.erp.read``, ``query.erp.operation``, ``query.erp.view``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from erpilot_erp.service_layer.drafts import DraftService
 from erpilot_erp.service_layer.operations import OperationService
 from erpilot_erp.service_layer.ports import Ledger
 from erpilot_erp.service_layer.reads import ReadTools
+from erpilot_platform.batches import batched
 from erpilot_platform.endpoints import ServiceBus
 
 
@@ -40,7 +42,7 @@ from erpilot_platform.endpoints import ServiceBus
 class ErpDeps:
     """What the ERP's handlers work with: the ledger (its unit of work) and its use cases."""
 
-    ledger: Ledger
+    unit: Ledger
     reads: ReadTools
     drafts: DraftService
     operations: OperationService
@@ -57,11 +59,13 @@ async def draft_tool(cmd: ExecuteToolV1, deps: ErpDeps) -> ToolResultV1:
     return await deps.drafts.handle(cmd)
 
 
+@batched  # its effects are one unit of work, with no network wait before it (erpilot_platform.batches)
 async def prepare(cmd: PrepareOperationV1, deps: ErpDeps) -> PreparedOperationV1:
     """Store a write, ask for its approval (outbox) and preview it."""
     return await deps.operations.prepare(cmd)
 
 
+@batched  # likewise: the grant verified in memory, then one unit of work
 async def commit(cmd: CommitOperationV1, deps: ErpDeps) -> OperationStatusV1:
     """Commit a prepared write under a grant."""
     return await deps.operations.commit(cmd)
@@ -74,12 +78,12 @@ async def update_product(cmd: UpdateProductV1, deps: ErpDeps) -> ProductV1:
 
 async def operation(query: GetOperationV1, deps: ErpDeps) -> OperationStatusV1:
     """Status of one operation."""
-    return await backoffice.get_operation(deps.ledger, query)
+    return await backoffice.get_operation(deps.unit, query)
 
 
 async def view(query: ErpViewV1, deps: ErpDeps) -> ErpViewResultV1:
     """Back-office read views."""
-    return await backoffice.view(deps.ledger, query)
+    return await backoffice.view(deps.unit, query)
 
 
 HANDLERS = {

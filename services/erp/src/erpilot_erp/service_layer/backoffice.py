@@ -16,6 +16,7 @@ from erpilot_contracts.erp.v1 import (
     UpdateProductV1,
 )
 from erpilot_contracts.json_input import CANONICAL_INT_MAX
+from erpilot_erp.domain.plans import Rows
 from erpilot_erp.service_layer import messages
 from erpilot_erp.service_layer.ports import Ledger, Work
 from erpilot_erp.service_layer.replies import answered, once
@@ -50,7 +51,9 @@ async def view(ledger: Ledger, query: ErpViewV1) -> ErpViewResultV1:
                 return messages.product(found) if found else None
             case "order":
                 found = await unit.ledger.order(query.id)
-                return messages.order(found) if found else None
+                if found is None:
+                    return None
+                return messages.order(found, await unit.ledger.row_set(Rows.ORDER_CREDIT_NOTES, query.id))
             case _:
                 found = await unit.ledger.draft_revision(query.id, query.revision)
                 return messages.draft_revision(found) if found else None
@@ -73,7 +76,7 @@ class ProductService:
     """``cmd.erp.update_product``: a back-office change that makes waiting quotes of the product stale."""
 
     def __init__(self, ledger: Ledger):
-        self.ledger = ledger
+        self.unit = ledger
 
     async def update(self, cmd: UpdateProductV1) -> ProductV1:
         if cmd.price_minor is None and cmd.status is None:
@@ -84,7 +87,7 @@ class ProductService:
         async def work(unit: Work) -> ProductV1 | Refused:
             return await once(unit, f"product:{cmd.request_id}", _asked(cmd), ProductV1, lambda: self._apply(unit, cmd))
 
-        return answered(await self.ledger.run(work))
+        return answered(await self.unit.run(work))
 
     @staticmethod
     async def _apply(unit: Work, cmd: UpdateProductV1) -> ProductV1:

@@ -2,7 +2,9 @@
 
 An edit locks the draft row first, so two edits on one base revision serialise: the first makes the next
 revision, the second then sees it and fails ``draft_changed``. The answer, a business rejection included,
-is stored under the operation id and given again to a redelivered command.
+is stored under the operation id before it is sent (``req.erp.draft`` is a core request no stream keeps, issue 31)
+and given again to the agent's repeat of that operation id: its retry of an unanswered request, its run's next
+drive, its pass over left calls.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from erpilot_erp.service_layer import to_domain
 from erpilot_erp.service_layer.ports import Ledger, Work
 from erpilot_erp.service_layer.replies import answered, normalised, once, rejected_tool
 from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
-from erpilot_platform.deliveries import stored_at
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.refusals import InvalidMessage, Refused
 
@@ -30,13 +31,13 @@ DRAFT_TOOLS = DRAFT_EDIT_TOOLS | {"create_order_draft"}
 
 class DraftService:
     def __init__(self, ledger: Ledger, requesters: Requesters, *, quote_ttl: timedelta, clock: Clock = utc_now):
-        self.ledger = ledger
+        self.unit = ledger
         self.requesters = requesters
         self.quote_ttl = quote_ttl
         self.clock = clock
 
     async def handle(self, cmd: ExecuteToolV1) -> ToolResultV1:
-        """Run one draft tool; a redelivery of the same ``operation_id`` gets the first answer."""
+        """Run one draft tool; a repeat of the same ``operation_id`` gets the first answer."""
         if cmd.tool not in DRAFT_TOOLS:
             raise Refused("not_a_draft_tool", f"{cmd.tool} is not a draft tool", 422)
         args = normalised(cmd.tool, cmd.arguments)
@@ -46,7 +47,7 @@ class DraftService:
             return await once(unit, f"draft:{cmd.operation_id}", asked, ToolResultV1,
                               lambda: self._apply(unit, cmd, args))
 
-        result = await self.ledger.run(work)
+        result = await self.unit.run(work)
         failpoint("erp.draft.after_db_commit")
         return answered(result)
 
@@ -54,10 +55,10 @@ class DraftService:
         now = self.clock()
         # Drafts belong to the session and the person that made them: the requester, vouched for by the gateway's
         # assertion (checked here, not taken from the agent), becomes a new draft's owner, and only the owner edits.
-        # Checked at the time JetStream stored the command, so a redelivery after a crash still verifies with a
-        # direct call's short-lived assertion (no publisher chooses that time; outside JetStream: now).
+        # Checked now: the draft is a core request (no stream time to check at), so a repeat after the assertion
+        # expired is refused unless it was stored before; a stored one is answered by ``once`` above, unchecked.
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
-                              requested_by=cmd.requested_by, at=stored_at(now),
+                              requested_by=cmd.requested_by, at=now,
                               args=fingerprint(cmd.tool, get_tool(cmd.tool).schema_version, args))
         await self._first_of_its_call(unit, cmd)
         try:

@@ -7,6 +7,7 @@ stored, never from the message that asked it to prepare.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from erpilot_contracts.approval.v1 import RequestApprovalV1
@@ -20,10 +21,8 @@ from erpilot_contracts.erp.v1 import (
     ProductListV1,
     ProductV1,
 )
-from erpilot_erp.domain.model import Customer, Order, Product
+from erpilot_erp.domain.model import CreditNote, Customer, Order, Product
 from erpilot_erp.service_layer.ports import OperationRecord, StoredRevision
-
-_NESTED_VERSIONS = {"schema_version": True, "effects": {"__all__": {"schema_version"}}}
 
 
 def operation_status(record: OperationRecord) -> OperationStatusV1:
@@ -35,9 +34,9 @@ def operation_status(record: OperationRecord) -> OperationStatusV1:
         error=ErrorV1.model_validate(record.error) if record.error else None, committed_at=record.committed_at)
 
 
-def preview_json(preview: dict[str, Any]) -> dict[str, Any]:
-    """A stored preview as it travels to the approval and to people: without a schema_version anywhere."""
-    return PreviewV1.model_validate(preview).model_dump(mode="json", exclude=_NESTED_VERSIONS)
+def preview(stored: dict[str, Any]) -> PreviewV1:
+    """A stored preview (the domain's JSON, ``plans.preview``) as it travels to the approval and to people."""
+    return PreviewV1.model_validate(stored)
 
 
 def approval_request(record: OperationRecord, agent_reason: str | None = None) -> RequestApprovalV1:
@@ -46,7 +45,7 @@ def approval_request(record: OperationRecord, agent_reason: str | None = None) -
     return RequestApprovalV1(
         operation_id=record.operation_id, session_id=record.session_id, call_id=record.call_id, tool=record.tool,
         tool_schema_version=record.tool_schema_version, arguments=record.arguments, fingerprint=record.fingerprint,
-        preview=preview_json(record.preview), requested_by=record.requested_by, assertion=record.assertion,
+        preview=preview(record.preview), requested_by=record.requested_by, assertion=record.assertion,
         asserted_at=record.asserted_at, prepared_at=record.prepared_at, supersedes=record.supersedes,
         agent_reason=agent_reason)
 
@@ -63,9 +62,16 @@ def customers(values: list[Customer]) -> CustomerListV1:
     return CustomerListV1.model_validate({"items": [value.to_result() for value in values]})
 
 
-def order(value: Order) -> OrderV1:
-    """The order view, with the session it came from and its owner (the gateway decides who may see it)."""
-    return OrderV1.model_validate({**value.to_result(), "session_id": value.session_id, "owner": value.owner})
+def order(value: Order, credit_notes: Sequence[CreditNote] = ()) -> OrderV1:
+    """The order view, with its credit notes, the session it came from and its owner (the gateway decides who may
+    see it)."""
+    return OrderV1.model_validate({**order_result(value, credit_notes), "session_id": value.session_id,
+                                   "owner": value.owner})
+
+
+def order_result(value: Order, credit_notes: Sequence[CreditNote]) -> dict[str, Any]:
+    """``get_order``'s result: the order and the credit notes issued against it, oldest first."""
+    return {**value.to_result(), "credit_notes": [note.to_result() for note in credit_notes]}
 
 
 def draft_revision(stored: StoredRevision) -> DraftRevisionV1:

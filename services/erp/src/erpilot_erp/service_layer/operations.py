@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 class OperationService:
     def __init__(self, ledger: Ledger, verify_key: Ed25519PublicKey, requesters: Requesters,
                  ledger_key: Ed25519PrivateKey, *, default_stock_check: StockCheck = "exact", clock: Clock = utc_now):
-        self.ledger = ledger
+        self.unit = ledger
         self.verify_key = verify_key
         self.ledger_key = ledger_key
         self.requesters = requesters
@@ -82,7 +82,7 @@ class OperationService:
                               lambda: self._prepare(unit, cmd))
 
         with step("erp", "prepare", session_id=cmd.session_id, call_id=cmd.call_id, operation_id=cmd.operation_id):
-            result = await self.ledger.run(work)
+            result = await self.unit.run(work)
         failpoint("erp.prepare.after_db_commit")
         return answered(result)
 
@@ -161,7 +161,7 @@ class OperationService:
                 if grant.operation_id != cmd.operation_id:
                     raise InvalidMessage("grant_for_another_operation",
                                          "the grant was issued for another operation; nothing was committed")
-                status, replayed = await self.ledger.run(lambda unit: self._commit(unit, cmd))
+                status, replayed = await self.unit.run(lambda unit: self._commit(unit, cmd))
             except InvalidMessage as refusal:
                 commit_outcomes.add(1, {"status": "refused", "code": refusal.reason})
                 raise

@@ -19,8 +19,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from erpilot_erp.domain.model import CreditNote, Customer, DraftRevision, Order, Product
-from erpilot_erp.domain.plans import CommitPlan
+from erpilot_erp.domain.model import Customer, DraftRevision, Order, Product
+from erpilot_erp.domain.plans import CommitPlan, Rows
 from erpilot_platform.uow import UnitOfWorkPort
 
 IdKind = str
@@ -133,8 +133,9 @@ class LedgerRepository(Protocol):
 
     async def order(self, order_id: str, *, lock: bool = False) -> Order | None: ...
 
-    async def credit_notes(self, order_id: str) -> list[CreditNote]:
-        """The credit notes issued against the order, oldest first."""
+    async def row_set(self, kind: Rows, key: str) -> list[Any]:
+        """The records of row set ``kind`` under ``key`` (for ``Rows.of_order`` the order's id), oldest first, not
+        locked; one loader per record kind (``adapters.records``), so a new kind adds no method here."""
         ...
 
     async def apply_plan(self, plan: CommitPlan, *, operation_id: str) -> None:

@@ -16,7 +16,9 @@ from erpilot_contracts.erp.v1 import ExecuteToolV1, ToolResultV1
 from erpilot_contracts.fingerprint import fingerprint
 from erpilot_contracts.tools.v1 import ToolKind, get_tool
 from erpilot_erp.domain.owners import may_use_draft, may_use_order
+from erpilot_erp.domain.plans import Rows
 from erpilot_erp.domain.reads import get_order_task, listing, page_draft
+from erpilot_erp.service_layer.messages import order_result
 from erpilot_erp.service_layer.ports import Ledger, Work
 from erpilot_erp.service_layer.replies import normalised
 from erpilot_erp.service_layer.requesters import Clock, Requesters, utc_now
@@ -34,7 +36,7 @@ class ReadTools:
     """``query.erp.read``: one read tool for one session's requester."""
 
     def __init__(self, ledger: Ledger, requesters: Requesters, *, clock: Clock = utc_now):
-        self.ledger = ledger
+        self.unit = ledger
         self.requesters = requesters
         self.clock = clock
 
@@ -45,7 +47,7 @@ class ReadTools:
         self.requesters.vouch(cmd.assertion, session_id=cmd.session_id, call_id=cmd.call_id, tool=cmd.tool,
                               requested_by=cmd.requested_by, at=self.clock(),
                               args=fingerprint(cmd.tool, get_tool(cmd.tool).schema_version, args))
-        return await self.ledger.read(lambda unit: _read(unit, cmd.tool, args, cmd.session_id, cmd.requested_by))
+        return await self.unit.read(lambda unit: _read(unit, cmd.tool, args, cmd.session_id, cmd.requested_by))
 
 
 async def _read(unit: Work, tool: str, args: dict[str, Any], session_id: str, requested_by: str) -> ToolResultV1:
@@ -59,9 +61,11 @@ async def _read(unit: Work, tool: str, args: dict[str, Any], session_id: str, re
             return _found(found.to_result() if found else None, f"product {args['sku']}")
         case "get_order":
             order = await unit.ledger.order(args["order_id"])
-            if order is not None and not may_use_order(order, requested_by):
-                order = None  # another person's order reads as one that does not exist
-            return _found(order.to_result() if order else None, f"order {args['order_id']}")
+            if order is None or not may_use_order(order, requested_by):
+                # another person's order reads as one that does not exist
+                return _found(None, f"order {args['order_id']}")
+            return _found(order_result(order, await unit.ledger.row_set(Rows.ORDER_CREDIT_NOTES, order.order_id)),
+                          f"order {args['order_id']}")
         case "get_draft":
             stored = await unit.ledger.draft_revision(args["draft_id"], args.get("revision"))
             draft = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from erpilot_erp.domain.model import CreditNote
 from erpilot_erp.domain.operations import write_tool
 from erpilot_erp.domain.plans import Rows, WriteState
 from erpilot_erp.service_layer.ports import LedgerRepository
@@ -23,7 +22,7 @@ async def write_state(repo: LedgerRepository, tool: str, args: Mapping[str, Any]
     rows = write_tool(tool).rows
     latest = customer = order = None
     skus: set[str] = set()
-    credit_notes: tuple[CreditNote, ...] = ()
+    row_sets: dict[Rows, tuple[Any, ...]] = {}
     if Rows.DRAFT in rows:
         latest = await repo.latest_draft(args["draft_id"], lock=lock)
         skus |= {line.sku for line in latest.lines} if latest else set()
@@ -33,9 +32,10 @@ async def write_state(repo: LedgerRepository, tool: str, args: Mapping[str, Any]
         order = await repo.order(args["order_id"], lock=lock)
         if order is not None and Rows.ORDER_PRODUCTS in rows:
             skus |= {line.sku for line in order.lines}
-        if order is not None and Rows.ORDER_CREDIT_NOTES in rows:  # after the order's lock: a fresh snapshot
-            credit_notes = tuple(await repo.credit_notes(order.order_id))
+        if order is not None:  # after the order's lock: a fresh snapshot, in the Rows order (a stable one)
+            for kind in (kind for kind in Rows if kind.of_order and kind in rows):
+                row_sets[kind] = tuple(await repo.row_set(kind, order.order_id))
     if Rows.PRODUCT in rows:
         skus.add(args["sku"])
     return WriteState(session_id, requested_by=requested_by, latest_draft=latest, customer=customer, order=order,
-                      products=await repo.products_by_sku(skus, lock=lock), credit_notes=credit_notes)
+                      products=await repo.products_by_sku(skus, lock=lock), row_sets=row_sets)

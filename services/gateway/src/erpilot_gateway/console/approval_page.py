@@ -99,18 +99,18 @@ async def approval_page(request: Request, pending_id: str) -> Response:
                                                      "code": exc.code, "detail": exc.detail}, exc.status)
     operation = await _operation(request, record)
     preview = record.preview
-    details = preview.get("details") or {}
+    details = preview.details
     can_decide, reason = _verdict(record, user)
     audit = await _audit_trail(request, user, record.pending_id)
     return page(request, "approval.html", {
         "user": user,
         "record": record,
         "preview": preview,
-        "amount": views.money(preview.get("amount_minor"), preview.get("currency")),
+        "amount": views.money(preview.amount_minor, preview.currency),
         "effects": views.effect_rows(preview),
-        "notes": [str(n) for n in preview.get("notes") or []],
-        "draft": views.draft_view(details, preview.get("currency")) if views.acts_on_draft(record.tool) else None,
-        "other_details": views.other_details(details, preview.get("currency")),
+        "notes": list(preview.notes),
+        "draft": views.draft_view(details, preview.currency) if views.acts_on_draft(record.tool) else None,
+        "other_details": views.other_details(details, preview.currency),
         "arguments_json": views.pretty_json(record.arguments),
         **_views(record, operation),
         "can_decide": can_decide,

@@ -42,7 +42,9 @@ async def email_link_page(request: Request, pending_id: str,
                                                      EmailLinkV1(pending_id=pending_id, token=token))
     except Problem as problem:
         return _refused(request, problem)
-    return page(request, "email_decision.html", {"state": "confirm", "view": view, "token": token})
+    # The preview's fields as a table, in the order the ledger wrote them (fields a newer ledger added last).
+    return page(request, "email_decision.html", {"state": "confirm", "view": view, "token": token,
+                                                 "preview": view.preview.model_dump(mode="json")})
 
 
 @router.post("/{pending_id}/email-decision", include_in_schema=False)

@@ -1,8 +1,8 @@
 """What the approval page shows, as plain data: the templates and the page's script render the same views.
 
 The decision, quorum and outcome are read from the contracts' reply models (``ApprovalRecordV1``,
-``OperationStatusV1``); the preview and its ``details`` are the ERP's free-form JSON (``dict``) and are
-read defensively, since each tool puts its own keys there.
+``OperationStatusV1``), the preview from its ``PreviewV1``; the preview's ``details`` are the ERP's free-form
+JSON (``dict``) and are read defensively, since each tool puts its own keys there.
 
 Everything here returns strings and lists for display; escaping is the renderer's job (Jinja2 autoescape
 on the server, ``textContent`` in the browser).
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from erpilot_contracts.approval.v1 import ApprovalRecordV1
-from erpilot_contracts.erp.v1 import OperationStatusV1
+from erpilot_contracts.erp.v1 import OperationStatusV1, PreviewV1
 from erpilot_contracts.tools.v1 import TOOLS, ToolKind
 from erpilot_gateway.summaries import money, plain, result_summary
 
@@ -83,23 +83,20 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)
 
 
-def effect_rows(preview: dict[str, Any]) -> list[dict[str, str]]:
+def effect_rows(preview: PreviewV1) -> list[dict[str, str]]:
     """Effects with their unit as the ERP states it: ``pcs`` counts, a currency code (minor units) money,
     no unit a state. Nothing is guessed from a label."""
     rows = []
-    for effect in preview.get("effects") or []:
-        if not isinstance(effect, dict):
-            continue
-        unit = effect.get("unit")
-        unit = unit if isinstance(unit, str) and unit else None
+    for effect in preview.effects:
+        unit = effect.unit or None
 
         def show(value: Any, unit: str | None = unit) -> str:
             if type(value) is not int or unit is None:
                 return plain(value)
             return f"{value:,} {unit}" if unit == PIECES else money(value, unit)
 
-        rows.append({"label": str(effect.get("label", "")), "before": show(effect.get("before")),
-                     "after": show(effect.get("after")), "unit": unit or ""})
+        rows.append({"label": effect.label, "before": show(effect.before), "after": show(effect.after),
+                     "unit": unit or ""})
     return rows
 
 

@@ -134,12 +134,25 @@ async def cancel_run(request: Request, session_id: str, run_id: str, user: Curre
         raise Problem(404, "not_found", f"run {run_id} not found")
     services = _services(request)
     vouched = await services.vouch_run(user, session_id, run_id, cancel=True)
-    # The approval service hears of the cancel from here first, not only through the agent, which holds the run's
-    # assertion and could keep making calls of the run (security follow-up of #32/#34).
-    await services.call(requests.APPROVAL_END_RUN, EndRunV1(session_id=session_id, run_id=run_id, owner=user.sub,
-                                                            assertion=vouched))
+    end_run = EndRunV1(session_id=session_id, run_id=run_id, owner=user.sub, assertion=vouched)
     cancel = CancelRunV1(session_id=session_id, owner=user.sub, run_id=run_id, assertion=vouched)
-    cancelled = await services.call(requests.AGENT_CANCEL_RUN, cancel)
+    if services.issued_run(session_id, run_id):
+        # A run this gateway started in this session: the approval service hears of the cancel from here first, not
+        # only through the agent, which holds the run's assertion and could keep making calls of the run (security
+        # follow-up of #32/#34), whatever the agent answers (a lying 404 too).
+        await services.call(requests.APPROVAL_END_RUN, end_run)
+        cancelled = await services.call(requests.AGENT_CANCEL_RUN, cancel)
+    else:
+        # No run of this gateway's in this session: an unknown id (no assertion was ever signed for its calls, so no
+        # standing approval can approve one) or an earlier version's run. The agent is asked first, and only a
+        # clean 404 records nothing; any other answer ends the run for standing approvals too.
+        try:
+            cancelled = await services.call(requests.AGENT_CANCEL_RUN, cancel)
+        except Problem as refused:
+            if (refused.status, refused.code) != (404, "not_found"):
+                await services.call(requests.APPROVAL_END_RUN, end_run)
+            raise
+        await services.call(requests.APPROVAL_END_RUN, end_run)
     # One path withdraws: the approval service acts on the agent's record of the cancel (evt.agent.run_cancelled,
     # with this assertion). The answer reads how each approval ended, as the owner sees it.
     approvals = await approval_outcomes(services, user, cancelled.pending_ids)
