@@ -173,7 +173,7 @@ async def test_a_call_has_one_first_approval_and_its_edits_beside_it(units: Unit
     assert (await units.uow.read(lambda unit: unit.approvals.first_of_call(session_id, "c1"))).pending_id == (
         first.pending_id)
 
-    with pytest.raises(Exception) as refused:  # noqa: PT011 - ValueError in memory, IntegrityError in SQL
+    with pytest.raises(Exception) as refused:  # noqa: PT011 - ValueError in memory, the unique index in SQL (asyncpg)
         await units.insert(pending(now, session_id=session_id, call_id="c1"))
     assert "uq_approvals_call" in str(refused.value)
     await units.insert(pending(now, session_id=session_id, call_id="c1", supersedes=first.pending_id))

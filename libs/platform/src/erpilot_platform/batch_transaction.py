@@ -74,8 +74,12 @@ class SharedTransaction:
             return await work(owner.bind(transaction))
 
     async def _after_failure(self, exc: BaseException) -> None:
-        if isinstance(exc, DBAPIError) and is_disconnect(exc) or self._conn is not None and self._conn.invalidated:
+        if is_disconnect(exc) or self._conn is not None and self._conn.invalidated:
             self.broken = True  # every work of the batch is lost with the connection
+            if not isinstance(exc, DBAPIError) and self._conn is not None and not self._conn.invalidated:
+                # Lost under a statement run straight on asyncpg (``db.driver_connection``): SQLAlchemy did not
+                # see it, and the pool must not take the dead connection back.
+                await self._conn.invalidate()
             return
         if self._works == 0 and self._conn is not None and self._conn.in_transaction():
             await self._conn.rollback()  # only the failed first work was in it (and the deletes: given back)

@@ -1,4 +1,5 @@
-"""The async SQLAlchemy engine, transactions and the retry of serialization failures."""
+"""The async SQLAlchemy engine, transactions and the retry of serialization failures, and the asyncpg connection
+under a SQLAlchemy one for the hot statements (``driver_connection``, issue 31 item 4)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+import asyncpg
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
@@ -72,9 +74,90 @@ async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         yield conn
 
 
+async def driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
+    """The asyncpg connection under ``conn``, inside ``conn``'s transaction: a hot statement runs on it as a
+    prepared statement (asyncpg's statement cache prepares it once per connection), without SQLAlchemy's
+    compilation cache look-up, execution context, result processing and greenlet hop.
+
+    SQLAlchemy's asyncpg adapter sends BEGIN lazily, with its first statement: a statement sent straight to
+    asyncpg before any SQLAlchemy one would run outside the transaction and commit on its own, and
+    ``conn.commit()`` would then commit nothing (SQLAlchemy's own transaction would not have begun either). So
+    both are begun here first: SQLAlchemy's (which ``conn.commit()`` and a rollback end) and the adapter's
+    asyncpg transaction, with the isolation level the engine set (nothing on an AUTOCOMMIT connection, a ``read``
+    unit of work's: each statement commits on its own there, as SQLAlchemy's do).
+
+    Errors come as asyncpg's own exceptions (no ``DBAPIError`` wrapper): ``is_transient``, ``is_disconnect`` and
+    ``run_in_transaction`` read them too. JSON goes as text and comes back parsed (the codecs SQLAlchemy's
+    dialect sets on every connection)."""
+    if not conn.in_transaction():
+        await conn.begin()
+    # No I/O: a unit of work's connection was checked out when it was opened (a revalidation, which would need
+    # the greenlet, happens only after an invalidation, and then the unit of work has failed already).
+    adapted = conn.sync_connection.connection.dbapi_connection
+    if adapted._transaction is None:  # the adapter's lazy BEGIN (sqlalchemy/dialects/postgresql/asyncpg.py)
+        async with adapted._execute_mutex:
+            if adapted._transaction is None:
+                await adapted._start_transaction()
+    return adapted.driver_connection
+
+
+class Fields:
+    """An asyncpg record read by attribute (``row.name``), as a SQLAlchemy row is: the adapters' mappings to the
+    domain take either."""
+
+    __slots__ = ("_record",)
+
+    def __init__(self, record: asyncpg.Record):
+        self._record = record
+
+    def __getattr__(self, name: str):
+        try:
+            return self._record[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def fields(record: asyncpg.Record | None) -> Fields | None:
+    return None if record is None else Fields(record)
+
+
+def _asyncpg_error(exc: BaseException) -> BaseException | None:
+    """The asyncpg exception ``exc`` is or wraps (SQLAlchemy's ``orig`` and its adapter's ``__cause__``)."""
+    for candidate in (exc, getattr(exc, "orig", None), exc.__cause__, getattr(getattr(exc, "orig", None),
+                                                                            "__cause__", None)):
+        if isinstance(candidate, asyncpg.PostgresError | asyncpg.InterfaceError):
+            return candidate
+    return None
+
+
 def _sqlstate(exc: BaseException) -> str | None:
-    orig = getattr(exc, "orig", None)
+    if (error := _asyncpg_error(exc)) is not None:
+        return getattr(error, "sqlstate", None)
+    orig = getattr(exc, "orig", None)  # SQLAlchemy's wrapper of another driver's error (and the tests' fakes)
     return getattr(orig, "sqlstate", None) or getattr(getattr(orig, "__cause__", None), "sqlstate", None)
+
+
+def is_unique_violation(exc: BaseException) -> bool:
+    """A unique constraint refused the write: SQLAlchemy's ``IntegrityError`` or, from a statement of
+    ``driver_connection``, asyncpg's own ``UniqueViolationError``."""
+    return _sqlstate(exc) == "23505"
+
+
+# A backend ended by the server (a restart, a failover, pg_terminate_backend) answers its next statement with one
+# of these before its socket closes.
+_SHUTDOWN_SQLSTATES = {"57P01", "57P02", "57P03"}
+
+
+def _driver_lost(exc: BaseException) -> bool:
+    """An error raised straight by asyncpg (a statement of ``driver_connection``) that lost the connection:
+    SQLAlchemy did not see it, so it invalidated nothing."""
+    if isinstance(exc, DBAPIError):
+        return False
+    if isinstance(exc, asyncpg.PostgresConnectionError | ConnectionError):
+        return True
+    if isinstance(exc, asyncpg.InterfaceError):
+        return "connection is closed" in str(exc)
+    return isinstance(exc, asyncpg.PostgresError) and exc.sqlstate in _SHUTDOWN_SQLSTATES
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -83,12 +166,19 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if isinstance(exc, DBAPIError):
         return exc.connection_invalidated or _sqlstate(exc) in RETRYABLE_SQLSTATES
-    return False
+    if isinstance(exc, asyncpg.PostgresError):
+        return _driver_lost(exc) or exc.sqlstate in RETRYABLE_SQLSTATES
+    return _driver_lost(exc)
 
 
 def is_disconnect(exc: BaseException) -> bool:
-    """True when the connection was lost (SQLAlchemy invalidated it)."""
-    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+    """True when the connection was lost (SQLAlchemy invalidated it, or asyncpg lost it under a statement of
+    ``driver_connection``: ``run_in_transaction`` invalidates it then)."""
+    return (isinstance(exc, DBAPIError) and exc.connection_invalidated) or _driver_lost(exc)
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, DBAPIError | asyncpg.PostgresError | asyncpg.InterfaceError | ConnectionError)
 
 
 async def run_in_transaction(
@@ -101,11 +191,18 @@ async def run_in_transaction(
         committing = False
         try:
             async with engine.connect() as conn:
-                result = await work(conn)
-                committing = True
-                await conn.commit()
-                return result
-        except DBAPIError as exc:
+                try:
+                    result = await work(conn)
+                    committing = True
+                    await conn.commit()
+                    return result
+                except BaseException as exc:
+                    if _driver_lost(exc):  # not seen by SQLAlchemy: the pool must not take the dead connection back
+                        await conn.invalidate()
+                    raise
+        except Exception as exc:
+            if not _retryable(exc):
+                raise
             lost_before_commit = is_disconnect(exc) and not committing
             if not (lost_before_commit or _sqlstate(exc) in RETRYABLE_SQLSTATES) or attempt == attempts:
                 raise

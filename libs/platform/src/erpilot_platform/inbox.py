@@ -4,11 +4,13 @@ effects, with the answer that was given, so a redelivery gets the same answer an
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, MetaData, String, Table, func, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import JSON, Column, DateTime, MetaData, String, Table, func
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from erpilot_platform.db import driver_connection
 
 
 def inbox_table(metadata: MetaData) -> Table:
@@ -23,6 +25,11 @@ def inbox_table(metadata: MetaData) -> Table:
 class Inbox:
     def __init__(self, table: Table):
         self.table = table
+        # Straight on asyncpg inside the caller's transaction (issue 31 item 4): a claim and a record per command.
+        self._claim_sql = (f"INSERT INTO {table.fullname} (message_key) VALUES ($1) "
+                           "ON CONFLICT DO NOTHING RETURNING message_key")
+        self._recorded_sql = f"SELECT response FROM {table.fullname} WHERE message_key = $1"
+        self._record_sql = f"UPDATE {table.fullname} SET response = $2::json WHERE message_key = $1"
 
     async def claim(self, conn: AsyncConnection, key: str) -> tuple[bool, dict[str, Any] | None]:
         """Claim ``key`` inside the caller's transaction.
@@ -30,13 +37,10 @@ class Inbox:
         Returns ``(True, None)`` the first time; ``(False, recorded_response)`` when already handled.
         Concurrent claimers of one key serialise on the primary key: the loser waits, then sees it.
         """
-        inserted = await conn.execute(
-            insert(self.table).values(message_key=key).on_conflict_do_nothing().returning(self.table.c.message_key)
-        )
-        if inserted.first() is not None:
+        raw = await driver_connection(conn)
+        if await raw.fetchval(self._claim_sql, key) is not None:
             return True, None
-        recorded = await conn.scalar(select(self.table.c.response).where(self.table.c.message_key == key))
-        return False, recorded
+        return False, await raw.fetchval(self._recorded_sql, key)
 
     async def record(self, conn: AsyncConnection, key: str, response: dict[str, Any]) -> None:
-        await conn.execute(self.table.update().where(self.table.c.message_key == key).values(response=response))
+        await (await driver_connection(conn)).execute(self._record_sql, key, json.dumps(response))

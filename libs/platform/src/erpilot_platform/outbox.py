@@ -55,6 +55,7 @@ from sqlalchemy import Insert, Table, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform import outbox_rows
+from erpilot_platform.db import driver_connection
 from erpilot_platform.failpoints import failpoint
 from erpilot_platform.loops import Soon, every, looking_later
 from erpilot_platform.outbox_rows import insert_rows, name_of, outbox_table, published_msg_id
@@ -99,7 +100,9 @@ class Outbox:
         # rows were committed before the pass looked) does not publish them a second time.
         self._relayed: dict[str, float] = {}
         self._deletes_due = asyncio.Event()  # rows were published: delete them if no unit of work does
-        self._delete_published = outbox_rows.delete_published(table)
+        # Hot statements, straight on asyncpg inside the caller's transaction (issue 31 item 4).
+        self._insert_sql = outbox_rows.insert_sql(table)
+        self._delete_published_sql = outbox_rows.delete_published_sql(table)
 
     async def add(
         self, conn: AsyncConnection, subject: str, payload: BaseModel | dict[str, Any],
@@ -113,7 +116,8 @@ class Outbox:
         *, headers: dict[str, str] | None = None,
     ) -> None:
         """Record several events (subject, payload, msg_id or None) in one statement, in this order."""
-        await conn.execute(self.insert(items, headers=headers))
+        rows = self.rows(items, headers=headers)
+        await (await driver_connection(conn)).execute(self._insert_sql, *outbox_rows.insert_args(rows))
 
     def insert(
         self, items: list[tuple[str, BaseModel | dict[str, Any], str | None]], *, headers: dict[str, str] | None = None,
@@ -121,6 +125,13 @@ class Outbox:
         """The one multi-row INSERT of ``add_all``: run it in the unit of work that built it (its task publishes
         the rows after the commit), or attach other writes of the transaction to it as CTEs (one round trip for
         the state change and its events)."""
+        return insert_rows(self.table, self.rows(items, headers=headers))
+
+    def rows(
+        self, items: list[tuple[str, BaseModel | dict[str, Any], str | None]], *, headers: dict[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The rows of ``items``, counted as written by the current unit of work (its task publishes them after
+        the commit): write them in that unit of work."""
         headers = dict(headers or {})
         propagate.inject(headers)  # the trace continues from the publish, not from nowhere
         rows = [{"msg_id": published_msg_id(msg_id), "subject": subject, "headers": headers,
@@ -128,7 +139,7 @@ class Outbox:
                 for subject, payload, msg_id in items]
         if (written := _written.get()) is not None:
             written.extend(rows)
-        return insert_rows(self.table, rows)
+        return rows
 
     @contextmanager
     def collecting(self, rows: list[dict[str, Any]]) -> Iterator[None]:
@@ -192,7 +203,8 @@ class Outbox:
     async def delete_published(self, conn: AsyncConnection, published: list[tuple[str, float]]) -> None:
         """Delete published rows in the caller's transaction (one statement; none if there are none)."""
         if published:
-            await conn.execute(self._delete_published, {"published": [msg_id for msg_id, _ in published]})
+            await (await driver_connection(conn)).execute(self._delete_published_sql,
+                                                          [msg_id for msg_id, _ in published])
 
     def wake(self) -> None:
         """Tell the relay of this process that rows wait that no committing task published."""

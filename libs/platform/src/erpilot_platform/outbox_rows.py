@@ -87,6 +87,32 @@ def insert_rows(table: Table, rows: list[dict[str, Any]]) -> Insert:
         select(*(literal(row[name], table.c[name].type) for name in names)) for row in rows)))
 
 
+def insert_sql(table: Table, first: int = 1) -> str:
+    """The INSERT of ``Outbox.add_all`` straight on asyncpg (``db.driver_connection``): the rows as four arrays,
+    parameters ``$first`` to ``$first+3`` (msg_id, subject, headers and payload as JSON text), inserted in array
+    order (``WITH ORDINALITY``), so the serial ids follow them (the relay publishes in id order). One statement
+    text for any number of rows: asyncpg prepares it once per connection. ``first`` lets a service attach it to a
+    statement of its own as a CTE (one round trip for a change and its events)."""
+    a, b, c, d = (f"${n}" for n in range(first, first + 4))
+    return (f"INSERT INTO {table.fullname} (msg_id, subject, headers, payload) "
+            "SELECT msg_id, subject, headers, payload "
+            f"FROM unnest({a}::text[], {b}::text[], {c}::json[], {d}::json[]) "
+            "WITH ORDINALITY AS row(msg_id, subject, headers, payload, n) ORDER BY n")
+
+
+def insert_args(rows: list[dict[str, Any]]) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The four arrays of ``insert_sql`` for ``rows`` (JSON as text: the codec SQLAlchemy's dialect sets on every
+    connection takes text, as SQLAlchemy's JSON type sends it)."""
+    return ([row["msg_id"] for row in rows], [row["subject"] for row in rows],
+            [json.dumps(row["headers"]) for row in rows], [json.dumps(row["payload"]) for row in rows])
+
+
+def delete_published_sql(table: Table) -> str:
+    """``delete_published`` straight on asyncpg: ``$1`` the msg_ids."""
+    return (f"DELETE FROM {table.fullname} WHERE id IN (SELECT id FROM {table.fullname} "
+            "WHERE msg_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED)")
+
+
 def stream_for(subject: str) -> str | None:
     """The stream an outbox row is published to: commands (a choreography's next step, e.g. the ERP's
     ``cmd.approval.request``) or events; None for a session event, published on core NATS: it is stored once, in

@@ -23,12 +23,11 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from erpilot_platform import batches
 from erpilot_platform.batch_transaction import SharedTransaction
-from erpilot_platform.db import is_transient, run_in_transaction
+from erpilot_platform.db import driver_connection, is_transient, run_in_transaction
 from erpilot_platform.inbox import Inbox
 from erpilot_platform.outbox import Outbox
 from erpilot_platform.turns import Turn
@@ -76,7 +75,7 @@ class Transaction:
     async def now(self) -> datetime:
         """The database's clock at this call (not the transaction's start): every replica shares it, and a use
         case that reads it after taking its row locks counts a wait for a lock against a deadline."""
-        return await self.conn.scalar(select(func.clock_timestamp()))
+        return await (await driver_connection(self.conn)).fetchval("SELECT clock_timestamp()")
 
     async def claim(self, key: str) -> tuple[bool, dict[str, Any] | None]:
         """Claim an inbox key: ``(True, None)`` the first time, ``(False, recorded answer)`` once handled."""

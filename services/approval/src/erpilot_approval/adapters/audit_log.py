@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from sqlalchemy import and_, bindparam, exists, func, select, text
+from sqlalchemy import exists, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from erpilot_approval.adapters import sql
 from erpilot_approval.adapters.tables import audit_checkpoints, audit_log
 from erpilot_approval.domain.audit import (
     GENESIS,
@@ -24,6 +26,7 @@ from erpilot_approval.domain.audit import (
     verify,
 )
 from erpilot_platform import advisory_locks
+from erpilot_platform.db import driver_connection
 
 # Held from the first append to the end of the transaction: one writer extends the chain at a time, and
 # it is taken after the approval rows a use case locks, so it never waits for one while holding it. Its key
@@ -33,31 +36,7 @@ PAGE = 1000
 
 
 async def _lock(conn: AsyncConnection) -> None:
-    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": AUDIT_LOCK_KEY})
-
-
-def _last(column: Any) -> Any:
-    return select(column).order_by(audit_log.c.seq.desc()).limit(1).scalar_subquery()
-
-
-def _before_append(*, head: bool, once: bool) -> Any:
-    """What an append reads first: the clock, the head unless it is known (``head``), and whether an event
-    of this kind for this operation exists (``once``: bind ``kind`` and ``operation_id``)."""
-    columns = [func.clock_timestamp().label("at")]
-    if head:
-        columns += [_last(audit_log.c.seq).label("seq"), _last(audit_log.c.hash).label("hash")]
-    if once:
-        columns.append(exists().where(and_(audit_log.c.kind == bindparam("kind"),
-                                           audit_log.c.operation_id == bindparam("operation_id"))).label("done"))
-    return select(*columns)
-
-
-# Built once (every decision appends to the chain): building a statement and its cache key per append cost
-# more CPU than running it (the approval service's profile under ``erpilot bench``).
-_BEFORE_APPEND = {(head, once): _before_append(head=head, once=once) for head in (False, True)
-                  for once in (False, True)}
-_APPEND = audit_log.insert().values({name: bindparam(name, type_=audit_log.c[name].type) for name in (
-    "seq", "at", "kind", "pending_id", "operation_id", "actor", "data", "prev_hash", "hash", "signature")})
+    await (await driver_connection(conn)).execute(sql.AUDIT_LOCK)
 
 
 async def head(conn: AsyncConnection) -> tuple[int, str]:
@@ -86,18 +65,19 @@ class Chain:
         if once and operation_id is None:  # "= NULL" would find nothing: every append would pass as the first
             raise ValueError("an append once per operation needs the operation_id")
         await self._locked()  # its own statement: the next one's snapshot must see the head it waited for
-        row = (await self.conn.execute(_BEFORE_APPEND[self._head is None, once],
-                                       {"kind": kind, "operation_id": operation_id} if once else {})).one()
+        raw = await driver_connection(self.conn)
+        before = sql.BEFORE_APPEND[self._head is None, once]
+        row = await (raw.fetchrow(before, kind, operation_id) if once else raw.fetchrow(before))
         if self._head is None:
-            self._head = (row.seq, row.hash) if row.seq is not None else (0, GENESIS)
-        if once and row.done:
+            self._head = (row["seq"], row["hash"]) if row["seq"] is not None else (0, GENESIS)
+        if once and row["done"]:
             return False
-        seq, prev = self._head[0] + 1, self._head[1]
-        event = event_of(seq, row.at, kind, pending_id, operation_id, actor, data)
+        seq, prev, at = self._head[0] + 1, self._head[1], row["at"]
+        event = event_of(seq, at, kind, pending_id, operation_id, actor, data)
         digest = chain_hash(prev, event)
-        await self.conn.execute(_APPEND, {
-            "seq": seq, "at": row.at, "kind": kind, "pending_id": pending_id, "operation_id": operation_id,
-            "actor": actor, "data": data, "prev_hash": prev, "hash": digest, "signature": sign(self.key, digest)})
+        # ``data`` as SQLAlchemy's JSON type would send it (json.dumps): the text stored is the one hashed from.
+        await raw.execute(sql.AUDIT_APPEND, seq, at, kind, pending_id, operation_id, actor, json.dumps(data), prev,
+                          digest, sign(self.key, digest))
         self._head = (seq, digest)
         return True
 

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
+import asyncpg
 from sqlalchemy import and_, func, or_, select, text, union
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from erpilot_approval.adapters import sql
 from erpilot_approval.adapters.tables import (
     ESCALATION_DUE,
     ROLES,
     approvals,
-    decisions,
     edits,
     named_in_arguments,
     role_predicate,
-    votes,
 )
 from erpilot_approval.domain.approvals import PendingApproval
 from erpilot_approval.domain.delegation import RoleScope
@@ -27,14 +28,17 @@ from erpilot_approval.domain.edits import EditIntent
 from erpilot_approval.domain.votes import Vote
 from erpilot_approval.service_layer.ports import ListFilter
 from erpilot_contracts.approval.v1 import GrantV1
+from erpilot_platform import raw_sql
+from erpilot_platform.db import driver_connection
 from erpilot_platform.telemetry import trace_carrier
 
 _DOMAIN_FIELDS = tuple(f.name for f in fields(PendingApproval) if f.name != "votes")  # votes: their own table
+_NEW_COLUMNS = (*_DOMAIN_FIELDS, "trace_context")  # what ``insert_new`` stores
 _NEWEST_FIRST = (approvals.c.created_at.desc(), approvals.c.pending_id.desc())
 
 
 def to_domain(row: Any, cast: tuple[Vote, ...] = ()) -> PendingApproval:
-    mapping = row._mapping
+    mapping = getattr(row, "_mapping", row)  # a SQLAlchemy row, or an asyncpg record (``sql``)
     values = {name: mapping[name] for name in _DOMAIN_FIELDS}
     values["required_roles"] = list(values["required_roles"])
     values["editors"] = tuple(values["editors"] or ())
@@ -45,27 +49,28 @@ async def votes_of(conn: AsyncConnection, pending_ids: list[str]) -> dict[str, t
     """Every vote on these approvals, oldest first, by ``pending_id``."""
     if not pending_ids:
         return {}
-    rows = await conn.execute(select(votes).where(votes.c.pending_id.in_(pending_ids)).order_by(votes.c.vote_id))
+    rows = await (await driver_connection(conn)).fetch(sql.VOTES_OF, pending_ids)
     found: dict[str, list[Vote]] = {}
     for row in rows:
-        found.setdefault(row.pending_id, []).append(Vote(sub=row.voter, role=row.role, action=row.action,
-                                                         fingerprint=row.fingerprint, at=row.voted_at,
-                                                         comment=row.comment, on_behalf_of=row.on_behalf_of))
+        found.setdefault(row["pending_id"], []).append(Vote(
+            sub=row["voter"], role=row["role"], action=row["action"], fingerprint=row["fingerprint"],
+            at=row["voted_at"], comment=row["comment"], on_behalf_of=row["on_behalf_of"]))
     return {pending_id: tuple(items) for pending_id, items in found.items()}
 
 
 async def _with_votes(conn: AsyncConnection, rows: list[Any]) -> list[PendingApproval]:
-    cast = await votes_of(conn, [row.pending_id for row in rows])
-    return [to_domain(row, cast.get(row.pending_id, ())) for row in rows]
+    cast = await votes_of(conn, [_pending_id(row) for row in rows])
+    return [to_domain(row, cast.get(_pending_id(row), ())) for row in rows]
+
+
+def _pending_id(row: Any) -> str:
+    return row["pending_id"] if isinstance(row, asyncpg.Record) else row.pending_id
 
 
 async def get(conn: AsyncConnection, pending_id: str, *, lock: bool = False) -> PendingApproval | None:
     """One approval with its votes; ``lock=True`` takes its row lock (SELECT ... FOR UPDATE) until the
     transaction ends (votes are written only under that lock, so they are read after it)."""
-    stmt = select(approvals).where(approvals.c.pending_id == pending_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    row = (await conn.execute(stmt)).first()
+    row = await (await driver_connection(conn)).fetchrow(sql.LOCK_APPROVAL if lock else sql.GET_APPROVAL, pending_id)
     return (await _with_votes(conn, [row]))[0] if row is not None else None
 
 
@@ -81,7 +86,7 @@ async def pending_of_calls(conn: AsyncConnection, session_id: str, call_ids: lis
 
 async def get_by_operation(conn: AsyncConnection, operation_id: str, *,
                            votes: bool = True) -> PendingApproval | None:
-    row = (await conn.execute(select(approvals).where(approvals.c.operation_id == operation_id))).first()
+    row = await (await driver_connection(conn)).fetchrow(sql.GET_BY_OPERATION, operation_id)
     if row is None or not votes:
         return to_domain(row) if row is not None else None
     return (await _with_votes(conn, [row]))[0]
@@ -89,15 +94,13 @@ async def get_by_operation(conn: AsyncConnection, operation_id: str, *,
 
 async def append_vote(conn: AsyncConnection, pending_id: str, vote: Vote) -> None:
     """One vote row (the caller holds the approval's row lock; one per person by a unique constraint)."""
-    await conn.execute(votes.insert().values(pending_id=pending_id, voter=vote.sub, role=vote.role,
-                                             action=vote.action, fingerprint=vote.fingerprint,
-                                             comment=vote.comment, voted_at=vote.at,
-                                             on_behalf_of=vote.on_behalf_of))
+    await (await driver_connection(conn)).execute(
+        sql.APPEND_VOTE, pending_id, vote.sub, vote.role, vote.action, vote.fingerprint, vote.comment, vote.at,
+        vote.on_behalf_of)
 
 
 async def first_of_call(conn: AsyncConnection, session_id: str, call_id: str) -> PendingApproval | None:
-    first = (approvals.c.session_id == session_id, approvals.c.call_id == call_id, approvals.c.supersedes.is_(None))
-    row = (await conn.execute(select(approvals).where(*first))).first()
+    row = await (await driver_connection(conn)).fetchrow(sql.FIRST_OF_CALL, session_id, call_id)
     return to_domain(row) if row is not None else None
 
 
@@ -110,14 +113,14 @@ async def insert_new(conn: AsyncConnection, approval: PendingApproval, *,
     values = {name: getattr(approval, name) for name in _DOMAIN_FIELDS}
     values["editors"] = list(approval.editors)
     values["trace_context"] = trace_context if trace_context is not None else trace_carrier()
-    stmt = (insert(approvals).values(**values)
-            .on_conflict_do_nothing(index_elements=[approvals.c.operation_id]).returning(approvals.c.pending_id))
-    return (await conn.execute(stmt)).first() is not None
+    raw = await driver_connection(conn)
+    inserted = await raw.fetchval(sql.insert_new(_NEW_COLUMNS), *raw_sql.values(approvals, _NEW_COLUMNS, values))
+    return inserted is not None
 
 
 async def trace_context(conn: AsyncConnection, pending_id: str) -> dict[str, str] | None:
     """The trace context stored with an approval (None for approvals stored before traces were)."""
-    return await conn.scalar(select(approvals.c.trace_context).where(approvals.c.pending_id == pending_id))
+    return await (await driver_connection(conn)).fetchval(sql.TRACE_CONTEXT, pending_id)
 
 
 async def count_pending(conn: AsyncConnection) -> int:
@@ -127,22 +130,19 @@ async def count_pending(conn: AsyncConnection) -> int:
 
 async def save_outcome(conn: AsyncConnection, approval: PendingApproval, grant: GrantV1 | None = None) -> None:
     """Store how an approval left ``pending`` (the caller holds its row lock); expires_at is never written."""
-    values: dict[str, Any] = {
-        "status": approval.status, "decided_by": approval.decided_by, "decided_at": approval.decided_at,
-        "comment": approval.comment, "superseded_by": approval.superseded_by,
-        "decided_on_behalf_of": approval.decided_on_behalf_of,
-    }
+    args = [approval.pending_id, approval.status, approval.decided_by, approval.decided_at, approval.comment,
+            approval.superseded_by, approval.decided_on_behalf_of]
     if grant is not None:
-        values["grant"] = grant.model_dump(mode="json")
-    await conn.execute(approvals.update().where(approvals.c.pending_id == approval.pending_id).values(**values))
+        args.append(json.dumps(grant.model_dump(mode="json")))
+    await (await driver_connection(conn)).execute(sql.SAVE_OUTCOME if grant is None else sql.SAVE_OUTCOME_WITH_GRANT,
+                                                  *args)
 
 
 async def append_decision(conn: AsyncConnection, pending_id: str, *, actor: str, action: str, fingerprint: str,
                           comment: str | None, at: datetime, on_behalf_of: str | None = None) -> None:
     """Append to the decision log (never updated or deleted)."""
-    await conn.execute(decisions.insert().values(
-        pending_id=pending_id, actor=actor, action=action, fingerprint=fingerprint, comment=comment, decided_at=at,
-        on_behalf_of=on_behalf_of))
+    await (await driver_connection(conn)).execute(
+        sql.APPEND_DECISION, pending_id, actor, action, fingerprint, comment, at, on_behalf_of)
 
 
 async def save_escalation(conn: AsyncConnection, approval: PendingApproval) -> None:
@@ -165,9 +165,7 @@ async def lock_due_escalations(conn: AsyncConnection, now: datetime, limit: int)
 async def seconds_to_next_escalation(conn: AsyncConnection) -> float | None:
     """Seconds from the database's now to the earliest escalation due (negative when overdue), or None; an
     approval past its deadline is the expiry sweeper's, not counted."""
-    until = func.min(approvals.c.escalate_at) - func.clock_timestamp()
-    value = await conn.scalar(select(func.extract("epoch", until))
-                              .where(text(ESCALATION_DUE), approvals.c.expires_at > func.clock_timestamp()))
+    value = await (await driver_connection(conn)).fetchval(sql.SECONDS_TO_NEXT_ESCALATION)
     return float(value) if value is not None else None
 
 
@@ -182,8 +180,7 @@ async def lock_due(conn: AsyncConnection, now: datetime, limit: int) -> list[Pen
 
 async def seconds_to_next_deadline(conn: AsyncConnection) -> float | None:
     """Seconds from the database's now to the earliest pending deadline (negative when overdue), or None."""
-    until = func.min(approvals.c.expires_at) - func.clock_timestamp()
-    value = await conn.scalar(select(func.extract("epoch", until)).where(approvals.c.status == "pending"))
+    value = await (await driver_connection(conn)).fetchval(sql.SECONDS_TO_NEXT_DEADLINE)
     return float(value) if value is not None else None
 
 

@@ -6,16 +6,15 @@ order is what makes concurrent commits deadlock-free.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Sequence, bindparam, func, or_, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Sequence, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from erpilot_erp.adapters import records, rows
+from erpilot_erp.adapters import records, rows, sql
 from erpilot_erp.adapters.tables import (
-    consumed_grants,
     customers,
     draft_revisions,
     drafts,
@@ -36,6 +35,8 @@ from erpilot_erp.domain.plans import (
 )
 from erpilot_erp.domain.reads import MAX_SEARCH_RESULTS
 from erpilot_erp.service_layer.ports import StoredRevision
+from erpilot_platform import raw_sql
+from erpilot_platform.db import Fields, driver_connection, fields
 
 REVISION_MAX = 2**31 - 1  # draft_revisions.revision is an INTEGER column
 
@@ -45,34 +46,26 @@ class StaleWrite(RuntimeError):
 
 
 async def next_id(conn: AsyncConnection, sequence: Sequence, prefix: str) -> str:
-    return f"{prefix}-{await conn.scalar(sequence.next_value())}"
+    return f"{prefix}-{await (await driver_connection(conn)).fetchval(sql.next_value(sequence))}"
 
 
 # --- catalog -----------------------------------------------------------------------------------------
-# The statements every prepare and commit runs, built once with bind parameters: building a statement and
-# its cache key per execution cost more CPU than running it (the ERP's profile under ``erpilot bench``).
-_PRODUCTS = select(products).where(products.c.sku.in_(bindparam("skus", expanding=True))).order_by(products.c.sku)
-_PRODUCTS_LOCKED = _PRODUCTS.with_for_update()  # LockRows sits above the sort: rows are locked in SKU order
-_CUSTOMER = select(customers).where(customers.c.customer_id == bindparam("customer_id"))
-# (An UPDATE's bind parameters are not named after its table's columns: SQLAlchemy keeps those for SET.)
-_MOVE_STOCK = update(products).where(products.c.sku == bindparam("p_sku"), products.c.on_hand == bindparam("p_before")
-                                     ).values(on_hand=bindparam("p_after"), updated_at=func.now())
-_SUBMIT_DRAFT = update(drafts).where(
-    drafts.c.draft_id == bindparam("p_draft_id"), drafts.c.latest_revision == bindparam("p_revision"),
-    drafts.c.status == "open").values(status="submitted")
+# The statements every draft, prepare and commit runs go straight to asyncpg (``sql``): SQLAlchemy's statement
+# building, execution context and result processing cost more CPU than the round trip (the ERP's profile
+# under ``erpilot bench``).
 
 
 async def products_by_sku(conn: AsyncConnection, skus: Iterable[str], *, lock: bool = False) -> dict[str, Product]:
     wanted = sorted(set(skus))
     if not wanted:
         return {}
-    stmt = _PRODUCTS_LOCKED if lock else _PRODUCTS
-    return {row.sku: rows.product(row) for row in (await conn.execute(stmt, {"skus": wanted})).all()}
+    found = await (await driver_connection(conn)).fetch(sql.PRODUCTS_LOCKED if lock else sql.PRODUCTS, wanted)
+    return {row["sku"]: rows.product(Fields(row)) for row in found}
 
 
 async def customer(conn: AsyncConnection, customer_id: str) -> Customer | None:
-    row = (await conn.execute(_CUSTOMER, {"customer_id": customer_id})).first()
-    return rows.customer(row) if row else None
+    row = await (await driver_connection(conn)).fetchrow(sql.CUSTOMER, customer_id)
+    return rows.customer(Fields(row)) if row else None
 
 
 async def update_product(conn: AsyncConnection, sku: str, changes: Mapping[str, Any]) -> Product | None:
@@ -91,23 +84,19 @@ async def order(conn: AsyncConnection, order_id: str, *, lock: bool = False) -> 
 # --- drafts ------------------------------------------------------------------------------------------
 async def latest_draft(conn: AsyncConnection, draft_id: str, *, lock: bool = False) -> DraftRevision | None:
     """The draft's latest revision; ``lock`` holds the draft row until the transaction ends."""
+    raw = await driver_connection(conn)
     if not lock:  # one snapshot sees the draft and its latest revision together: one statement
-        row = (await conn.execute(
-            select(drafts.c.session_id, drafts.c.status, drafts.c.owner, draft_revisions.c.snapshot)
-            .join(draft_revisions, (draft_revisions.c.draft_id == drafts.c.draft_id)
-                  & (draft_revisions.c.revision == drafts.c.latest_revision))
-            .where(drafts.c.draft_id == draft_id))).first()
+        row = await raw.fetchrow(sql.LATEST_DRAFT, draft_id)
         if row is None:
             return None
-        return rows.revision(row.snapshot, session_id=row.session_id, status=row.status, owner=row.owner)
+        return rows.revision(row["snapshot"], session_id=row["session_id"], status=row["status"], owner=row["owner"])
     # Locked: the revision is read after the lock. A join FOR UPDATE would re-check a draft that moved on
     # while it waited against the revision row of the old snapshot, and find nothing.
-    draft = (await conn.execute(select(drafts).where(drafts.c.draft_id == draft_id).with_for_update())).first()
+    draft = await raw.fetchrow(sql.LOCK_DRAFT, draft_id)
     if draft is None:
         return None
-    snapshot = await conn.scalar(select(draft_revisions.c.snapshot).where(
-        draft_revisions.c.draft_id == draft_id, draft_revisions.c.revision == draft.latest_revision))
-    return rows.revision(snapshot, session_id=draft.session_id, status=draft.status, owner=draft.owner)
+    snapshot = await raw.fetchval(sql.REVISION_SNAPSHOT, draft_id, draft["latest_revision"])
+    return rows.revision(snapshot, session_id=draft["session_id"], status=draft["status"], owner=draft["owner"])
 
 
 async def open_drafts(conn: AsyncConnection, session_id: str) -> list[DraftRevision]:
@@ -124,30 +113,25 @@ async def open_drafts(conn: AsyncConnection, session_id: str) -> list[DraftRevis
 
 async def insert_revision(conn: AsyncConnection, revision: DraftRevision, *, operation_id: str) -> None:
     """Store a new draft (revision 1) or a draft's next revision, and make it the latest."""
+    raw = await driver_connection(conn)
     if revision.revision == 1:
-        await conn.execute(drafts.insert().values(
-            draft_id=revision.draft_id, session_id=revision.session_id, owner=revision.owner, latest_revision=1,
-            status="open"))
-    else:
-        moved = await conn.execute(update(drafts).where(
-            drafts.c.draft_id == revision.draft_id, drafts.c.latest_revision == revision.revision - 1,
-        ).values(latest_revision=revision.revision))
-        if moved.rowcount != 1:
-            raise StaleWrite(f"draft {revision.draft_id} moved while locked")
-    await conn.execute(draft_revisions.insert().values(
-        draft_id=revision.draft_id, revision=revision.revision, snapshot=rows.revision_snapshot(revision),
-        operation_id=operation_id, created_at=revision.created_at))
+        await raw.execute(sql.NEW_DRAFT, revision.draft_id, revision.session_id, revision.owner)
+    elif await raw.fetchval(sql.MOVE_DRAFT, revision.draft_id, revision.revision) is None:
+        raise StaleWrite(f"draft {revision.draft_id} moved while locked")
+    await raw.execute(sql.INSERT_REVISION, revision.draft_id, revision.revision,
+                      json.dumps(rows.revision_snapshot(revision)), operation_id, revision.created_at)
 
 
 # --- commit effects ----------------------------------------------------------------------------------
 async def _move_stock(conn: AsyncConnection, change: StockChange, operation_id: str) -> None:
-    moved = await conn.execute(_MOVE_STOCK, {"p_sku": change.sku, "p_before": change.before, "p_after": change.after})
-    if moved.rowcount != 1:
+    moved = await (await driver_connection(conn)).execute(sql.MOVE_STOCK, change.sku, change.before, change.after)
+    if moved != "UPDATE 1":  # asyncpg's status of the statement: the rows it changed
         raise StaleWrite(f"on-hand of {change.sku} is no longer {change.before}")
 
 
 async def _insert_order(conn: AsyncConnection, effect: NewOrder, operation_id: str) -> None:
-    await conn.execute(orders.insert().values(rows.order_values(effect.order)))
+    await (await driver_connection(conn)).execute(
+        sql.INSERT_ORDER, *raw_sql.values(orders, sql.ORDER_COLUMNS, rows.order_values(effect.order)))
 
 
 async def _change_order(conn: AsyncConnection, effect: OrderChange, operation_id: str) -> None:
@@ -156,8 +140,8 @@ async def _change_order(conn: AsyncConnection, effect: OrderChange, operation_id
 
 
 async def _submit_draft(conn: AsyncConnection, sub: DraftSubmission, operation_id: str) -> None:
-    moved = await conn.execute(_SUBMIT_DRAFT, {"p_draft_id": sub.draft_id, "p_revision": sub.revision})
-    if moved.rowcount != 1:
+    moved = await (await driver_connection(conn)).execute(sql.SUBMIT_DRAFT, sub.draft_id, sub.revision)
+    if moved != "UPDATE 1":
         raise StaleWrite(f"draft {sub.draft_id} is no longer open at revision {sub.revision}")
 
 
@@ -183,31 +167,28 @@ async def apply_plan(conn: AsyncConnection, plan: CommitPlan, *, operation_id: s
 
 # --- operations and grants ---------------------------------------------------------------------------
 async def operation(conn: AsyncConnection, operation_id: str, *, lock: bool = False) -> Any | None:
-    stmt = select(operations).where(operations.c.operation_id == operation_id)
-    return (await conn.execute(stmt.with_for_update() if lock else stmt)).first()
+    raw = await driver_connection(conn)
+    return fields(await raw.fetchrow(sql.LOCK_OPERATION if lock else sql.OPERATION, operation_id))
 
 
 async def operation_for_call(conn: AsyncConnection, session_id: str, call_id: str) -> Any | None:
-    stmt = select(operations).where(operations.c.session_id == session_id, operations.c.call_id == call_id,
-                                    operations.c.supersedes.is_(None))
-    return (await conn.execute(stmt)).first()
+    return fields(await (await driver_connection(conn)).fetchrow(sql.OPERATION_FOR_CALL, session_id, call_id))
 
 
 async def insert_operation(conn: AsyncConnection, values: Mapping[str, Any]) -> Any:
     """Store a prepared operation; returns its row."""
-    stmt = operations.insert().values(status="prepared", **values).returning(*operations.c)
-    return (await conn.execute(stmt)).first()
+    names = tuple(sorted(values))  # one statement text per set of columns
+    raw = await driver_connection(conn)
+    return fields(await raw.fetchrow(sql.insert_operation(names), *raw_sql.values(operations, names, values)))
 
 
 async def finish_operation(conn: AsyncConnection, operation_id: str, *, status: str, pending_id: str,
                            decided_by: str, result: dict[str, Any] | None = None,
                            error: dict[str, Any] | None = None) -> Any:
     """Record the outcome of a commit; returns the updated row."""
-    stmt = (update(operations).where(operations.c.operation_id == operation_id, operations.c.status == "prepared")
-            .values(status=status, result=result, error=error, grant_pending_id=pending_id, decided_by=decided_by,
-                    committed_at=func.now() if status == "committed" else None)
-            .returning(*operations.c))
-    row = (await conn.execute(stmt)).first()
+    raw = await driver_connection(conn)
+    row = fields(await raw.fetchrow(sql.FINISH_OPERATION, operation_id, status, json.dumps(result), json.dumps(error),
+                                    pending_id, decided_by, status == "committed"))
     if row is None:
         raise StaleWrite(f"operation {operation_id} was finished while locked")
     return row
@@ -215,9 +196,7 @@ async def finish_operation(conn: AsyncConnection, operation_id: str, *, status: 
 
 async def consume_grant(conn: AsyncConnection, pending_id: str, operation_id: str) -> bool:
     """Mark the grant used; False when it already was (by this or another operation)."""
-    stmt = (insert(consumed_grants).values(pending_id=pending_id, operation_id=operation_id)
-            .on_conflict_do_nothing().returning(consumed_grants.c.pending_id))
-    return (await conn.execute(stmt)).first() is not None
+    return await (await driver_connection(conn)).fetchval(sql.CONSUME_GRANT, pending_id, operation_id) is not None
 
 
 # --- reads (each one statement: in a read unit of work it needs no transaction) ----------------------
