@@ -4,21 +4,15 @@ forgot (0008: the assertion columns), nothing left behind (the grant and commit-
 from __future__ import annotations
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
 
 from erpilot_agent.adapters.tables import SCHEMA, metadata
+from erpilot_platform.testing.schema import schema_differences
 
 pytestmark = pytest.mark.integration
 
 
 def _differences(sync_conn) -> list:
-    context = MigrationContext.configure(sync_conn, opts={
-        "include_schemas": True, "version_table_schema": SCHEMA,
-        "include_name": lambda name, type_, parent: type_ != "schema" or name == SCHEMA,
-        "include_object": lambda obj, name, type_, reflected, compare_to: not (
-            type_ == "table" and name == "alembic_version")})
-    return compare_metadata(context, metadata)
+    return schema_differences(sync_conn, metadata, SCHEMA)
 
 
 async def test_the_migrated_agent_schema_is_the_one_the_code_uses(engine):

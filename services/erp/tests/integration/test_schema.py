@@ -5,22 +5,16 @@ module that is not imported with the tables, or a migration that forgot one, sho
 from __future__ import annotations
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
 
 from erpilot_erp.adapters.tables import SCHEMA, metadata
 from erpilot_platform.db import create_engine
+from erpilot_platform.testing.schema import schema_differences
 
 pytestmark = pytest.mark.integration
 
 
 def _differences(sync_conn) -> list:
-    context = MigrationContext.configure(sync_conn, opts={
-        "include_schemas": True, "version_table_schema": SCHEMA,
-        "include_name": lambda name, type_, parent: type_ != "schema" or name == SCHEMA,
-        "include_object": lambda obj, name, type_, reflected, compare_to: not (
-            type_ == "table" and name == "alembic_version")})
-    return compare_metadata(context, metadata)
+    return schema_differences(sync_conn, metadata, SCHEMA)
 
 
 async def test_the_migrated_erp_schema_is_the_one_the_code_uses(database_url):
