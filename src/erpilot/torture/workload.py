@@ -53,12 +53,16 @@ class Driver:
     async def recover(self) -> None:
         """If the armed service died, SIGKILL its group and restart it disarmed (once per crash)."""
         async with self._lock:
+            # The supervisor's look comes first and leaves out the armed service: had the target died at its
+            # failpoint between reading its exit code and that look, it was reported as "another process".
+            # Looked at in this order, a target the supervisor saw exit has its exit code read just after.
+            others = self.ts.unexpected_exits(besides=self.target)
             code = self.ts.exit_code(self.target)
             if code is not None:
                 self.crashes.append(code)
                 self.ts.disarm(self.target)
                 self.ts.kill(self.target)  # SIGKILL the rest of its group; not reported as unexpected
-            self.other_exits += self.ts.unexpected_exits()
+            self.other_exits += others
             if code is not None:
                 await asyncio.to_thread(self.ts.restart, self.target)
 
